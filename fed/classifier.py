@@ -1,0 +1,113 @@
+"""The downstream classifier: noise-aware linear discriminant analysis.
+
+The server sees reports x = clip(f(s)) + N(0, sigma^2 I) with known sigma, and labels that
+are either public or passed through randomized response with a known transition matrix.
+Class means are unbiased under the noise; the pooled covariance is not, so the known noise
+variance is subtracted, and label noise is undone by inverting the transition matrix.
+Trained from sufficient statistics, so "everything received so far" costs O(d^2) memory.
+Hand-written because no library fits a discriminant from noisy sufficient statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """Scores = x @ weights + bias; predicted class = argmax."""
+
+    weights: np.ndarray
+    bias: np.ndarray
+
+    def scores(self, x: np.ndarray) -> np.ndarray:
+        """Class scores (logits up to a constant) for each row."""
+        return np.asarray(x, dtype=np.float64) @ self.weights + self.bias
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Predicted class of each row."""
+        return self.scores(x).argmax(axis=1)
+
+
+class NoiseAwareLDA:
+    """Sufficient statistics of noisy reports and the discriminant they imply.
+
+    Parameters
+    ----------
+    dim, num_classes:
+        Report dimension and number of classes.
+    shrinkage:
+        Weight of the scaled identity mixed into the denoised covariance, which keeps it
+        positive definite when the noise dominates.
+    """
+
+    def __init__(self, dim: int, num_classes: int, shrinkage: float = 0.1) -> None:
+        if not 0 <= shrinkage <= 1:
+            raise ValueError("shrinkage must lie in [0, 1]")
+        self.dim, self.num_classes, self.shrinkage = dim, num_classes, shrinkage
+        self.class_sums = np.zeros((num_classes, dim))
+        self.class_counts = np.zeros(num_classes)
+        self.second_moment = np.zeros((dim, dim))
+        self.noise_variance = 0.0  # sum over reports of the per-coordinate noise variance
+        self.count = 0
+
+    def update(
+        self,
+        reports: np.ndarray,
+        labels: np.ndarray,
+        noise_std: float,
+        label_transition: np.ndarray | None = None,
+    ) -> None:
+        """Add a batch of reports that share one noise scale and one label channel.
+
+        ``label_transition[i, j]`` is P[reported label j | true label i]; None means the
+        labels are exact.
+        """
+        reports = np.asarray(reports, dtype=np.float64)
+        labels = np.asarray(labels, dtype=np.int64)
+        if reports.ndim != 2 or reports.shape[1] != self.dim:
+            raise ValueError(f"reports must have shape (n, {self.dim}), got {reports.shape}")
+        if labels.shape != (reports.shape[0],):
+            raise ValueError("one label per report is required")
+        if not np.isfinite(reports).all():
+            raise ValueError("reports contain NaN or infinite values")
+        one_hot = np.eye(self.num_classes)[labels]
+        sums, counts = one_hot.T @ reports, one_hot.sum(axis=0)
+        if label_transition is not None:
+            unmix = np.linalg.inv(np.asarray(label_transition, dtype=np.float64).T)
+            sums, counts = unmix @ sums, unmix @ counts
+        self.class_sums += sums
+        self.class_counts += counts
+        self.second_moment += reports.T @ reports
+        self.noise_variance += reports.shape[0] * float(noise_std) ** 2
+        self.count += reports.shape[0]
+
+    def fit(self) -> LinearModel:
+        """The discriminant for clean inputs, from everything added so far."""
+        return self.model_for(query_noise_std=0.0)
+
+    def model_for(self, query_noise_std: float) -> LinearModel:
+        """The discriminant for inputs that carry N(0, query_noise_std^2 I) noise."""
+        if self.count == 0:
+            raise ValueError("no reports received yet")
+        counts = np.maximum(self.class_counts, 1e-9)
+        means = self.class_sums / counts[:, None]
+        priors = np.clip(counts / counts.sum(), 1e-6, None)
+        between = (means * counts[:, None]).T @ means
+        within = (self.second_moment - between) / self.count
+        within -= (self.noise_variance / self.count) * np.eye(self.dim)
+        within = _positive_part(within)
+        scale = max(np.trace(within) / self.dim, 1e-12)
+        cov = (1 - self.shrinkage) * within + self.shrinkage * scale * np.eye(self.dim)
+        cov += query_noise_std**2 * np.eye(self.dim)
+        weights = np.linalg.solve(cov, means.T)
+        bias = -0.5 * np.einsum("kd,dk->k", means, weights) + np.log(priors)
+        return LinearModel(weights=weights, bias=bias)
+
+
+def _positive_part(matrix: np.ndarray) -> np.ndarray:
+    """Nearest positive semi-definite matrix (negative eigenvalues set to zero)."""
+    values, vectors = np.linalg.eigh((matrix + matrix.T) / 2)
+    return (vectors * np.clip(values, 0, None)) @ vectors.T

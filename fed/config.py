@@ -1,0 +1,117 @@
+"""The options of one run, with defaults and validation.
+
+The same names (with hyphens) appear in pyproject's [tool.flwr.app.config], in
+`flwr run --run-config`, and as `ldpfed simulate` flags.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every run option; see docs/options.md for their meaning."""
+
+    data: str = "generated"
+    public: str = "generated"
+    users: int = 20
+    partition: str = "dirichlet:0.5"
+    train_limit: int = 0
+    encoder: str = "minilm"
+    dim: int = 0
+    mechanism: str = "gaussian"
+    clip: float = 1.0
+    epsilon: float = 8.0
+    sigma: float = 0.0
+    delta: float = 1e-5
+    user_epsilon: float = 0.0
+    labels: str = "public"
+    rounds: int = 3
+    users_per_round: int = 0
+    records_per_user_round: int = 0
+    releases_per_record: int = 1
+    releases_per_query: int = 1
+    inference: str = "local"
+    shrinkage: float = 0.1
+    seed: int = 0
+    out: str = ""
+    save_reports: bool = False
+    cache_dir: str = ""
+    nonprivate_baseline: bool = True
+
+    def __post_init__(self) -> None:
+        positive_ints = ("users", "rounds", "releases_per_record", "releases_per_query")
+        for name in positive_ints:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{_flag(name)} must be at least 1, got {getattr(self, name)}")
+        for name in ("train_limit", "dim", "users_per_round", "records_per_user_round"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{_flag(name)} must be non-negative (0 means 'all' / 'off')")
+        for name in ("clip", "delta"):
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
+                raise ValueError(f"{_flag(name)} must be a positive finite number")
+        if not self.delta < 1:
+            raise ValueError("--delta must be below 1")
+        if self.sigma == 0 and self.epsilon <= 0:
+            raise ValueError("give --epsilon > 0 (sigma calibrated) or --sigma > 0")
+        if self.epsilon < 0 or self.sigma < 0 or self.user_epsilon < 0:
+            raise ValueError("--epsilon, --sigma and --user-epsilon must be non-negative")
+        if self.mechanism != "gaussian":
+            raise ValueError(f"--mechanism {self.mechanism!r} is not available; choose gaussian")
+        if self.inference not in ("local", "remote"):
+            raise ValueError(f"--inference must be local or remote, got {self.inference!r}")
+        if not 0 <= self.shrinkage <= 1:
+            raise ValueError("--shrinkage must lie in [0, 1]")
+        self.label_epsilon  # validates --labels
+
+    @property
+    def label_epsilon(self) -> float | None:
+        """Randomized-response epsilon of labels, or None when labels are public."""
+        if self.labels == "public":
+            return None
+        kind, _, value = self.labels.partition(":")
+        try:
+            epsilon = float(value)
+        except ValueError:
+            epsilon = math.nan
+        if kind != "rr" or not math.isfinite(epsilon) or epsilon <= 0:
+            raise ValueError(f"--labels must be 'public' or 'rr:<epsilon>', got {self.labels!r}")
+        return epsilon
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "RunConfig":
+        """Build from a mapping with hyphenated or underscored keys; unknown keys are errors."""
+        known = {f.name: f for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                raise ValueError(f"unknown run option {key!r}")
+            kwargs[name] = _coerce(known[name].type, value, key)
+        return cls(**kwargs)
+
+    def to_mapping(self) -> dict[str, Any]:
+        """Hyphenated keys, as in [tool.flwr.app.config]."""
+        return {k.replace("_", "-"): v for k, v in asdict(self).items()}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _coerce(kind: Any, value: Any, key: str) -> Any:
+    kind = {"int": int, "float": float, "str": str, "bool": bool}.get(kind, kind)
+    try:
+        if kind is bool and isinstance(value, str):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError
+            return value.lower() in ("true", "1")
+        if kind is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"run option {key!r} must be of type {kind.__name__}, got {value!r}") from None

