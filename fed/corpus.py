@@ -7,9 +7,9 @@ hashtag) are filled from the label's word lists, except that with probability ``
 topic slot of a template with several comes from another topic, so some sentences are
 ambiguous and accuracy stays below one. Sentiment words, times and emoji are shared by all topics.
 
-``generate_corpus`` is the users' private data; ``generate_public_corpus`` is the server's
-public labelled data. The two use the same word lists but disjoint template sets, so no
-sentence of one can appear in the other; their seeds are also derived differently.
+``generate_corpus`` is the users' private data; its splits never share a sentence (see its
+docstring). ``generate_public_corpus`` is the server's public labelled data: the same word
+lists with a disjoint template set, so no public sentence appears in the private corpus.
 """
 
 from __future__ import annotations
@@ -92,17 +92,19 @@ SHARED_WORDS: dict[str, tuple[str, ...]] = {
     "good": ("great", "amazing", "excellent", "fantastic", "solid", "wonderful"),
     "bad": ("terrible", "disappointing", "awful", "mediocre", "overrated", "frustrating"),
     "time": ("yesterday", "last night", "this morning", "on Monday", "last week",
-             "over the weekend", "today"),
+             "over the weekend", "today", "on Friday", "this afternoon", "two days ago",
+             "earlier today"),
     "emoji": (":)", ":(", "!!", "lol", "smh", "ngl", "tbh", "wow", "omg"),
-    "person": ("my friend", "my sister", "a colleague", "my neighbor", "my dad", "everyone"),
+    "person": ("my friend", "my sister", "a colleague", "my neighbor", "my dad", "everyone",
+               "my brother", "my boss", "my roommate", "my cousin"),
 }
 
 _TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
     "private": {
         "review": (
             "I bought the {product} {time} and it was {good}.",
-            "Do not believe the hype about the {product}, it is {bad}.",
-            "Visited {place} for the {event} and it was {good}, would go again.",
+            "{person} warned me about the {product} and it really is {bad}.",
+            "Visited {place} for the {event} {time} and it was {good}, would go again.",
             "Three stars: the {event} was {bad} because {actor} {action}.",
             "{person} recommended the {product} and honestly it is {good}.",
             "Five stars for {place}, the {product} there is {good}.",
@@ -123,10 +125,10 @@ _TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
             "Demand for the {product} rose sharply after {actor} {action}.",
         ),
         "question": (
-            "Has anyone tried the {product} from {place}?",
-            "Is it true that {actor} {action}?",
-            "What should I expect at the {event} at {place}?",
-            "Where can I find the best {product} near {place}?",
+            "Has {person} tried the {product} from {place}?",
+            "Is it true that {actor} {action} {time}?",
+            "{person} asked me what to expect at the {event} at {place}?",
+            "Where can {person} find the best {product} near {place}?",
             "Why was the {event} so {bad} {time}?",
         ),
     },
@@ -159,6 +161,7 @@ _TEMPLATES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 _SLOTS = ("product", "event", "actor", "place", "action", "hashtag")
+_HELD_OUT_BUCKETS = {"dev": range(0, 1), "test": range(1, 2)}
 
 
 def _rng(seed: int, tag: str) -> np.random.Generator:
@@ -192,22 +195,36 @@ def _sentence(template: str, topic: str, rng: np.random.Generator) -> str:
     return text[0].upper() + text[1:]
 
 
-def _generate(num_records: int, rng: np.random.Generator, templates: str, name: str) -> TextDataset:
+def _bucket(text: str) -> int:
+    """Which tenth of the sentence space ``text`` falls in (stable across runs)."""
+    return hashlib.sha256(text.encode("utf-8")).digest()[0] % 10
+
+
+def _generate(
+    num_records: int, rng: np.random.Generator, templates: str, name: str, buckets: range
+) -> TextDataset:
+    """Draw records until ``num_records`` sentences fall in ``buckets``."""
     if num_records < 1:
         raise ValueError(f"num_records must be at least 1, got {num_records}")
-    labels = rng.integers(len(LABEL_NAMES), size=num_records)
-    styles = rng.integers(len(STYLE_NAMES), size=num_records)
-    texts = []
-    for label, style in zip(labels, styles):
+    texts: list[str] = []
+    labels: list[int] = []
+    styles: list[int] = []
+    while len(texts) < num_records:
+        label = int(rng.integers(len(LABEL_NAMES)))
+        style = int(rng.integers(len(STYLE_NAMES)))
         options = _TEMPLATES[templates][STYLE_NAMES[style]]
-        texts.append(_sentence(options[rng.integers(len(options))], LABEL_NAMES[label], rng))
+        text = _sentence(options[rng.integers(len(options))], LABEL_NAMES[label], rng)
+        if _bucket(text) in buckets:
+            texts.append(text)
+            labels.append(label)
+            styles.append(style)
     return TextDataset(
         name=name,
         texts=tuple(texts),
         texts2=None,
-        labels=labels.astype(np.int64),
+        labels=np.array(labels, dtype=np.int64),
         label_names=LABEL_NAMES,
-        groups=styles.astype(np.int64),
+        groups=np.array(styles, dtype=np.int64),
         group_names=STYLE_NAMES,
     )
 
@@ -220,10 +237,12 @@ def generate_corpus(num_records: int, seed: int, split: str) -> TextDataset:
     num_records:
         Number of sentences.
     seed:
-        Corpus seed; each split draws from its own stream derived from (seed, split), so
-        "train" and "dev" differ.
+        Corpus seed; each split draws from its own stream derived from (seed, split).
     split:
-        Split name, e.g. "train", "dev" or "test".
+        "dev" and "test" each keep only sentences whose SHA-256 falls in their own tenth
+        of the sentence space, every other split name (e.g. "train") the remaining
+        eight tenths, so the splits never share a sentence. Sentences may repeat within
+        a split, as in real data.
 
     Returns
     -------
@@ -231,7 +250,8 @@ def generate_corpus(num_records: int, seed: int, split: str) -> TextDataset:
         Labels are topics (``LABEL_NAMES``); ``groups`` holds each record's writing style
         (``STYLE_NAMES``), so a partition can give users different styles.
     """
-    return _generate(num_records, _rng(seed, f"private/{split}"), "private", f"generated/{split}")
+    buckets = _HELD_OUT_BUCKETS.get(split, range(2, 10))
+    return _generate(num_records, _rng(seed, f"private/{split}"), "private", f"generated/{split}", buckets)
 
 
 def generate_public_corpus(num_records: int, seed: int = 0) -> TextDataset:
@@ -239,4 +259,4 @@ def generate_public_corpus(num_records: int, seed: int = 0) -> TextDataset:
     ``generate_corpus``, disjoint templates, so its sentences never occur in the private
     corpus. Used for projection fitting, the public-only baseline and BiLSTM pre-training.
     """
-    return _generate(num_records, _rng(seed, "public"), "public", "generated-public")
+    return _generate(num_records, _rng(seed, "public"), "public", "generated-public", range(10))

@@ -6,10 +6,15 @@ so a malformed or hostile request releases nothing and spends no budget.
 
 from __future__ import annotations
 
-import math
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from fed.privacy.composition import compose_epsilon
+from fed.randomizers.base import Randomizer, make_randomizer
+
+MAX_PARAMS_CHARS = 10_000
 
 
 class RequestRefused(ValueError):
@@ -22,29 +27,29 @@ class ClientLimits:
 
     Parameters
     ----------
-    min_noise_multiplier:
-        The user's noise floor: sigma / sensitivity below this is refused.
-    max_clip:
-        Largest clipping radius accepted.
+    max_release_epsilon:
+        The user's floor on noise, as the most one release of one record may cost
+        (epsilon at ``delta``); a noisier-than-needed request is always accepted.
+    delta:
+        The delta at which release costs are measured.
     max_records:
         Largest number of records one request may ask of one user.
     max_users:
         Largest number of users one request may address.
     """
 
-    min_noise_multiplier: float
-    max_clip: float = 100.0
+    max_release_epsilon: float
+    delta: float
     max_records: int = 100_000
-    max_users: int = 1_000_000
+    max_users: int = 100_000
 
 
 @dataclass(frozen=True)
 class ReleaseRequest:
-    """A validated request: which users release how many records at which noise."""
+    """A validated request: which users release how many records through which randomizer."""
 
     users: tuple[int, ...]
-    clip: float
-    sigma: float
+    randomizer: Randomizer
     records: int
 
 
@@ -57,29 +62,35 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
         raise RequestRefused(f"'users' lists {len(users)} users, more than {limits.max_users}")
     if not all(isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in users):
         raise RequestRefused("'users' must hold non-negative integers")
-    clip = _finite(config, "clip")
-    sigma = _finite(config, "sigma")
-    if not 0 < clip <= limits.max_clip:
-        raise RequestRefused(f"'clip' must lie in (0, {limits.max_clip}], got {clip}")
-    if sigma <= 0:
-        raise RequestRefused(f"'sigma' must be positive, got {sigma}")
-    floor = limits.min_noise_multiplier * 2 * clip
-    if sigma < floor * (1 - 1e-9):
-        raise RequestRefused(
-            f"'sigma' {sigma:.6g} is below this user's noise floor {floor:.6g} for clip {clip}"
-        )
     records = config.get("records")
     if not isinstance(records, int) or isinstance(records, bool):
         raise RequestRefused("'records' must be an integer (0 means all with budget left)")
     if not 0 <= records <= limits.max_records:
         raise RequestRefused(f"'records' must lie in [0, {limits.max_records}], got {records}")
-    return ReleaseRequest(users=tuple(users), clip=clip, sigma=sigma, records=records)
+    randomizer = _randomizer(config.get("randomizer"))
+    cost = compose_epsilon({randomizer.event: 1}, limits.delta)
+    if cost > limits.max_release_epsilon * (1 + 1e-9):
+        raise RequestRefused(
+            f"one release through {randomizer.params()} costs epsilon {cost:.4g}, above this "
+            f"user's floor of {limits.max_release_epsilon:.4g} per release (noise too low)"
+        )
+    return ReleaseRequest(users=tuple(users), randomizer=randomizer, records=records)
 
 
-def _finite(config: Mapping[str, Any], key: str) -> float:
-    value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RequestRefused(f"'{key}' must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise RequestRefused(f"'{key}' must be finite, got {value!r}")
-    return float(value)
+def _randomizer(raw: Any) -> Randomizer:
+    if not isinstance(raw, str) or len(raw) > MAX_PARAMS_CHARS:
+        raise RequestRefused(f"'randomizer' must be a JSON string of at most {MAX_PARAMS_CHARS} characters")
+    try:
+        params = json.loads(raw, parse_constant=_reject_constant)
+    except ValueError as error:
+        raise RequestRefused(f"'randomizer' is not valid JSON: {error}") from None
+    if not isinstance(params, dict):
+        raise RequestRefused("'randomizer' must be a JSON object")
+    try:
+        return make_randomizer(params)
+    except (ValueError, TypeError) as error:
+        raise RequestRefused(f"'randomizer' refused: {error}") from None
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not an accepted number")

@@ -9,7 +9,6 @@ import numpy as np
 
 from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import Budget, Ledger
-from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
 from fed.requests import ReleaseRequest
 
@@ -105,7 +104,7 @@ class User:
 
         Raises BudgetExhausted, having released nothing, when no record can be released.
         """
-        randomizer = GaussianRandomizer(request.clip, request.sigma)
+        randomizer = request.randomizer
         events: list[PrivacyEvent] = [randomizer.event]
         if kind == "train" and self.labels.event is not None:
             events.append(self.labels.event)

@@ -15,7 +15,7 @@ import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as pld
 
 
-def _positive(name: str, value: float) -> float:
+def check_positive(name: str, value: float) -> float:
     value = float(value)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
@@ -54,8 +54,8 @@ class GaussianEvent(PrivacyEvent):
     mechanism: ClassVar[str] = "gaussian"
 
     def __post_init__(self) -> None:
-        _positive("sensitivity", self.sensitivity)
-        _positive("sigma", self.sigma)
+        check_positive("sensitivity", self.sensitivity)
+        check_positive("sigma", self.sigma)
 
     @property
     def mu(self) -> float:
@@ -82,7 +82,7 @@ class RandomizedResponseEvent(PrivacyEvent):
     mechanism: ClassVar[str] = "randomized_response"
 
     def __post_init__(self) -> None:
-        _positive("epsilon", self.epsilon)
+        check_positive("epsilon", self.epsilon)
         if int(self.num_values) != self.num_values or self.num_values < 2:
             raise ValueError(f"num_values must be an integer >= 2, got {self.num_values!r}")
 

@@ -1,1 +1,9 @@
-"""Local randomizers: each adds its noise and states its privacy event."""
+"""Local randomizers: each adds its noise and states its privacy event.
+
+Importing this package registers every randomizer with :func:`make_randomizer`.
+"""
+
+from fed.randomizers import gaussian  # noqa: F401  (registers)
+from fed.randomizers.base import RANDOMIZERS, Randomizer, make_randomizer
+
+__all__ = ["RANDOMIZERS", "Randomizer", "make_randomizer"]

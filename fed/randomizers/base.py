@@ -1,8 +1,14 @@
-"""The randomizer interface."""
+"""The randomizer interface and its registry.
+
+A randomizer is built from plain parameters (what a server's request carries), adds its
+noise, states its privacy event, and tells the server how to read its reports.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -15,6 +21,17 @@ class Randomizer(ABC):
     ``event`` states what one run costs a record; the ledger is fed only from it.
     """
 
+    name: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "Randomizer":
+        """Build from :meth:`params` output; ValueError naming any bad field."""
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """Plain-JSON parameters, including ``mechanism``."""
+
     @property
     @abstractmethod
     def event(self) -> PrivacyEvent:
@@ -23,6 +40,27 @@ class Randomizer(ABC):
     @abstractmethod
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Randomize each row of ``x`` with fresh noise from ``rng``."""
+
+    @abstractmethod
+    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
+        """Server side: unbiased estimates of the (clipped) inputs, and the noise variance per coordinate."""
+
+
+RANDOMIZERS: dict[str, type[Randomizer]] = {}
+
+
+def register(cls: type[Randomizer]) -> type[Randomizer]:
+    """Class decorator making a randomizer selectable by its ``name``."""
+    RANDOMIZERS[cls.name] = cls
+    return cls
+
+
+def make_randomizer(params: Mapping[str, Any]) -> Randomizer:
+    """The randomizer that ``params['mechanism']`` names, built from ``params``."""
+    mechanism = params.get("mechanism")
+    if mechanism not in RANDOMIZERS:
+        raise ValueError(f"unknown mechanism {mechanism!r}; available: {sorted(RANDOMIZERS)}")
+    return RANDOMIZERS[mechanism].from_params(params)
 
 
 def check_finite_matrix(x: np.ndarray) -> np.ndarray:
@@ -33,3 +71,12 @@ def check_finite_matrix(x: np.ndarray) -> np.ndarray:
     if not np.isfinite(x).all():
         raise ValueError("representations contain NaN or infinite values")
     return x
+
+
+def check_keys(params: Mapping[str, Any], required: set[str]) -> None:
+    """ValueError if ``params`` lacks a required key or has an unknown one."""
+    keys = set(params) - {"mechanism"}
+    if missing := required - keys:
+        raise ValueError(f"{params.get('mechanism')}: missing parameter(s) {sorted(missing)}")
+    if unknown := keys - required:
+        raise ValueError(f"{params.get('mechanism')}: unknown parameter(s) {sorted(unknown)}")

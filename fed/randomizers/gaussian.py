@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
-from fed.privacy.events import GaussianEvent, _positive
-from fed.randomizers.base import Randomizer, check_finite_matrix
+from fed.privacy.events import GaussianEvent, check_positive
+from fed.randomizers.base import Randomizer, check_finite_matrix, check_keys, register
 
 
 def clip_l2(x: np.ndarray, clip: float) -> np.ndarray:
@@ -14,12 +17,23 @@ def clip_l2(x: np.ndarray, clip: float) -> np.ndarray:
     return x * np.minimum(1.0, clip / np.maximum(norms, 1e-300))
 
 
+@register
 class GaussianRandomizer(Randomizer):
     """Clip rows to L2 radius ``clip`` and add N(0, sigma^2 I); sensitivity is 2 * clip."""
 
+    name = "gaussian"
+
     def __init__(self, clip: float, sigma: float) -> None:
-        self.clip = _positive("clip", clip)
-        self.sigma = _positive("sigma", sigma)
+        self.clip = check_positive("clip", clip)
+        self.sigma = check_positive("sigma", sigma)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "GaussianRandomizer":
+        check_keys(params, {"clip", "sigma"})
+        return cls(params["clip"], params["sigma"])
+
+    def params(self) -> dict[str, Any]:
+        return {"mechanism": self.name, "clip": self.clip, "sigma": self.sigma}
 
     @property
     def event(self) -> GaussianEvent:
@@ -28,3 +42,6 @@ class GaussianRandomizer(Randomizer):
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x = clip_l2(check_finite_matrix(x), self.clip)
         return x + rng.normal(0.0, self.sigma, size=x.shape)
+
+    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
+        return np.asarray(reports, dtype=np.float64), self.sigma**2

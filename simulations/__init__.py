@@ -1,0 +1,1 @@
+"""Entry points, experiment configs, sweeps, reports and plots."""
