@@ -62,18 +62,16 @@ class NoiseAwareLDA:
     ) -> None:
         """Add a batch of reports that share one noise scale and one label channel.
 
+        ``labels`` are class ids, or soft labels of shape (n, num_classes) (e.g. mixup).
         ``label_transition[i, j]`` is P[reported label j | true label i]; None means the
         labels are exact.
         """
         reports = np.asarray(reports, dtype=np.float64)
-        labels = np.asarray(labels, dtype=np.int64)
         if reports.ndim != 2 or reports.shape[1] != self.dim:
             raise ValueError(f"reports must have shape (n, {self.dim}), got {reports.shape}")
-        if labels.shape != (reports.shape[0],):
-            raise ValueError("one label per report is required")
         if not np.isfinite(reports).all():
             raise ValueError("reports contain NaN or infinite values")
-        one_hot = np.eye(self.num_classes)[labels]
+        one_hot = _soft_labels(labels, reports.shape[0], self.num_classes)
         sums, counts = one_hot.T @ reports, one_hot.sum(axis=0)
         if label_transition is not None:
             unmix = np.linalg.inv(np.asarray(label_transition, dtype=np.float64).T)
@@ -105,6 +103,17 @@ class NoiseAwareLDA:
         weights = np.linalg.solve(cov, means.T)
         bias = -0.5 * np.einsum("kd,dk->k", means, weights) + np.log(priors)
         return LinearModel(weights=weights, bias=bias)
+
+
+def _soft_labels(labels: np.ndarray, n: int, num_classes: int) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.shape == (n, num_classes):
+        return labels.astype(np.float64)
+    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be {n} class ids or an ({n}, {num_classes}) soft-label array")
+    if n and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"labels must lie in [0, {num_classes})")
+    return np.eye(num_classes)[labels]
 
 
 def _positive_part(matrix: np.ndarray) -> np.ndarray:

@@ -49,7 +49,9 @@ def load_dataset(spec: str, split: str) -> TextDataset:
     spec:
         "generated[:num_records[:seed]]" for the project's own corpus (default sizes in
         ``GENERATED_SIZES``, seed 0); an existing local folder; otherwise a Hugging Face
-        dataset id, optionally "id:config" (e.g. "nyu-mll/glue:sst2").
+        dataset id ("name" or "org/name"), optionally "id:config" (e.g.
+        "nyu-mll/glue:sst2"). A spec that looks like a path (absolute, starting with "."
+        or "~", or with more than one "/") must be an existing folder.
     split:
         "train", "dev", "test", or any split name the source has.
 
@@ -66,6 +68,8 @@ def load_dataset(spec: str, split: str) -> TextDataset:
         return _load_folder(folder, split)
     if folder.exists():
         raise ValueError(f"{spec} is a file; a local dataset is a folder of TSV files")
+    if folder.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1:
+        raise ValueError(f"dataset folder {spec} does not exist")
     return _load_hf(spec, split)
 
 

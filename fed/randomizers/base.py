@@ -28,6 +28,21 @@ class Randomizer(ABC):
     def from_params(cls, params: Mapping[str, Any]) -> "Randomizer":
         """Build from :meth:`params` output; ValueError naming any bad field."""
 
+    @classmethod
+    @abstractmethod
+    def calibrated(
+        cls,
+        epsilon: float,
+        delta: float,
+        releases: int,
+        options: Mapping[str, Any],
+        other_events: Mapping[PrivacyEvent, int] | None = None,
+    ) -> "Randomizer":
+        """The least noisy instance whose ``releases`` runs (plus ``other_events``) meet (epsilon, delta).
+
+        ``options`` holds the parameters that are fixed rather than solved for (e.g. the clip).
+        """
+
     @abstractmethod
     def params(self) -> dict[str, Any]:
         """Plain-JSON parameters, including ``mechanism``."""
@@ -36,6 +51,10 @@ class Randomizer(ABC):
     @abstractmethod
     def event(self) -> PrivacyEvent:
         """The privacy event of one run on one record."""
+
+    @abstractmethod
+    def preprocess(self, x: np.ndarray) -> np.ndarray:
+        """The deterministic part of a release (e.g. clipping), also applied at local inference."""
 
     @abstractmethod
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

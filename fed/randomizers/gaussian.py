@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import GaussianEvent, check_positive
+from fed.privacy.calibration import calibrate_gaussian_sigma
+from fed.privacy.events import GaussianEvent, PrivacyEvent, check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_keys, register
 
 
@@ -32,6 +33,19 @@ class GaussianRandomizer(Randomizer):
         check_keys(params, {"clip", "sigma"})
         return cls(params["clip"], params["sigma"])
 
+    @classmethod
+    def calibrated(
+        cls,
+        epsilon: float,
+        delta: float,
+        releases: int,
+        options: Mapping[str, Any],
+        other_events: Mapping[PrivacyEvent, int] | None = None,
+    ) -> "GaussianRandomizer":
+        check_keys({"mechanism": cls.name, **options}, {"clip"})
+        clip = check_positive("clip", options["clip"])
+        return cls(clip, calibrate_gaussian_sigma(epsilon, delta, releases, 2 * clip, other_events))
+
     def params(self) -> dict[str, Any]:
         return {"mechanism": self.name, "clip": self.clip, "sigma": self.sigma}
 
@@ -39,8 +53,11 @@ class GaussianRandomizer(Randomizer):
     def event(self) -> GaussianEvent:
         return GaussianEvent(sensitivity=2 * self.clip, sigma=self.sigma)
 
+    def preprocess(self, x: np.ndarray) -> np.ndarray:
+        return clip_l2(check_finite_matrix(x), self.clip)
+
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = clip_l2(check_finite_matrix(x), self.clip)
+        x = self.preprocess(x)
         return x + rng.normal(0.0, self.sigma, size=x.shape)
 
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:

@@ -1,0 +1,204 @@
+"""Split a dataset's records among users with Flower Datasets partitioners.
+
+Schemes (``scheme`` argument of ``partition``):
+
+- "iid": a seeded shuffle cut into equal contiguous shares (sizes differ by at most one),
+  the same cut ``IidPartitioner`` makes; done with ``SizePartitioner`` because that
+  exposes every user's indices at once (``IidPartitioner`` needs one ``load_partition``
+  call per user, milliseconds each, too slow for thousands of users).
+- "dirichlet:<alpha>": ``DirichletPartitioner`` over the label (or over the (label, group)
+  cell when ``groups`` is given, so users also differ in writing style); smaller alpha
+  means more skew. Run with ``min_partition_size=0``; a user left with no record then
+  gets one taken at random from the currently largest user.
+- "size:linear", "size:square", "size:exponential": ``LinearPartitioner``,
+  ``SquarePartitioner``, ``ExponentialPartitioner`` (user sizes proportional to i, i^2,
+  e^i over a shuffle). They need many records per user: linear needs about
+  num_users^2 / 2 records, exponential fails beyond a few dozen users.
+- "size:lognormal:<sigma>": ``SizePartitioner`` with sizes 1 + Multinomial(n - users,
+  w / sum(w)), w ~ LogNormal(0, sigma): a heavy-tailed size skew that works at any scale.
+
+The size schemes hand the sizes to users in a seeded random order. All schemes
+shuffle the records first (seeded), and return sorted indices per user.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from datasets import Dataset
+from flwr_datasets.partitioner import (
+    DirichletPartitioner,
+    ExponentialPartitioner,
+    IdToSizeFncPartitioner,
+    LinearPartitioner,
+    SizePartitioner,
+    SquarePartitioner,
+)
+
+_SIZE_KINDS: dict[str, type[IdToSizeFncPartitioner]] = {
+    "linear": LinearPartitioner,
+    "square": SquarePartitioner,
+    "exponential": ExponentialPartitioner,
+}
+
+
+def partition(
+    labels: np.ndarray,
+    num_users: int,
+    scheme: str,
+    seed: int,
+    groups: np.ndarray | None = None,
+) -> list[np.ndarray]:
+    """Assign every record to exactly one user.
+
+    Parameters
+    ----------
+    labels:
+        Integer label of each record.
+    num_users:
+        Number of users; each gets at least one record.
+    scheme:
+        "iid", "dirichlet:<alpha>", "size:linear|square|exponential" or
+        "size:lognormal:<sigma>" (see the module docstring).
+    seed:
+        Seed of the shuffle and of the partitioner's draws.
+    groups:
+        Optional integer group of each record (e.g. writing style); only "dirichlet" uses
+        it, skewing users over (label, group) cells.
+
+    Returns
+    -------
+    list of np.ndarray
+        ``num_users`` sorted int64 index arrays that together cover every record once.
+    """
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be a 1-d integer array, got {labels.dtype} {labels.shape}")
+    if num_users < 1:
+        raise ValueError(f"num_users must be at least 1, got {num_users}")
+    if num_users > len(labels):
+        raise ValueError(f"cannot give {num_users} users at least one record each: only {len(labels)} records")
+    keys = labels.astype(np.int64)
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != labels.shape or not np.issubdtype(groups.dtype, np.integer):
+            raise ValueError(f"groups must be {len(labels)} integers, got {groups.dtype} {groups.shape}")
+        keys = keys * (int(groups.max()) + 1) + groups
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(labels))
+    table = Dataset.from_dict({"key": keys[order]})
+    kind, _, arg = scheme.partition(":")
+    try:
+        if kind == "iid" and not arg:
+            shares = _iid(table, num_users)
+        elif kind == "dirichlet":
+            shares = _dirichlet(table, num_users, _positive(arg), seed, rng)
+        elif kind == "size":
+            shares = _size(table, num_users, arg, rng)
+        else:
+            raise ValueError(
+                f"unknown partition scheme {scheme!r}; use iid, dirichlet:<alpha>, "
+                "size:linear, size:square, size:exponential or size:lognormal:<sigma>"
+            )
+    except ValueError as err:
+        raise ValueError(f"partition scheme {scheme!r} with {num_users} users and {len(labels)} records: {err}") from err
+    return [np.sort(order[np.asarray(share, dtype=np.int64)]) for share in shares]
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"parameter {text!r} is not a number") from None
+    if not value > 0 or not np.isfinite(value):
+        raise ValueError(f"parameter must be a positive number, got {text!r}")
+    return value
+
+
+def _iid(table: Dataset, num_users: int) -> list[list[int]]:
+    base, extra = divmod(len(table), num_users)
+    return _indices(SizePartitioner([base + (user < extra) for user in range(num_users)]), table)
+
+
+def _dirichlet(
+    table: Dataset, num_users: int, alpha: float, seed: int, rng: np.random.Generator
+) -> list[list[int]]:
+    partitioner = DirichletPartitioner(
+        num_partitions=num_users,
+        partition_by="key",
+        alpha=alpha,
+        min_partition_size=0,
+        self_balancing=False,
+        shuffle=False,
+        seed=seed,
+    )
+    partitioner.dataset = table
+    partitioner.num_partitions  # noqa: B018 - computes the assignment
+    # flwr-datasets 0.6 exposes no public index map for this partitioner, and one
+    # load_partition call per user costs milliseconds each.
+    shares = [list(partitioner._partition_id_to_indices[user]) for user in range(num_users)]
+    sizes = np.array([len(share) for share in shares])
+    for user in np.flatnonzero(sizes == 0):
+        donor = int(sizes.argmax())
+        shares[user].append(shares[donor].pop(int(rng.integers(sizes[donor]))))
+        sizes[user], sizes[donor] = 1, sizes[donor] - 1
+    return shares
+
+
+def _size(table: Dataset, num_users: int, arg: str, rng: np.random.Generator) -> list[list[int]]:
+    kind, _, param = arg.partition(":")
+    if kind == "lognormal":
+        weights = rng.lognormal(0.0, _positive(param), size=num_users)
+        extra = rng.multinomial(len(table) - num_users, weights / weights.sum())
+        partitioner = SizePartitioner([int(size) for size in 1 + extra])
+    elif kind in _SIZE_KINDS and not param:
+        partitioner = _SIZE_KINDS[kind](num_users)
+    else:
+        raise ValueError("unknown size kind; use linear, square, exponential or lognormal:<sigma>")
+    with np.errstate(over="ignore", invalid="ignore"):
+        shares = _indices(partitioner, table)
+    return [shares[user] for user in rng.permutation(num_users)]
+
+
+def _indices(partitioner: SizePartitioner | IdToSizeFncPartitioner, table: Dataset) -> list[list[int]]:
+    """Every user's row positions from a partitioner that exposes them publicly."""
+    partitioner.dataset = table
+    partitioner.num_partitions  # noqa: B018 - computes the assignment
+    mapping = partitioner.partition_id_to_indices
+    return [list(mapping[user]) for user in range(len(mapping))]
+
+
+def split_train_query(
+    parts: list[np.ndarray], fraction: float, seed: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Split each user's records into training records and query records.
+
+    A user with n records gets min(n - 1, round(fraction * n)) query records, chosen at
+    random (its own stream from (seed, user)), so every user keeps at least one training
+    record.
+
+    Parameters
+    ----------
+    parts:
+        Record indices per user, e.g. from ``partition``.
+    fraction:
+        Share of each user's records used as queries, in [0, 1).
+    seed:
+        Seed of the choice.
+
+    Returns
+    -------
+    (train, query)
+        Two lists of sorted int64 index arrays, one entry per user.
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"query fraction must lie in [0, 1), got {fraction}")
+    train, query = [], []
+    for user, part in enumerate(parts):
+        part = np.asarray(part, dtype=np.int64)
+        if part.size == 0:
+            raise ValueError(f"user {user} has no records")
+        count = min(part.size - 1, int(round(fraction * part.size)))
+        chosen = np.random.default_rng([seed, user]).permutation(part.size)
+        query.append(np.sort(part[chosen[:count]]))
+        train.append(np.sort(part[chosen[count:]]))
+    return train, query
