@@ -37,6 +37,7 @@ class RunConfig:
     releases_per_query: int = 1
     inference: str = "local"
     shrinkage: float = 0.1
+    nodes: int = 1
     seed: int = 0
     out: str = ""
     save_reports: bool = False
@@ -44,7 +45,7 @@ class RunConfig:
     nonprivate_baseline: bool = True
 
     def __post_init__(self) -> None:
-        positive_ints = ("users", "rounds", "releases_per_record", "releases_per_query")
+        positive_ints = ("users", "rounds", "releases_per_record", "releases_per_query", "nodes")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"{_flag(name)} must be at least 1, got {getattr(self, name)}")
@@ -56,6 +57,8 @@ class RunConfig:
                 raise ValueError(f"{_flag(name)} must be a positive finite number")
         if not self.delta < 1:
             raise ValueError("--delta must be below 1")
+        if self.nodes > self.users:
+            raise ValueError(f"--nodes {self.nodes} exceeds --users {self.users}: every node hosts at least one user")
         if self.sigma == 0 and self.epsilon <= 0:
             raise ValueError("give --epsilon > 0 (sigma calibrated) or --sigma > 0")
         if self.epsilon < 0 or self.sigma < 0 or self.user_epsilon < 0:

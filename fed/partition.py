@@ -12,8 +12,8 @@ Schemes (``scheme`` argument of ``partition``):
   gets one taken at random from the currently largest user.
 - "size:linear", "size:square", "size:exponential": ``LinearPartitioner``,
   ``SquarePartitioner``, ``ExponentialPartitioner`` (user sizes proportional to i, i^2,
-  e^i over a shuffle). They need many records per user: linear needs about
-  num_users^2 / 2 records, exponential fails beyond a few dozen users.
+  e^i over a shuffle). Every user needs at least one record, so linear needs about
+  num_users^2 / 2 records and exponential about e^num_users: few users only.
 - "size:lognormal:<sigma>": ``SizePartitioner`` with sizes 1 + Multinomial(n - users,
   w / sum(w)), w ~ LogNormal(0, sigma): a heavy-tailed size skew that works at any scale.
 
@@ -82,6 +82,8 @@ def partition(
         groups = np.asarray(groups)
         if groups.shape != labels.shape or not np.issubdtype(groups.dtype, np.integer):
             raise ValueError(f"groups must be {len(labels)} integers, got {groups.dtype} {groups.shape}")
+        if groups.min() < 0:
+            raise ValueError("groups must be non-negative")
         keys = keys * (int(groups.max()) + 1) + groups
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(labels))
@@ -96,11 +98,12 @@ def partition(
             shares = _size(table, num_users, arg, rng)
         else:
             raise ValueError(
-                f"unknown partition scheme {scheme!r}; use iid, dirichlet:<alpha>, "
+                "unknown scheme; use iid, dirichlet:<alpha>, "
                 "size:linear, size:square, size:exponential or size:lognormal:<sigma>"
             )
     except ValueError as err:
-        raise ValueError(f"partition scheme {scheme!r} with {num_users} users and {len(labels)} records: {err}") from err
+        context = f"partition scheme {scheme!r} with {num_users} users and {len(labels)} records"
+        raise ValueError(f"{context}: {err}") from err
     return [np.sort(order[np.asarray(share, dtype=np.int64)]) for share in shares]
 
 

@@ -10,18 +10,17 @@ import numpy as np
 
 @runtime_checkable
 class Encoder(Protocol):
-    """A frozen map from sentences (or sentence pairs) to fixed-size vectors.
+    """A frozen map from sentences (or sentence pairs) to fixed-size vectors."""
 
-    Attributes
-    ----------
-    name:
-        Human-readable identity (model id, path or kind).
-    dim:
-        Length of each output vector.
-    """
+    @property
+    def name(self) -> str:
+        """Human-readable identity (model id, path or kind)."""
+        ...
 
-    name: str
-    dim: int
+    @property
+    def dim(self) -> int:
+        """Length of each output vector."""
+        ...
 
     def fingerprint(self) -> str:
         """Hex digest that changes whenever the encoder's output could change."""

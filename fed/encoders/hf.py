@@ -46,18 +46,18 @@ class HFEncoder:
         Hugging Face model id, or a local folder (then loaded with ``local_files_only``).
     max_length:
         Inputs are truncated to this many tokens (pairs: both sentences together).
-    normalize:
-        Scale each output to unit L2 norm (as sentence-transformers does for MiniLM).
     device:
         Torch device for the forward pass.
+    name:
+        Human-readable identity (default: ``model``).
     """
 
     def __init__(
         self,
         model: str | Path,
         max_length: int = MINILM_MAX_LENGTH,
-        normalize: bool = False,
         device: str = "cpu",
+        name: str | None = None,
     ) -> None:
         if max_length < 2:
             raise ValueError(f"max_length must be at least 2, got {max_length}")
@@ -65,16 +65,21 @@ class HFEncoder:
         self._source = str(Path(model).resolve()) if self._local else str(model)
         if not self._local and Path(model).exists():
             raise ValueError(f"{model} exists but is not a folder of a Hugging Face model")
-        self.name = str(model)
+        self.name = name or str(model)
         self.max_length = max_length
-        self.normalize = normalize
         self.device = device
 
     @cached_property
     def _config(self) -> Any:
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(self._source, local_files_only=self._local)
+        try:
+            return AutoConfig.from_pretrained(self._source, local_files_only=self._local)
+        except OSError as err:
+            raise ValueError(
+                f"encoder {self.name!r} is not a local model folder and could not be downloaded "
+                f"from the Hugging Face Hub ({err}). Offline, use 'minilm' or a local model folder."
+            ) from err
 
     @property
     def dim(self) -> int:
@@ -97,7 +102,7 @@ class HFEncoder:
     @cached_property
     def _fingerprint(self) -> str:
         digest = hashlib.sha256()
-        settings = {"kind": "hf-mean", "max_length": self.max_length, "normalize": self.normalize}
+        settings = {"kind": "hf-mean", "max_length": self.max_length}
         digest.update(json.dumps(settings, sort_keys=True).encode())
         if self._local:
             root = Path(self._source)
@@ -125,8 +130,8 @@ class HFEncoder:
         check_pairs(texts, texts2)
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        tokenizer, model = self._model
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        tokenizer, model = self._model
         starts = range(0, len(texts), batch_size)
         for start in tqdm(starts, desc=f"encode {self.name}", disable=not progress):
             stop = start + batch_size
@@ -142,7 +147,5 @@ class HFEncoder:
                 states = model(**batch).last_hidden_state
             mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)
             pooled = (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-            if self.normalize:
-                pooled = torch.nn.functional.normalize(pooled, dim=1)
             out[start:stop] = pooled.float().cpu().numpy()
         return out

@@ -124,3 +124,216 @@ def event_from_json(data: dict[str, Any]) -> PrivacyEvent:
     if mechanism not in EVENT_TYPES:
         raise ValueError(f"unknown privacy mechanism {mechanism!r}; known: {sorted(EVENT_TYPES)}")
     return EVENT_TYPES[mechanism](**fields)
+
+
+# --------------------------------------------------------------------------------------
+# Events of the further randomizers (Laplace, metric DP, bit flipping, exponential
+# mechanism, instance encoding without DP). Each carries its replace-one figure.
+# --------------------------------------------------------------------------------------
+
+PURE_PLD_CAP = 64.0
+"""Largest pure epsilon an event turns into a discretized PLD.
+
+A pure-epsilon PLD spans [-epsilon, epsilon] at the accountant's grid (1e-4), so one far
+above this would need gigabytes once composed with a dense PLD. Above it an event's
+``to_pld`` is the pessimistic "no privacy" PLD (epsilon = inf), and its ``basic_epsilon``
+gives the exact pure figure for basic composition (see ``basic_epsilon`` below).
+"""
+
+
+def _rounded_pure_pld(epsilon: float, interval: float) -> pld.PrivacyLossDistribution:
+    """Dominating PLD of any pure epsilon-DP mechanism (binary randomized response).
+
+    Written out rather than via ``from_privacy_parameters``, which overflows for epsilon > 709.
+    """
+    low = math.exp(-epsilon) / (1.0 + math.exp(-epsilon))
+    pmf = {math.ceil(epsilon / interval): 1.0 - low}
+    pmf[math.ceil(-epsilon / interval)] = pmf.get(math.ceil(-epsilon / interval), 0.0) + low
+    return pld.PrivacyLossDistribution.create_from_rounded_probability(pmf, 0.0, interval)
+
+
+def infinite_pld(interval: float) -> pld.PrivacyLossDistribution:
+    """A PLD whose epsilon is infinite at every delta < 1/2 (half its mass at +infinity).
+
+    dp_accounting cannot hold a PLD with all its mass at infinity (composition fails on
+    the empty finite part), so half the mass stays at loss 0. Self-composing it more than
+    about 50 times truncates that part away and fails: composition must short-circuit on
+    ``basic_epsilon`` instead (see ``NoPrivacyEvent``).
+    """
+    return pld.PrivacyLossDistribution.create_from_rounded_probability({0: 0.5}, 0.5, interval)
+
+
+def _pure_dp_event(epsilon: float) -> dp_accounting.DpEvent:
+    """Binary randomized response with keep-odds e^epsilon: the worst pure epsilon-DP pair."""
+    return dp_accounting.RandomizedResponseDpEvent(
+        noise_parameter=2.0 / (math.exp(min(epsilon, 700.0)) + 1.0), num_buckets=2
+    )
+
+
+def _check_nonnegative_int(name: str, value: int, minimum: int = 1) -> None:
+    if int(value) != value or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+@register_event
+@dataclass(frozen=True)
+class LaplaceEvent(PrivacyEvent):
+    """I.i.d. Laplace(scale) noise per coordinate on an input of L1 diameter ``sensitivity``.
+
+    Exact for replace-one when the L1 diameter is attained along one coordinate (an L1
+    ball); for any other domain it is an upper bound whose pure epsilon is exact, because
+    a one-dimensional shift by the whole L1 distance dominates every split of it.
+    """
+
+    sensitivity: float
+    scale: float
+    mechanism: ClassVar[str] = "laplace"
+
+    def __post_init__(self) -> None:
+        check_positive("sensitivity", self.sensitivity)
+        check_positive("scale", self.scale)
+
+    @property
+    def epsilon(self) -> float:
+        """Pure epsilon of one run: L1 diameter / scale."""
+        return self.sensitivity / self.scale
+
+    @property
+    def basic_epsilon(self) -> float | None:
+        """Pure epsilon when too large for a PLD (composition then adds it), else None."""
+        return self.epsilon if self.epsilon > PURE_PLD_CAP else None
+
+    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
+        if self.epsilon > PURE_PLD_CAP:
+            return infinite_pld(value_discretization_interval)
+        return pld.from_laplace_mechanism(
+            parameter=self.scale,
+            sensitivity=self.sensitivity,
+            value_discretization_interval=value_discretization_interval,
+        )
+
+    def to_dp_event(self) -> dp_accounting.DpEvent:
+        return dp_accounting.LaplaceDpEvent(noise_multiplier=self.scale / self.sensitivity)
+
+
+@register_event
+@dataclass(frozen=True)
+class PureEpsilonEvent(PrivacyEvent):
+    """Any pure epsilon-DP run, accounted by its dominating pair (binary randomized response)."""
+
+    epsilon: float
+    mechanism: ClassVar[str] = "pure_epsilon"
+
+    def __post_init__(self) -> None:
+        check_positive("epsilon", self.epsilon)
+
+    @property
+    def basic_epsilon(self) -> float | None:
+        return self.epsilon if self.epsilon > PURE_PLD_CAP else None
+
+    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
+        if self.epsilon > PURE_PLD_CAP:
+            return infinite_pld(value_discretization_interval)
+        return _rounded_pure_pld(self.epsilon, value_discretization_interval)
+
+    def to_dp_event(self) -> dp_accounting.DpEvent:
+        return _pure_dp_event(self.epsilon)
+
+
+@register_event
+@dataclass(frozen=True)
+class MetricDPEvent(PrivacyEvent):
+    """eta * d_chi privacy (seed 003) on ``tokens`` vectors of a domain of L2 diameter ``diameter``.
+
+    Each token's run is pure (eta * diameter)-DP over the bounded domain actually used;
+    one release of a record runs it on all ``tokens`` of its vectors (the sentence is
+    padded or cut to that length), so the event is their composition.
+    """
+
+    eta: float
+    diameter: float
+    tokens: int = 1
+    mechanism: ClassVar[str] = "metric_dp"
+
+    def __post_init__(self) -> None:
+        check_positive("eta", self.eta)
+        check_positive("diameter", self.diameter)
+        _check_nonnegative_int("tokens", self.tokens)
+
+    @property
+    def epsilon_per_token(self) -> float:
+        """Worst-case pure epsilon of one token: eta times the domain's diameter."""
+        return self.eta * self.diameter
+
+    @property
+    def epsilon(self) -> float:
+        """Pure epsilon of one run on all tokens (basic composition over tokens)."""
+        return self.tokens * self.epsilon_per_token
+
+    @property
+    def basic_epsilon(self) -> float | None:
+        return self.epsilon if self.epsilon > PURE_PLD_CAP else None
+
+    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
+        if self.epsilon > PURE_PLD_CAP:
+            return infinite_pld(value_discretization_interval)
+        one = _rounded_pure_pld(self.epsilon_per_token, value_discretization_interval)
+        return one.self_compose(self.tokens) if self.tokens > 1 else one
+
+    def to_dp_event(self) -> dp_accounting.DpEvent:
+        one = _pure_dp_event(self.epsilon_per_token)
+        return one if self.tokens == 1 else dp_accounting.SelfComposedDpEvent(one, self.tokens)
+
+
+@register_event
+@dataclass(frozen=True)
+class BitFlipEvent(PrivacyEvent):
+    """A bit-flip randomizer on ``bits`` bits (SUE, OUE, OME; seed 004).
+
+    ``epsilon`` is the true pure epsilon: per bit the largest |log ratio| of output
+    probabilities over both input bit values, summed over the bits (all of them can differ
+    between two inputs). ``claimed_epsilon`` is what the protocol's paper states; it is
+    carried for reports only and never used for accounting.
+    """
+
+    protocol: str
+    epsilon: float
+    claimed_epsilon: float
+    bits: int
+    mechanism: ClassVar[str] = "bit_flip"
+
+    def __post_init__(self) -> None:
+        check_positive("epsilon", self.epsilon)
+        check_positive("claimed_epsilon", self.claimed_epsilon)
+        _check_nonnegative_int("bits", self.bits)
+
+    @property
+    def basic_epsilon(self) -> float | None:
+        return self.epsilon if self.epsilon > PURE_PLD_CAP else None
+
+    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
+        if self.epsilon > PURE_PLD_CAP:
+            return infinite_pld(value_discretization_interval)
+        return _rounded_pure_pld(self.epsilon, value_discretization_interval)
+
+    def to_dp_event(self) -> dp_accounting.DpEvent:
+        return _pure_dp_event(self.epsilon)
+
+
+@register_event
+@dataclass(frozen=True)
+class NoPrivacyEvent(PrivacyEvent):
+    """A release with no differential-privacy guarantee (e.g. plain TextHide): epsilon = inf."""
+
+    scheme: str
+    mechanism: ClassVar[str] = "no_dp"
+
+    @property
+    def basic_epsilon(self) -> float:
+        return math.inf
+
+    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
+        return infinite_pld(value_discretization_interval)
+
+    def to_dp_event(self) -> dp_accounting.DpEvent:
+        return dp_accounting.NonPrivateDpEvent()

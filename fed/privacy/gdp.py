@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from scipy.optimize import brentq
+from scipy.special import log_ndtr
 from scipy.stats import norm
 
 
@@ -18,9 +19,8 @@ def delta_for_epsilon(mu: float, epsilon: float) -> float:
         return 0.0
     if math.isinf(mu):
         return 1.0
-    return float(
-        norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2)
-    )
+    # exp(eps) * Phi(b) is formed in log space: exp(eps) alone overflows for large eps.
+    return float(norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon + log_ndtr(-epsilon / mu - mu / 2)))
 
 
 def epsilon_for_delta(mu: float, delta: float) -> float:

@@ -43,6 +43,10 @@ class RandomizedResponse:
         other = (labels + rng.integers(1, k, size=labels.size)) % k
         return np.where(flip, other, labels)
 
+    def params(self) -> dict[str, float | int | str]:
+        """Plain-JSON description, as sent to the server with the labels."""
+        return {"mechanism": "randomized_response", "epsilon": self._event.epsilon, "num_values": self._event.num_values}
+
     def transition_matrix(self) -> np.ndarray:
         """P[reported = j | true = i]."""
         k = self._event.num_values
@@ -63,5 +67,20 @@ class PublicLabels:
     def release(self, labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return check_labels(labels, self.num_values)
 
+    def params(self) -> dict[str, float | int | str]:
+        """Plain-JSON description, as sent to the server with the labels."""
+        return {"mechanism": "public", "num_values": self.num_values}
+
     def transition_matrix(self) -> np.ndarray:
+        """P[reported = j | true = i]: the identity."""
         return np.eye(self.num_values)
+
+
+def make_label_release(params: dict) -> PublicLabels | RandomizedResponse:
+    """Rebuild a label channel from its ``params()``; ValueError on anything else."""
+    kind = params.get("mechanism")
+    if kind == "public" and set(params) == {"mechanism", "num_values"}:
+        return PublicLabels(params["num_values"])
+    if kind == "randomized_response" and set(params) == {"mechanism", "epsilon", "num_values"}:
+        return RandomizedResponse(params["epsilon"], params["num_values"])
+    raise ValueError(f"unknown label channel {params!r}")

@@ -1,0 +1,1 @@
+"""The Flower ClientApp: a thin adapter from Flower messages to fed.node.NodeHost."""

@@ -1,0 +1,55 @@
+"""Server side: turn received reports into the downstream classifier."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fed.classifier import LinearModel, NoiseAwareLDA
+from fed.randomizers import make_randomizer
+
+
+class ReportAggregator:
+    """Everything received so far, summarised as the classifier's sufficient statistics.
+
+    Parameters
+    ----------
+    dim, num_classes:
+        Dimension of decoded reports and number of classes.
+    shrinkage:
+        Covariance shrinkage of the noise-aware discriminant.
+    """
+
+    def __init__(self, dim: int, num_classes: int, shrinkage: float) -> None:
+        self.lda = NoiseAwareLDA(dim, num_classes, shrinkage)
+        self.reports = 0
+
+    def add(
+        self,
+        reports: np.ndarray,
+        labels: np.ndarray,
+        randomizer_params: Mapping[str, Any],
+        label_transition: np.ndarray | None,
+    ) -> None:
+        """Decode one batch of reports made by one randomizer and add it."""
+        estimates, noise_variance = make_randomizer(randomizer_params).decode(reports)
+        self.lda.update(estimates, labels, float(np.sqrt(noise_variance)), label_transition)
+        self.reports += len(reports)
+
+    def model(self) -> LinearModel:
+        """The classifier for clean inputs (local inference)."""
+        return self.lda.fit()
+
+    def model_for_reports(self, randomizer_params: Mapping[str, Any]) -> LinearModel:
+        """The classifier for noisy query reports made by this randomizer (remote inference)."""
+        _, noise_variance = make_randomizer(randomizer_params).decode(np.zeros((0, self.lda.dim)))
+        return self.lda.model_for(float(np.sqrt(noise_variance)))
+
+
+def fit_clean(x: np.ndarray, y: np.ndarray, num_classes: int, shrinkage: float) -> LinearModel:
+    """The same discriminant trained on clean inputs (public-only and non-private baselines)."""
+    lda = NoiseAwareLDA(x.shape[1], num_classes, shrinkage)
+    lda.update(x, y, 0.0)
+    return lda.fit()

@@ -1,0 +1,200 @@
+"""A small BiLSTM sentence encoder the server pre-trains on its public data (seed 000,
+Stage 1) and ships to users.
+
+The representation is the mean over tokens of the concatenated forward and backward hidden
+states (dimension ``2 * hidden``; 128 by default, the paper's latent size). Pre-training
+fits it with a linear classification head on the public labelled data; the head is not
+shipped. ``save`` writes config.json, vocab.json and weights.pt to a folder, ``load``
+reads them back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from fed.dataset import TextDataset
+from fed.encoders.base import check_pairs
+from fed.encoders.vocab import Vocab
+
+
+class BiLSTMNet(nn.Module):
+    """Embedding, one bidirectional LSTM layer, masked mean pooling."""
+
+    def __init__(self, vocab_size: int, embed_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        self.lstm = nn.LSTM(embed_dim, hidden, batch_first=True, bidirectional=True)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Pooled representation (batch, 2 * hidden) of padded ids with true lengths."""
+        packed = nn.utils.rnn.pack_padded_sequence(
+            self.embedding(ids), lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
+        states, _ = self.lstm(packed)
+        states, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=ids.shape[1])
+        # pad_packed_sequence fills positions past each length with zeros.
+        return states.sum(dim=1) / lengths.unsqueeze(-1).to(states.dtype)
+
+
+class BiLSTMEncoder:
+    """A trained BiLSTM and its vocabulary, used frozen.
+
+    Parameters
+    ----------
+    net:
+        The network (put in eval mode).
+    vocab:
+        Word vocabulary the network was trained with.
+    max_length:
+        Inputs are cut to this many tokens.
+    name:
+        Human-readable identity.
+    """
+
+    def __init__(self, net: BiLSTMNet, vocab: Vocab, max_length: int = 128, name: str = "bilstm") -> None:
+        if max_length < 2:
+            raise ValueError(f"max_length must be at least 2, got {max_length}")
+        if net.embedding.num_embeddings != len(vocab):
+            raise ValueError(f"network has {net.embedding.num_embeddings} embeddings, vocab {len(vocab)} tokens")
+        self.net = net.eval()
+        self.vocab = vocab
+        self.max_length = max_length
+        self.name = name
+
+    @property
+    def dim(self) -> int:
+        """Length of the pooled representation (2 * hidden)."""
+        return 2 * self.net.lstm.hidden_size
+
+    def _config(self) -> dict[str, int]:
+        return {
+            "vocab_size": len(self.vocab),
+            "embed_dim": self.net.embedding.embedding_dim,
+            "hidden": self.net.lstm.hidden_size,
+            "max_length": self.max_length,
+        }
+
+    def fingerprint(self) -> str:
+        """Digest of the configuration, vocabulary and weights."""
+        return self._fingerprint
+
+    @cached_property
+    def _fingerprint(self) -> str:
+        digest = hashlib.sha256(b"bilstm-mean")
+        digest.update(json.dumps(self._config(), sort_keys=True).encode())
+        digest.update("\n".join(self.vocab.tokens).encode("utf-8"))
+        for key, tensor in self.net.state_dict().items():
+            digest.update(key.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        texts2: Sequence[str] | None = None,
+        batch_size: int = 256,
+        progress: bool = False,
+    ) -> np.ndarray:
+        """Pooled BiLSTM states; float32 (n, dim)."""
+        from tqdm.auto import tqdm
+
+        check_pairs(texts, texts2)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in tqdm(range(0, len(texts), batch_size), desc=f"encode {self.name}", disable=not progress):
+            stop = start + batch_size
+            ids, lengths = self.vocab.batch(
+                texts[start:stop], None if texts2 is None else texts2[start:stop], self.max_length
+            )
+            with torch.inference_mode():
+                out[start:stop] = self.net(torch.from_numpy(ids), torch.from_numpy(lengths)).numpy()
+        return out
+
+    def save(self, folder: str | Path) -> Path:
+        """Write config.json, vocab.json and weights.pt into ``folder`` (created)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text(json.dumps(self._config(), indent=2) + "\n")
+        (folder / "vocab.json").write_text(json.dumps(list(self.vocab.tokens), ensure_ascii=False))
+        torch.save(self.net.state_dict(), folder / "weights.pt")
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> BiLSTMEncoder:
+        """Read an encoder written by ``save``."""
+        folder = Path(folder)
+        missing = [n for n in ("config.json", "vocab.json", "weights.pt") if not (folder / n).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{folder} is not a saved BiLSTM encoder: missing {', '.join(missing)}")
+        config = json.loads((folder / "config.json").read_text())
+        vocab = Vocab(tuple(json.loads((folder / "vocab.json").read_text(encoding="utf-8"))))
+        net = BiLSTMNet(config["vocab_size"], config["embed_dim"], config["hidden"])
+        net.load_state_dict(torch.load(folder / "weights.pt", weights_only=True))
+        return cls(net, vocab, config["max_length"], name=f"bilstm:{folder}")
+
+
+def train_bilstm(
+    data: TextDataset,
+    dim: int = 128,
+    embed_dim: int = 64,
+    epochs: int = 3,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    max_length: int = 128,
+    seed: int = 0,
+    progress: bool = False,
+) -> BiLSTMEncoder:
+    """Pre-train a BiLSTM encoder with a linear head on public labelled data.
+
+    Parameters
+    ----------
+    data:
+        Public labelled records (sentences or pairs); the vocabulary is built from them.
+    dim:
+        Representation size (even; each direction has dim / 2 hidden units).
+    embed_dim:
+        Word embedding size.
+    epochs, batch_size, lr:
+        Adam training schedule (cross-entropy of the head).
+    max_length:
+        Inputs are cut to this many tokens.
+    seed:
+        Seeds initialisation and batch order (the global torch RNG is left untouched).
+    progress:
+        Show a progress bar over epochs.
+    """
+    from tqdm.auto import tqdm
+
+    if dim < 2 or dim % 2:
+        raise ValueError(f"dim must be a positive even number, got {dim}")
+    if len(data) == 0:
+        raise ValueError("cannot pre-train on an empty dataset")
+    texts = list(data.texts) + list(data.texts2 or [])
+    vocab = Vocab.build(texts)
+    ids, lengths = vocab.batch(data.texts, data.texts2, max_length)
+    ids_t, lengths_t = torch.from_numpy(ids), torch.from_numpy(lengths)
+    labels = torch.from_numpy(data.labels)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = BiLSTMNet(len(vocab), embed_dim, dim // 2)
+        head = nn.Linear(dim, data.num_labels)
+        optimizer = torch.optim.Adam([*net.parameters(), *head.parameters()], lr=lr)
+        net.train()
+        for _ in tqdm(range(epochs), desc="pre-train bilstm", disable=not progress):
+            for batch in torch.randperm(len(data)).split(batch_size):
+                width = int(lengths_t[batch].max())
+                logits = head(net(ids_t[batch, :width], lengths_t[batch]))
+                loss = nn.functional.cross_entropy(logits, labels[batch])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    return BiLSTMEncoder(net, vocab, max_length, name=f"bilstm({data.name})")

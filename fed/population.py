@@ -1,0 +1,65 @@
+"""Who holds what: the run's users and their records, derived deterministically from the config.
+
+Training records come from the dataset's train split and query records from its dev split,
+each partitioned among users with the run's scheme, so every node of a simulation (and
+the server's simulation-only baselines) rebuilds the same assignment from the run seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fed.config import RunConfig
+from fed.dataset import TextDataset
+from fed.loaders import load_dataset
+from fed.partition import partition
+from fed.user import UserRecords
+
+
+def hosted_users(num_users: int, partition_id: int, num_partitions: int) -> list[int]:
+    """The users a node hosts: user u lives on node u mod num_partitions."""
+    if not 0 <= partition_id < num_partitions:
+        raise ValueError(f"partition-id {partition_id} is outside [0, {num_partitions})")
+    return list(range(partition_id, num_users, num_partitions))
+
+
+@dataclass(frozen=True)
+class Population:
+    """The datasets of a run and each user's training and query record indices."""
+
+    train: TextDataset
+    dev: TextDataset
+    train_parts: tuple[np.ndarray, ...]
+    query_parts: tuple[np.ndarray, ...]
+
+    @classmethod
+    def build(cls, config: RunConfig) -> "Population":
+        """Load the run's data and partition it among ``config.users`` users."""
+        train = load_dataset(config.data, "train")
+        dev = load_dataset(config.data, "dev")
+        if config.train_limit and config.train_limit < len(train):
+            keep = np.random.default_rng(config.seed).choice(len(train), config.train_limit, replace=False)
+            train = train.subset(np.sort(keep))
+        for name, split in (("train", train), ("dev", dev)):
+            if len(split) < config.users:
+                raise ValueError(f"the {name} split has {len(split)} records, fewer than --users {config.users}")
+        train_parts = partition(train.labels, config.users, config.partition, config.seed, train.groups)
+        query_parts = partition(dev.labels, config.users, config.partition, config.seed + 1, dev.groups)
+        return cls(train, dev, tuple(train_parts), tuple(query_parts))
+
+
+def user_records(
+    population: Population, train_x: np.ndarray, dev_x: np.ndarray, users: list[int]
+) -> dict[int, UserRecords]:
+    """Clean records of the given users from the features of the train and dev splits."""
+    return {
+        u: UserRecords(
+            train=train_x[population.train_parts[u]],
+            train_labels=population.train.labels[population.train_parts[u]],
+            query=dev_x[population.query_parts[u]],
+            query_labels=population.dev.labels[population.query_parts[u]],
+        )
+        for u in users
+    }

@@ -1,0 +1,48 @@
+"""Every accountant's figure for one schedule, each with its kind and assumption.
+
+Only the worst-case ledger is enforced (design.md section 2); the amplified figures assume the
+server cannot link a report to its record and are reported beside it. Modules, one per family:
+``worst_case``, ``clt`` (seed 000 eqs. 8 and 9, an estimate), ``composition_baselines`` (basic
+and advanced composition), ``amplified`` (dp_accounting PLD and RDP) and ``prv``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from fed.privacy.accountants import amplified, clt, composition_baselines, prv, worst_case
+from fed.privacy.accountants.base import AccountantFigure, Schedule
+
+__all__ = ["AccountantFigure", "Schedule", "all_figures", "figures_over_steps"]
+
+
+def all_figures(schedule: Schedule, include_prv: bool = True) -> list[AccountantFigure]:
+    """Every accountant's figure for ``schedule``: worst case, CLT, PLD, RDP, PRV, baselines.
+
+    The CLT figure's note gains how far it falls below the PLD upper bound for this schedule.
+    """
+    result = [*worst_case.figures(schedule), clt.figure(schedule), *amplified.figures(schedule)]
+    if include_prv:
+        result += prv.figures(schedule)
+    result += composition_baselines.figures(schedule)
+    return [_with_clt_gap(f, result) for f in result]
+
+
+def figures_over_steps(
+    schedule: Schedule, steps: Sequence[int], include_prv: bool = True
+) -> dict[str, list[AccountantFigure]]:
+    """Each accountant's figures, keyed by ``key``, for the schedule run for each of ``steps``."""
+    curves: dict[str, list[AccountantFigure]] = {}
+    for t in steps:
+        for figure in all_figures(replace(schedule, steps=int(t), releases=None), include_prv):
+            curves.setdefault(figure.key, []).append(figure)
+    return curves
+
+
+def _with_clt_gap(figure: AccountantFigure, figures: list[AccountantFigure]) -> AccountantFigure:
+    pld = next(f for f in figures if f.key == "pld")
+    if figure.key != "clt" or not pld.epsilon or figure.epsilon is None:
+        return figure
+    gap = 1 - figure.epsilon / pld.epsilon
+    return replace(figure, note=f"{figure.note}; here {gap:.1%} below the PLD upper bound")

@@ -1,0 +1,124 @@
+"""Numerical upper bounds for the amplified model from dp_accounting (PLD and RDP).
+
+Poisson sampling: T self-compositions of ``PoissonSampledDpEvent(q*p, GaussianDpEvent(z))``
+under ADD_OR_REMOVE_ONE, as dp_accounting defines it. Fixed-size sampling without replacement
+(m of n records per step, replace-one neighbours): ``SampledWithoutReplacementDpEvent``, which
+dp_accounting 0.6.0 supports in its RDP accountant only.
+"""
+
+from __future__ import annotations
+
+import dp_accounting
+
+from fed.privacy.accountants.base import (
+    UNLINKABLE_FIXED_SIZE,
+    UNLINKABLE_POISSON,
+    AccountantFigure,
+    Schedule,
+    package_version,
+)
+from fed.privacy.composition import PLD_DISCRETIZATION
+
+VERSION = package_version("dp-accounting")
+Relation = dp_accounting.NeighboringRelation
+
+
+def poisson_event(schedule: Schedule) -> dp_accounting.DpEvent:
+    """T steps of the Poisson-sampled Gaussian at the per-record rate q*p."""
+    step = dp_accounting.PoissonSampledDpEvent(
+        schedule.rate, dp_accounting.GaussianDpEvent(schedule.noise_multiplier)
+    )
+    return dp_accounting.SelfComposedDpEvent(step, schedule.steps)
+
+
+def fixed_size_event(schedule: Schedule) -> dp_accounting.DpEvent:
+    """T steps of a Gaussian on a sample of m = round(q*p*n) of n records without replacement."""
+    if schedule.dataset_size is None:
+        raise ValueError("fixed-size sampling needs dataset_size")
+    n = schedule.dataset_size
+    m = min(max(round(schedule.rate * n), 1), n)
+    step = dp_accounting.SampledWithoutReplacementDpEvent(
+        n, m, dp_accounting.GaussianDpEvent(schedule.noise_multiplier)
+    )
+    return dp_accounting.SelfComposedDpEvent(step, schedule.steps)
+
+
+def pld_accountant() -> dp_accounting.PrivacyAccountant:
+    """A fresh pessimistic PLD accountant under add-or-remove-one."""
+    return dp_accounting.pld.PLDAccountant(Relation.ADD_OR_REMOVE_ONE, PLD_DISCRETIZATION)
+
+
+def rdp_accountant() -> dp_accounting.PrivacyAccountant:
+    """A fresh RDP accountant (default orders) under add-or-remove-one."""
+    return dp_accounting.rdp.RdpAccountant(neighboring_relation=Relation.ADD_OR_REMOVE_ONE)
+
+
+def pld_epsilon(schedule: Schedule) -> float:
+    """Pessimistic PLD epsilon of the Poisson-sampled schedule (an upper bound)."""
+    return float(pld_accountant().compose(poisson_event(schedule)).get_epsilon(schedule.delta))
+
+
+def rdp_epsilon(schedule: Schedule) -> float:
+    """RDP epsilon of the Poisson-sampled schedule (an upper bound, looser than PLD)."""
+    return float(rdp_accountant().compose(poisson_event(schedule)).get_epsilon(schedule.delta))
+
+
+def rdp_fixed_size_epsilon(schedule: Schedule) -> float:
+    """RDP epsilon of the fixed-size sampled schedule under replace-one."""
+    accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=Relation.REPLACE_ONE)
+    return float(accountant.compose(fixed_size_event(schedule)).get_epsilon(schedule.delta))
+
+
+def figures(schedule: Schedule) -> list[AccountantFigure]:
+    """PLD and RDP for Poisson sampling; with ``dataset_size``, the fixed-size figures too."""
+    base = {"noise_multiplier": schedule.noise_multiplier, "rate": schedule.rate, "steps": schedule.steps}
+    result = [
+        AccountantFigure(
+            key="pld",
+            name="PLD, Poisson sampling",
+            version=VERSION,
+            kind="upper bound",
+            epsilon=pld_epsilon(schedule),
+            delta=schedule.delta,
+            assumption=UNLINKABLE_POISSON,
+            parameters={**base, "value_discretization_interval": PLD_DISCRETIZATION, "pessimistic": True},
+        ),
+        AccountantFigure(
+            key="rdp",
+            name="RDP, Poisson sampling",
+            version=VERSION,
+            kind="upper bound",
+            epsilon=rdp_epsilon(schedule),
+            delta=schedule.delta,
+            assumption=UNLINKABLE_POISSON,
+            parameters={**base, "orders": "dp_accounting default"},
+        ),
+    ]
+    if schedule.dataset_size is None:
+        return result
+    n = schedule.dataset_size
+    fixed = {**base, "dataset_size": n, "sample_size": fixed_size_event(schedule).event.sample_size}
+    result += [
+        AccountantFigure(
+            key="rdp_fixed_size",
+            name="RDP, fixed-size sampling without replacement",
+            version=VERSION,
+            kind="upper bound",
+            epsilon=rdp_fixed_size_epsilon(schedule),
+            delta=schedule.delta,
+            assumption=UNLINKABLE_FIXED_SIZE,
+            parameters=fixed,
+        ),
+        AccountantFigure(
+            key="pld_fixed_size",
+            name="PLD, fixed-size sampling without replacement",
+            version=VERSION,
+            kind="upper bound",
+            epsilon=None,
+            delta=schedule.delta,
+            assumption=UNLINKABLE_FIXED_SIZE,
+            parameters=fixed,
+            unavailable=f"{VERSION}'s PLDAccountant does not support SampledWithoutReplacementDpEvent",
+        ),
+    ]
+    return result

@@ -1,0 +1,131 @@
+"""The schedule every accountant reads and the figure every accountant returns."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Kind = Literal["enforced", "upper bound", "estimate", "lower bound"]
+
+WORST_CASE = "none: the server may link every report to its record, so sampling does not amplify"
+UNLINKABLE_POISSON = (
+    "the server cannot link a report to its record: Poisson sampling of each record at rate q*p "
+    "per step, add-or-remove-one neighbours with one unit = the replace-one diameter "
+    "(dp_accounting's PoissonSampledDpEvent)"
+)
+UNLINKABLE_FIXED_SIZE = (
+    "the server cannot link a report to its record: a fixed-size sample of m of the n records "
+    "without replacement per step, replace-one neighbours (n public)"
+)
+
+SHORT_ASSUMPTION = {
+    WORST_CASE: "linkable: no amplification",
+    UNLINKABLE_POISSON: "unlinkable: Poisson sampling, add/remove",
+    UNLINKABLE_FIXED_SIZE: "unlinkable: fixed-size sampling, replace-one",
+}
+
+
+def package_version(distribution: str) -> str:
+    """'name version' of an installed distribution, or 'name (not installed)'."""
+    try:
+        return f"{distribution} {importlib.metadata.version(distribution)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{distribution} (not installed)"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One record's schedule of Gaussian releases, as the amplified model sees it.
+
+    Parameters
+    ----------
+    noise_multiplier:
+        sigma / sensitivity, the sensitivity being the replace-one diameter (2C).
+    p:
+        Sampling rate per step (p_train, or p_query over the mixed query set).
+    steps:
+        Number of steps T.
+    delta:
+        The delta every figure is reported at.
+    q:
+        Inference true-data rate (seed 000 eq. 9); 1 for training.
+    releases:
+        The number of times the record was actually released, when known (worst-case ledger).
+    dataset_size:
+        Number of records n, which enables fixed-size sampling figures (m = round(q*p*n)).
+    """
+
+    noise_multiplier: float
+    p: float
+    steps: int
+    delta: float
+    q: float = 1.0
+    releases: int | None = None
+    dataset_size: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_range("noise_multiplier", self.noise_multiplier, 0.0, math.inf, low_open=True)
+        _check_range("p", self.p, 0.0, 1.0, low_open=True)
+        _check_range("q", self.q, 0.0, 1.0, low_open=True)
+        _check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
+        _check_count("steps", self.steps, minimum=1)
+        if self.releases is not None:
+            _check_count("releases", self.releases, minimum=0)
+            if self.releases > self.steps:
+                raise ValueError(f"releases ({self.releases}) cannot exceed steps ({self.steps})")
+        if self.dataset_size is not None:
+            _check_count("dataset_size", self.dataset_size, minimum=1)
+
+    @property
+    def rate(self) -> float:
+        """Probability that a given true record is released in one step: q * p (seed 000 eq. 9)."""
+        return self.q * self.p
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-JSON parameters, with the per-record rate."""
+        return {**asdict(self), "rate": self.rate}
+
+
+@dataclass(frozen=True)
+class AccountantFigure:
+    """One accountant's epsilon for a schedule, with what it is and what it assumes.
+
+    ``key`` is a stable machine name; ``epsilon`` is None exactly when ``unavailable`` gives
+    the reason.
+    """
+
+    key: str
+    name: str
+    version: str
+    kind: Kind
+    epsilon: float | None
+    delta: float
+    assumption: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    unavailable: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-JSON form; infinite epsilon is written as the string 'inf'."""
+        data = asdict(self)
+        if data["epsilon"] is not None and math.isinf(data["epsilon"]):
+            data["epsilon"] = "inf"
+        return data
+
+
+def _check_range(
+    name: str, value: float, low: float, high: float, low_open: bool = False, high_open: bool = False
+) -> None:
+    value = float(value)
+    below = value <= low if low_open else value < low
+    above = value >= high if high_open else value > high
+    if math.isnan(value) or below or above or math.isinf(value):
+        left, right = "(" if low_open else "[", ")" if high_open else "]"
+        raise ValueError(f"{name} must be a finite number in {left}{low:g}, {high:g}{right}, got {value!r}")
+
+
+def _check_count(name: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or int(value) != value or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

@@ -1,0 +1,123 @@
+"""Noise multiplier per step for a total (epsilon, delta), T and rates (seed 000 Algs. 2 and 3).
+
+Solved against one chosen accountant, the one the run enforces, and verified by recomputing
+epsilon from the result with that same accountant's figure code:
+
+- ``worst-case``: k Gaussian releases, exact GDP (k = the record's planned releases, or the
+  (1 - delta)-quantile of Binomial(T, q*p) when not given);
+- ``clt``: seed 000 eqs. 8 and 9 inverted in closed form, Algs. 2 and 3 as published;
+- ``pld`` / ``rdp``: dp_accounting's ``calibrate_dp_mechanism`` on the Poisson-sampled Gaussian.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import dp_accounting
+
+from fed.privacy import gdp
+from fed.privacy.accountants import amplified, clt, worst_case
+from fed.privacy.accountants.base import Schedule
+from fed.privacy.calibration import _make_safe, calibrate_gaussian_sigma
+
+ACCOUNTANTS = ("worst-case", "clt", "pld", "rdp")
+
+AMPLIFIED: dict[str, tuple[Callable[[Schedule], float], Callable[[], dp_accounting.PrivacyAccountant]]] = {
+    "pld": (amplified.pld_epsilon, amplified.pld_accountant),
+    "rdp": (amplified.rdp_epsilon, amplified.rdp_accountant),
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibrated noise multiplier and the epsilon recomputed from it."""
+
+    accountant: str
+    noise_multiplier: float
+    epsilon: float
+    target_epsilon: float
+    delta: float
+    steps: int
+    rate: float
+    releases: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-JSON form."""
+        return asdict(self)
+
+
+def calibrate_noise_multiplier(
+    accountant: str,
+    epsilon: float,
+    delta: float,
+    steps: int,
+    p: float,
+    q: float = 1.0,
+    releases: int | None = None,
+) -> Calibration:
+    """Smallest noise multiplier (sigma / sensitivity) meeting (epsilon, delta) under ``accountant``.
+
+    Parameters
+    ----------
+    accountant:
+        One of :data:`ACCOUNTANTS`.
+    epsilon, delta:
+        Total budget for the T steps.
+    steps, p, q:
+        T, the sampling rate and the inference true-data rate (per-record rate q*p).
+    releases:
+        Planned releases of the record, for ``worst-case`` only.
+    """
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"unknown accountant {accountant!r}; choose one of {ACCOUNTANTS}")
+    if math.isnan(epsilon) or math.isinf(epsilon) or epsilon <= 0:
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    # The noise multiplier 1.0 is a placeholder that lets Schedule validate the rest.
+    schedule = Schedule(1.0, p, steps, delta, q=q, releases=releases)
+
+    def epsilon_of(z: float) -> float:
+        trial = replace(schedule, noise_multiplier=z)
+        if accountant == "worst-case":
+            return worst_case.epsilon_for_releases(z, k, delta)
+        if accountant == "clt":
+            return clt.epsilon(trial)
+        return AMPLIFIED[accountant][0](trial)
+
+    guess = clt.noise_multiplier_for_mu_total(gdp.mu_for_epsilon(epsilon, delta), schedule.rate, steps)
+    k = None
+    if accountant == "worst-case":
+        k = releases if releases is not None else worst_case.quantile_releases(schedule)
+        if k == 0:
+            raise ValueError("the record is released 0 times at this quantile; any noise meets the budget")
+        z = calibrate_gaussian_sigma(epsilon, delta, k, sensitivity=1.0)
+    elif accountant == "clt":
+        z = guess
+    else:
+        lo, hi = _bracket(lambda z: epsilon_of(z) > epsilon, guess)
+        z = dp_accounting.mechanism_calibration.calibrate_dp_mechanism(
+            AMPLIFIED[accountant][1],
+            lambda z: amplified.poisson_event(replace(schedule, noise_multiplier=z)),
+            epsilon,
+            delta,
+            bracket_interval=dp_accounting.mechanism_calibration.ExplicitBracketInterval(lo, hi),
+            tol=1e-4 * lo,
+        )
+    z = _make_safe(float(z), epsilon_of, epsilon)
+    return Calibration(accountant, z, epsilon_of(z), epsilon, delta, steps, schedule.rate, k)
+
+
+def _bracket(too_little_noise: Callable[[float], bool], guess: float) -> tuple[float, float]:
+    """(lo, hi) with too little noise at lo and enough at hi, by doubling or halving from ``guess``."""
+    lo, hi = guess, guess
+    if too_little_noise(guess):
+        while too_little_noise(hi):
+            lo, hi = hi, hi * 2
+            if hi > 1e6:
+                raise ValueError("no noise multiplier below 1e6 meets the budget")
+    else:
+        while not too_little_noise(lo):
+            lo, hi = lo / 2, lo
+    return lo, hi

@@ -1,0 +1,75 @@
+"""The worst-case ledger's figure for a schedule: no amplification, k releases of the record.
+
+A record released k times costs ``compose_epsilon({event: k}, delta)``, exact GDP for the
+Gaussian. Which k is reported is stated in each figure:
+
+- ``releases``: the count the record actually had, when the schedule knows it;
+- the (1 - delta)-quantile of Binomial(T, q*p): a record's release count exceeds it with
+  probability at most delta (a prediction of what the ledger will charge, not a bound on
+  every record: records past it are refused by the ledger, never under-charged);
+- T: a record released at every step, the schedule's all-T worst case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scipy.stats import binom
+
+from fed.privacy.accountants.base import WORST_CASE, AccountantFigure, Schedule
+from fed.privacy.composition import compose_epsilon
+from fed.privacy.events import GaussianEvent
+
+NAME = "worst-case ledger"
+VERSION = "ldpfed exact GDP (fed.privacy.composition)"
+
+
+def quantile_releases(schedule: Schedule) -> int:
+    """The (1 - delta)-quantile of a record's release count, Binomial(T, q*p)."""
+    return int(binom.ppf(1 - schedule.delta, schedule.steps, schedule.rate))
+
+
+def epsilon_for_releases(noise_multiplier: float, releases: int, delta: float) -> float:
+    """Worst-case epsilon of ``releases`` Gaussian releases (sensitivity 1, sigma = noise multiplier)."""
+    return compose_epsilon({GaussianEvent(1.0, noise_multiplier): releases}, delta)
+
+
+def figures(schedule: Schedule) -> list[AccountantFigure]:
+    """The ledger's figure at each reported k (actual count if known, the quantile, and T)."""
+    choices: list[tuple[str, str, int, str]] = []
+    if schedule.releases is not None:
+        choices.append(
+            ("worst_case_actual", "k = actual", schedule.releases, "k = the record's actual number of releases")
+        )
+    choices.append(
+        (
+            "worst_case_quantile",
+            "k = (1-delta)-quantile",
+            quantile_releases(schedule),
+            "k = the (1 - delta)-quantile of Binomial(T, q*p): a record is released more often "
+            "with probability at most delta",
+        )
+    )
+    choices.append(("worst_case_all_steps", "k = T", schedule.steps, "k = T: the record released at every step"))
+    return [
+        AccountantFigure(
+            key=key,
+            name=f"{NAME}, {label}",
+            version=VERSION,
+            kind="enforced",
+            delta=schedule.delta,
+            assumption=WORST_CASE,
+            parameters={"noise_multiplier": schedule.noise_multiplier, "releases": k},
+            note=meaning,
+            **_epsilon_or_reason(schedule.noise_multiplier, k, schedule.delta),
+        )
+        for key, label, k, meaning in choices
+    ]
+
+
+def _epsilon_or_reason(noise_multiplier: float, releases: int, delta: float) -> dict[str, Any]:
+    try:
+        return {"epsilon": epsilon_for_releases(noise_multiplier, releases, delta)}
+    except OverflowError:
+        mu = releases**0.5 / noise_multiplier
+        return {"epsilon": None, "unavailable": f"fed.privacy.gdp overflows at mu = {mu:.3g} (exp of epsilon > 709)"}

@@ -1,0 +1,100 @@
+"""Metric DP (seed 003): d_chi Laplace noise in R^d on (token) embeddings, as in TokEmbPriv.
+
+Noise density proportional to exp(-eta * ||z||_2): a radius drawn from Gamma(d, 1/eta)
+times a direction uniform on the unit sphere. (Seed 003 writes "uniformly sampled from the
+unit ball"; a direction inside the ball would not give that density. The sphere is right.)
+
+Inputs are first clipped to L2 radius C, so the domain actually used has diameter 2C and
+one run is pure (eta * 2C)-DP: the privacy loss eta * (||y - x'|| - ||y - x||) reaches
+eta * ||x - x'|| far along x - x'. Optionally the noisy vector is clipped again to
+``post_clip`` (seed 003 eq. 3), which is post-processing and costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fed.privacy.events import MetricDPEvent, PrivacyEvent, check_positive
+from fed.randomizers._common import calibrate_parameter, check_params, check_target
+from fed.randomizers.base import Randomizer, check_finite_matrix, register
+from fed.randomizers.gaussian import clip_l2
+
+
+def dchi_noise(rows: int, dim: int, eta: float, rng: np.random.Generator) -> np.ndarray:
+    """``rows`` draws of d_chi Laplace noise in R^dim: Gamma(dim, 1/eta) radius times a uniform direction."""
+    radius = rng.gamma(shape=dim, scale=1.0 / eta, size=rows)
+    direction = rng.standard_normal((rows, dim))
+    direction /= np.maximum(np.linalg.norm(direction, axis=1, keepdims=True), 1e-300)
+    return radius[:, None] * direction
+
+
+def dchi_coordinate_variance(dim: int, eta: float) -> float:
+    """Variance of one coordinate of d_chi noise: E||z||^2 / d = (d + 1) / eta^2."""
+    return (dim + 1) / eta**2
+
+
+@register
+class DChiRandomizer(Randomizer):
+    """Clip rows to L2 radius ``clip``, add d_chi noise with parameter ``eta``, optionally clip to ``post_clip``.
+
+    Event: MetricDPEvent(eta, diameter=2*clip, tokens=1), pure epsilon = eta * 2 * clip.
+    """
+
+    name = "dchi"
+
+    def __init__(self, clip: float, eta: float, post_clip: float | None = None) -> None:
+        self.clip = check_positive("clip", clip)
+        self.eta = check_positive("eta", eta)
+        self.post_clip = None if post_clip is None else check_positive("post_clip", post_clip)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "DChiRandomizer":
+        check_params(params, {"clip", "eta"}, {"post_clip", "epsilon_per_token"})
+        return cls(params["clip"], params["eta"], params.get("post_clip"))
+
+    @classmethod
+    def calibrated(
+        cls,
+        epsilon: float,
+        delta: float,
+        releases: int,
+        options: Mapping[str, Any],
+        other_events: Mapping[PrivacyEvent, int] | None = None,
+    ) -> "DChiRandomizer":
+        check_params({"mechanism": cls.name, **options}, {"clip"}, {"post_clip"})
+        clip = check_positive("clip", options["clip"])
+        epsilon, delta = check_target(epsilon, delta)
+        eta = calibrate_parameter(
+            lambda e: MetricDPEvent(e, 2 * clip), epsilon, delta, releases, other_events, epsilon / (2 * clip * releases)
+        )
+        return cls(clip, eta, options.get("post_clip"))
+
+    def params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mechanism": self.name, "clip": self.clip, "eta": self.eta}
+        if self.post_clip is not None:
+            out["post_clip"] = self.post_clip
+        out["epsilon_per_token"] = self.event.epsilon_per_token
+        return out
+
+    @property
+    def event(self) -> MetricDPEvent:
+        return MetricDPEvent(eta=self.eta, diameter=2 * self.clip, tokens=1)
+
+    def preprocess(self, x: np.ndarray) -> np.ndarray:
+        return clip_l2(check_finite_matrix(x), self.clip)
+
+    def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        x = self.preprocess(x)
+        y = x + dchi_noise(x.shape[0], x.shape[1], self.eta, rng)
+        return y if self.post_clip is None else clip_l2(y, self.post_clip)
+
+    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
+        """Reports as they are; the noise variance per coordinate is (d + 1) / eta^2.
+
+        Unbiased only without ``post_clip`` (clipping the noisy vector shrinks it).
+        """
+        reports = np.asarray(reports, dtype=np.float64)
+        return reports, dchi_coordinate_variance(reports.shape[1], self.eta)

@@ -1,0 +1,44 @@
+"""The run directory: resolved config, per-round metrics, ledgers, summary, report, plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from fed.config import RunConfig
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: infinities and NaN become strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+class RunRecord:
+    """Writes one run's directory as the run goes."""
+
+    def __init__(self, out: Path, config: RunConfig) -> None:
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+        self.write_json("config.json", config.to_mapping())
+        (out / "metrics.jsonl").write_text("")
+        self.rounds: list[dict[str, Any]] = []
+
+    def write_json(self, name: str, data: Any) -> Path:
+        """Write ``data`` as indented JSON under the run directory."""
+        path = self.out / name
+        path.write_text(json.dumps(_clean(data), indent=1) + "\n")
+        return path
+
+    def round(self, metrics: dict[str, Any]) -> None:
+        """Append one round's metrics to metrics.jsonl."""
+        self.rounds.append(metrics)
+        with open(self.out / "metrics.jsonl", "a") as handle:
+            handle.write(json.dumps(_clean(metrics)) + "\n")

@@ -1,0 +1,1 @@
+"""The Flower ServerApp and the ldpfed strategy: thin glue over fed/."""

@@ -1,0 +1,94 @@
+"""The ldpfed ServerApp: build the run's assets and baselines, run LdpStrategy, write the run directory."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from flwr.app import ArrayRecord, Context
+from flwr.serverapp import Grid, ServerApp
+
+from fed.aggregation import fit_clean
+from fed.assets import build_bundle, default_cache_dir, load_assets, load_public, pack
+from fed.classifier import LinearModel
+from fed.config import RunConfig
+from fed.plots import plot_accuracy, plot_epsilon
+from fed.population import Population
+from fed.report import LedgerFigures, privacy_report, summary
+from fed.run_record import RunRecord
+from strategies.strategy import LdpStrategy
+
+app = ServerApp()
+
+TIMEOUT_S = 3600.0
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Entry point Flower calls with the run's config."""
+    run(grid, RunConfig.from_mapping(context.run_config))
+
+
+def run_directory(config: RunConfig) -> Path:
+    """--out, else runs/<UTC time> under the working directory (printed, absolute)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path(config.out or Path.cwd() / "runs" / stamp).resolve()
+
+
+def run(grid: Grid, config: RunConfig) -> Path:
+    """One whole run; returns the run directory."""
+    started = time.monotonic()
+    record = RunRecord(run_directory(config), config)
+    print(f"ldpfed: run directory {record.out}", flush=True)
+    cache = default_cache_dir(config)
+    public = load_public(config)
+    folder = build_bundle(config, public, cache)
+    assets = load_assets(folder)
+
+    strategy = LdpStrategy(config, record, baselines={})
+    strategy.setup(grid, pack(folder), expected_nodes=config.nodes, timeout=TIMEOUT_S)
+    strategy.baselines = _baselines(config, assets, public, strategy)
+
+    strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.rounds, timeout=TIMEOUT_S)
+    accuracy_remote = strategy.remote_inference(grid, TIMEOUT_S) if config.inference == "remote" else None
+    ledgers = strategy.collect_ledgers(grid, TIMEOUT_S)
+
+    record.write_json("ledgers.json", {"delta": config.delta, "users": ledgers})
+    figures = LedgerFigures.from_ledgers(ledgers)
+    last = record.rounds[-1] if record.rounds else {}
+    accuracies = {
+        "accuracy_local": last.get("accuracy_local"),
+        "accuracy_remote": accuracy_remote,
+        "accuracy_nonprivate": last.get("accuracy_nonprivate"),
+        "accuracy_public_only": last.get("accuracy_public_only"),
+    }
+    result = summary(config, strategy.plan, figures, accuracies, time.monotonic() - started)
+    result["errors"] = strategy.errors
+    record.write_json("summary.json", result)
+    (record.out / "privacy_report.md").write_text(privacy_report(config, strategy.plan, figures, result))
+    plot_accuracy(record.rounds, record.out / "accuracy.png")
+    plot_epsilon(figures.sentence, figures.user, strategy.plan.budget.epsilon_sentence, record.out / "epsilon.png")
+    if config.save_reports and strategy.saved:
+        np.savez_compressed(
+            record.out / "reports.npz",
+            **{k: np.concatenate([s[k] for s in strategy.saved]) for k in ("reports", "labels", "users")},
+        )
+    print(f"ldpfed: done in {result['seconds']:.1f}s, summary in {record.out / 'summary.json'}", flush=True)
+    return record.out
+
+
+def _baselines(config: RunConfig, assets, public, strategy: LdpStrategy) -> dict[str, LinearModel]:
+    """Public-only baseline, and the non-private upper bound (simulation only, from clean data)."""
+    cache = default_cache_dir(config)
+    preprocess = strategy.plan.train.preprocess
+    models: dict[str, LinearModel] = {}
+    if public is not None and public.num_labels == strategy.num_labels:
+        x = preprocess(assets.features(public, cache))
+        models["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.shrinkage)
+    if config.nonprivate_baseline:
+        train = Population.build(config).train
+        x = preprocess(assets.features(train, cache))
+        models["nonprivate"] = fit_clean(x, train.labels, strategy.num_labels, config.shrinkage)
+    return models

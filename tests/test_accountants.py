@@ -1,0 +1,178 @@
+"""Accountants for the amplified model beside the worst-case ledger; calibration; the privacy command."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pytest
+from dp_accounting.pld import privacy_loss_distribution
+from scipy.stats import norm
+
+from fed.privacy.accountants import Schedule, all_figures, amplified, clt, composition_baselines, prv, worst_case
+from fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
+from fed.privacy.composition import compose_epsilon
+from fed.privacy.events import GaussianEvent
+from simulations.cli import main
+from simulations.composition_plot import plot_schedule
+
+DELTA = 1e-5
+EXAMPLE = "privacy --mechanism gaussian --noise-multiplier 1.0 --p 0.01 --steps 1000 --delta 1e-5 --json".split()
+
+
+def by_key(schedule: Schedule) -> dict[str, float | None]:
+    return {f.key: f.epsilon for f in all_figures(schedule)}
+
+
+def test_clt_matches_seed_equations_by_hand() -> None:
+    z, p, t = 1.0, 0.01, 1000
+    mu_tot = p * math.sqrt(t * (math.exp(1 / z**2) - 1))  # eq. 8
+    assert clt.mu_total(z, p, t) == pytest.approx(mu_tot, rel=1e-12)
+    eps = clt.epsilon(Schedule(z, p, t, DELTA))
+    # eq. 5 at the reported epsilon gives back delta
+    delta = norm.cdf(-eps / mu_tot + mu_tot / 2) - math.exp(eps) * norm.cdf(-eps / mu_tot - mu_tot / 2)
+    assert delta == pytest.approx(DELTA, rel=1e-6)
+    # eq. 9: only q*p matters
+    assert clt.epsilon(Schedule(z, 0.02, t, DELTA, q=0.5)) == pytest.approx(eps, rel=1e-12)
+
+
+def test_pld_matches_dp_accounting_built_directly() -> None:
+    direct = privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=0.8, sampling_prob=0.02, value_discretization_interval=1e-4
+    ).self_compose(200)
+    ours = amplified.pld_epsilon(Schedule(0.8, 0.02, 200, DELTA))
+    assert ours == pytest.approx(direct.get_epsilon_for_delta(DELTA), rel=1e-9)
+    # a GaussianEvent's own dp_accounting event gives the same noise multiplier (sigma / diameter)
+    assert GaussianEvent(sensitivity=2.0, sigma=1.6).to_dp_event().noise_multiplier == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize(("z", "steps"), [(0.8, 10), (1.0, 1000), (2.0, 300)])
+def test_rdp_is_a_looser_upper_bound_than_pld(z: float, steps: int) -> None:
+    schedule = Schedule(z, 0.01, steps, DELTA)
+    assert amplified.rdp_epsilon(schedule) >= amplified.pld_epsilon(schedule)
+
+
+def test_basic_composition_exceeds_advanced_at_large_t() -> None:
+    schedule = Schedule(5.0, 0.01, 10_000, DELTA)
+    assert composition_baselines.basic_epsilon(schedule) > 5 * composition_baselines.advanced_epsilon(schedule)
+
+
+def test_worst_case_ledger_exceeds_amplified_pld() -> None:
+    schedule = Schedule(1.0, 0.01, 300, DELTA, releases=3)
+    eps = by_key(schedule)
+    k = worst_case.quantile_releases(schedule)
+    assert eps["worst_case_quantile"] == compose_epsilon({GaussianEvent(1.0, 1.0): k}, DELTA)
+    for key in ("worst_case_actual", "worst_case_quantile", "worst_case_all_steps"):
+        assert eps[key] > eps["pld"]
+
+
+def test_clt_understates_pld_by_about_11_percent_at_t_1000_and_80_percent_at_t_1() -> None:
+    ratio = clt.epsilon(Schedule(1.0, 0.01, 1000, DELTA)) / amplified.pld_epsilon(Schedule(1.0, 0.01, 1000, DELTA))
+    assert 0.86 < ratio < 0.91  # measured 0.885
+    ratio_1 = clt.epsilon(Schedule(1.0, 0.01, 1, DELTA)) / amplified.pld_epsilon(Schedule(1.0, 0.01, 1, DELTA))
+    assert ratio_1 < 0.25  # measured 0.18
+
+
+def test_clt_is_not_one_sided() -> None:
+    # small T, large epsilon: the CLT over-states the PLD upper bound (measured 13.0 vs 12.7)
+    schedule = Schedule(0.3948, 0.01, 100, DELTA)
+    assert clt.epsilon(schedule) > amplified.pld_epsilon(schedule)
+
+
+def test_prv_brackets_pld() -> None:
+    low, estimate, high = prv.epsilons(Schedule(1.0, 0.01, 300, DELTA))
+    pld = amplified.pld_epsilon(Schedule(1.0, 0.01, 300, DELTA))
+    assert low <= estimate <= high
+    assert low - 1e-3 <= pld <= high + 1e-3
+
+
+def test_prv_missing_is_reported_not_faked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "prv_accountant", None)
+    figures = prv.figures(Schedule(1.0, 0.01, 10, DELTA))
+    assert [f.epsilon for f in figures] == [None, None, None]
+    assert all("not installed" in (f.unavailable or "") for f in figures)
+
+
+def test_fixed_size_sampling_uses_rdp_and_says_pld_is_unavailable() -> None:
+    figures = {f.key: f for f in amplified.figures(Schedule(1.0, 0.01, 100, DELTA, dataset_size=1000))}
+    assert figures["rdp_fixed_size"].parameters["sample_size"] == 10
+    assert math.isfinite(figures["rdp_fixed_size"].epsilon)
+    assert figures["pld_fixed_size"].epsilon is None and figures["pld_fixed_size"].unavailable
+
+
+@pytest.mark.parametrize("accountant", ACCOUNTANTS)
+def test_calibration_round_trip(accountant: str) -> None:
+    result = calibrate_noise_multiplier(accountant, 2.0, DELTA, 100, 0.01)
+    schedule = Schedule(result.noise_multiplier, 0.01, 100, DELTA)
+    recompute = {
+        "worst-case": lambda s: worst_case.epsilon_for_releases(s.noise_multiplier, result.releases, DELTA),
+        "clt": clt.epsilon,
+        "pld": amplified.pld_epsilon,
+        "rdp": amplified.rdp_epsilon,
+    }[accountant]
+    assert recompute(schedule) == result.epsilon <= 2.0
+    assert result.epsilon > 2.0 * (1 - 1e-3)
+    less_noise = Schedule(result.noise_multiplier * 0.999, 0.01, 100, DELTA)
+    assert recompute(less_noise) > 2.0
+
+
+def test_cli_example_prints_every_accountant_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(EXAMPLE) == 0
+    output = json.loads(capsys.readouterr().out)
+    figures = {f["key"]: f for f in output["figures"]}
+    expected = {
+        "worst_case_quantile", "worst_case_all_steps", "clt", "pld", "rdp",
+        "prv_lower", "prv_estimate", "prv_upper", "advanced_composition", "basic_composition",
+    }  # fmt: skip
+    assert expected <= set(figures)
+    for f in figures.values():
+        assert {"name", "version", "parameters", "kind", "epsilon", "delta", "assumption"} <= set(f)
+        assert (f["epsilon"] is None) == bool(f["unavailable"])
+    for key in ("worst_case_quantile", "clt", "pld", "rdp", "prv_upper", "advanced_composition"):
+        assert figures[key]["epsilon"] > 0
+    assert figures["clt"]["kind"] == "estimate" and "not a bound" in figures["clt"]["note"]
+    assert figures["pld"]["kind"] == "upper bound" and "cannot link" in figures["pld"]["assumption"]
+    assert figures["worst_case_quantile"]["kind"] == "enforced"
+
+
+def test_cli_sigma_and_sensitivity_match_noise_multiplier(capsys: pytest.CaptureFixture[str]) -> None:
+    main("privacy --sigma 3.0 --sensitivity 2.0 --p 0.05 --steps 20 --json".split())
+    with_sigma = json.loads(capsys.readouterr().out)["figures"]
+    main("privacy --noise-multiplier 1.5 --p 0.05 --steps 20 --json".split())
+    with_z = json.loads(capsys.readouterr().out)["figures"]
+    assert [f["epsilon"] for f in with_sigma] == [f["epsilon"] for f in with_z]
+
+
+def test_cli_calibrate_and_plot(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(f"privacy --calibrate 3 --p 0.02 --steps 50 --sensitivity 2 --json".split())
+    calibration = json.loads(capsys.readouterr().out)["calibration"]
+    assert [c["accountant"] for c in calibration] == list(ACCOUNTANTS)
+    assert all(c["epsilon"] <= 3 and c["sigma"] == 2 * c["noise_multiplier"] for c in calibration)
+    path = plot_schedule(Schedule(1.0, 0.01, 50, DELTA), tmp_path / "eps.png", points=4)
+    assert path.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ("--p -0.1", "p must be"),
+        ("--p 1.5", "p must be"),
+        ("--p nan", "p must be"),
+        ("--p 0.01 --delta nan", "delta must be"),
+        ("--p 0.01 --q 0", "q must be"),
+    ],
+)
+def test_cli_bad_input_exits_2(flags: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(f"privacy --noise-multiplier 1 --steps 10 {flags}".split())
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_noise_multiplier_nan_and_missing_noise_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in ("privacy --noise-multiplier nan --p 0.1 --steps 10", "privacy --p 0.1 --steps 10"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv.split())
+        assert exit_info.value.code == 2
+    assert "noise_multiplier must be" in capsys.readouterr().err

@@ -1,0 +1,175 @@
+"""Encoders (MiniLM, BiLSTM), the PCA projection, the encoding cache and the factory."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fed.corpus import generate_corpus, generate_public_corpus
+from fed.dataset import TextDataset
+from fed.encoders.base import Encoder
+from fed.encoders.bilstm import BiLSTMEncoder, train_bilstm
+from fed.encoders.cache import cache_path, encode_cached
+from fed.encoders.factory import make_encoder
+from fed.encoders.projected import ProjectedEncoder
+from fed.encoders.projection import PCAProjection
+from fed.encoders.vocab import Vocab, tokenize
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def _class_mean_accuracy(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray) -> float:
+    means = np.stack([x_train[y_train == k].mean(axis=0) for k in range(int(y_train.max()) + 1)])
+    scores = x_test @ means.T - 0.5 * (means**2).sum(axis=1)
+    return float((scores.argmax(axis=1) == y_test).mean())
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Encoder:
+    """MiniLM loaded with every network connection refused."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise OSError("network access attempted while loading MiniLM")
+
+        patch.setattr(socket.socket, "connect", refuse)
+        encoder = make_encoder("minilm")
+        encoder.encode(["warm up"])  # loads tokenizer and weights under the patch
+    return encoder
+
+
+def test_minilm_offline_dim_and_similarity(minilm: Encoder) -> None:
+    assert minilm.dim == 384 and minilm.name == "minilm"
+    x = minilm.encode(
+        [
+            "The cat is sleeping on the sofa.",
+            "A cat naps on the couch.",
+            "Interest rates were raised by the central bank.",
+        ]
+    )
+    assert x.shape == (3, 384) and x.dtype == np.float32
+    assert _cosine(x[0], x[1]) > _cosine(x[0], x[2]) + 0.3
+
+
+def test_minilm_pairs_and_batching(minilm: Encoder) -> None:
+    texts = ["A man is playing a guitar.", "Stocks fell sharply.", "The soup was cold."]
+    whole = minilm.encode(texts, batch_size=8)
+    assert np.allclose(whole, minilm.encode(texts, batch_size=1), atol=1e-5)
+    pairs = minilm.encode(texts, ["Someone plays music.", "Markets dropped.", "Dinner was bad."])
+    assert pairs.shape == (3, 384) and not np.allclose(pairs, whole)
+    with pytest.raises(ValueError, match="texts2"):
+        minilm.encode(texts, ["only one"])
+    assert len(minilm.fingerprint()) == 64 and minilm.fingerprint() == make_encoder("minilm").fingerprint()
+
+
+class CountingEncoder:
+    """A cheap deterministic encoder that counts how often it runs."""
+
+    name = "counting"
+    dim = 3
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def fingerprint(self) -> str:
+        return "c" * 64
+
+    def encode(
+        self, texts: Sequence[str], texts2: Sequence[str] | None = None, batch_size: int = 64, progress: bool = False
+    ) -> np.ndarray:
+        self.calls += 1
+        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32)
+
+
+def test_cache_hit_skips_encoding(tmp_path: Path) -> None:
+    encoder = CountingEncoder()
+    assert isinstance(encoder, Encoder)
+    data = TextDataset("d", ("a", "bab", "cc"), None, np.array([0, 1, 0]), ("x", "y"))
+    first = encode_cached(encoder, data, tmp_path)
+    second = encode_cached(encoder, data, tmp_path)
+    assert encoder.calls == 1 and np.array_equal(first, second)
+    assert cache_path(encoder, data, tmp_path).is_file()
+    assert [p.suffix for p in tmp_path.iterdir()] == [".npy"]  # no temporary file left
+    encode_cached(encoder, data.subset([0, 1]), tmp_path)
+    assert encoder.calls == 2
+    np.save(cache_path(encoder, data, tmp_path), np.zeros((1, 3), dtype=np.float32))
+    assert np.array_equal(encode_cached(encoder, data, tmp_path), first) and encoder.calls == 3
+
+
+def test_projection_reduces_dim_and_is_deterministic(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 10)) @ rng.normal(size=(10, 10))
+    a, b = PCAProjection.fit(x, 4), PCAProjection.fit(x.copy(), 4)
+    assert a.dim == 4 and a.input_dim == 10 and a.fingerprint() == b.fingerprint()
+    y = a.apply(x)
+    assert y.shape == (200, 4) and y.dtype == np.float32 and np.array_equal(y, b.apply(x))
+    variances = y.var(axis=0)
+    assert np.all(np.diff(variances) <= 1e-6)  # largest variance first
+    loaded = PCAProjection.load(a.save(tmp_path / "pca.npz"))
+    assert loaded.fingerprint() == a.fingerprint() and np.array_equal(loaded.apply(x), y)
+    assert PCAProjection.fit(x, 3).fingerprint() != a.fingerprint()
+    with pytest.raises(ValueError, match="dim must lie"):
+        PCAProjection.fit(x, 11)
+    with pytest.raises(ValueError, match="expected shape"):
+        a.apply(x[:, :5])
+
+
+def test_tokenizer_and_vocab() -> None:
+    assert tokenize("Can't wait!! #GameDay :)") == ["can't", "wait", "!", "!", "#gameday", ":", ")"]
+    vocab = Vocab.build(["a b b", "c"])
+    assert vocab.tokens[3] == "b" and vocab.ids("b zzz") == [3, 1]
+    ids, lengths = vocab.batch(["a b", ""], ["c", "a"], max_length=8)
+    assert lengths.tolist() == [4, 2] and ids.tolist() == [[4, 3, 2, 5], [2, 4, 0, 0]]
+    ids, lengths = vocab.batch(["", "b " * 20], None, max_length=5)
+    assert lengths.tolist() == [1, 5] and ids[0, 0] == 1  # empty -> <unk>; cut to max_length
+    ids, _ = vocab.batch(["b " * 20], ["c"], max_length=6)
+    assert ids[0].tolist() == [3, 3, 3, 3, 2, 5]  # the short second sentence survives the cut
+
+
+def test_bilstm_trains_beats_chance_and_round_trips(tmp_path: Path) -> None:
+    public = generate_public_corpus(1500, seed=0)
+    encoder = train_bilstm(public, dim=64, epochs=2, seed=0)
+    assert encoder.dim == 64
+    train, test = generate_corpus(600, 0, "train"), generate_corpus(300, 0, "dev")
+    x_train, x_test = encoder.encode(train.texts), encoder.encode(test.texts)
+    assert x_train.shape == (600, 64) and x_train.dtype == np.float32
+    assert _class_mean_accuracy(x_train, train.labels, x_test, test.labels) > 0.6  # chance: 0.25
+    again = train_bilstm(public, dim=64, epochs=2, seed=0)
+    assert again.fingerprint() == encoder.fingerprint()
+    loaded = make_encoder(f"bilstm:{encoder.save(tmp_path / 'bilstm')}")
+    assert isinstance(loaded, BiLSTMEncoder) and loaded.fingerprint() == encoder.fingerprint()
+    assert np.allclose(loaded.encode(test.texts[:20]), x_test[:20], atol=1e-6)
+    pairs = loaded.encode(test.texts[:4], test.texts[4:8])
+    assert pairs.shape == (4, 64)
+
+
+def test_projected_encoder_from_factory(tmp_path: Path) -> None:
+    public = generate_public_corpus(400, seed=1)
+    folder = train_bilstm(public, dim=32, epochs=1).save(tmp_path / "bilstm")
+    base = make_encoder(f"bilstm:{folder}")
+    projection = PCAProjection.fit(base.encode(public.texts), 8)
+    encoder = make_encoder(f"bilstm:{folder}", projection=projection.save(tmp_path / "pca.npz"))
+    assert isinstance(encoder, ProjectedEncoder) and encoder.dim == 8
+    assert encoder.fingerprint() != base.fingerprint()
+    assert np.allclose(encoder.encode(public.texts[:5]), projection.apply(base.encode(public.texts[:5])))
+    with pytest.raises(ValueError, match="projection expects"):
+        ProjectedEncoder(base, PCAProjection.fit(np.ones((5, 4)) + np.eye(5, 4), 2))
+
+
+def test_factory_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ValueError, match="could not be downloaded.*'minilm' or a local model folder"):
+        _ = make_encoder("no-such-org/no-such-model").dim
+    with pytest.raises(FileNotFoundError, match="not a saved BiLSTM"):
+        make_encoder(f"bilstm:{tmp_path}")
+    with pytest.raises(ValueError, match="must not be empty"):
+        make_encoder("")
