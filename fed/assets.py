@@ -27,7 +27,7 @@ from fed.encoders.factory import make_encoder
 from fed.encoders.projection import PCAProjection
 from fed.loaders import load_dataset
 
-PUBLIC_GENERATED_SIZE = 3000
+PUBLIC_GENERATED_SIZE = 1000
 MAX_BUNDLE_BYTES = 64 * 2**20
 
 
@@ -37,14 +37,17 @@ def default_cache_dir(config: RunConfig) -> Path:
 
 
 def load_public(config: RunConfig) -> TextDataset | None:
-    """The server's public labelled data, or None for --public none.
+    """The server's public labelled data ('generated[:N]', a folder or id), or None for --public none.
 
     It must not be the evaluation task's own training or dev split.
     """
     if config.public == "none":
         return None
-    if config.public == "generated":
-        return generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=config.seed)
+    if config.public == "generated" or config.public.startswith("generated:"):
+        size = config.public.removeprefix("generated").removeprefix(":")
+        if size and not size.isdigit():
+            raise ValueError(f"bad public spec {config.public!r}; expected generated[:num_records]")
+        return generate_public_corpus(int(size or PUBLIC_GENERATED_SIZE), seed=config.seed)
     if Path(config.public).resolve() == Path(config.data).resolve() or config.public == config.data:
         raise ValueError("--public must not be the task's own data (its train or dev split)")
     return load_dataset(config.public, "train")

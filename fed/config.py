@@ -102,6 +102,37 @@ class RunConfig:
         return {k.replace("_", "-"): v for k, v in asdict(self).items()}
 
 
+HELP: dict[str, str] = {
+    "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV), or a Hugging Face id",
+    "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'",
+    "users": "number of users",
+    "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>",
+    "train_limit": "use a seeded sample of this many training records (0: all)",
+    "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), or a model id/path",
+    "dim": "project representations to this many dimensions, fitted on public data (0: no projection)",
+    "mechanism": "randomizer of representations",
+    "clip": "clipping radius C (L2); sensitivity is 2C",
+    "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it",
+    "sigma": "noise scale; overrides --epsilon, whose budget becomes what sigma implies",
+    "delta": "delta of every (epsilon, delta) figure",
+    "user_epsilon": "user-level epsilon budget (0: not enforced, still reported)",
+    "labels": "public, or rr:<epsilon> (k-ary randomized response, charged to the ledger)",
+    "rounds": "server rounds",
+    "users_per_round": "users sampled per round (0: all with budget left)",
+    "records_per_user_round": "records each sampled user releases per round (0: all with budget left)",
+    "releases_per_record": "planned releases of each training record (calibration)",
+    "releases_per_query": "planned releases of each query record (remote inference)",
+    "inference": "local (users apply the downloaded classifier, free) or remote (privatized queries, costs budget)",
+    "shrinkage": "covariance shrinkage of the noise-aware classifier",
+    "nodes": "Flower nodes hosting the users (user u lives on node u mod nodes)",
+    "seed": "run seed: partitions, sampling and every user's noise",
+    "out": "run directory (default: runs/<UTC time>)",
+    "save_reports": "save everything the server received (reports.npz), for attack research",
+    "cache_dir": "cache of clean encodings (default: $LDPFED_CACHE or ~/.cache/ldpfed)",
+    "nonprivate_baseline": "train the non-private upper bound from clean data (simulation only)",
+}
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 

@@ -15,3 +15,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"{SHARED_DATA} not found (real datasets live beside the checkout)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _offline_and_isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No Hub downloads; one encoding cache for the whole session, outside the user's home."""
+    import os
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("LDPFED_CACHE", str(tmp_path_factory.mktemp("ldpfed-cache")))

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+from scipy.optimize import brentq
 
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
@@ -45,26 +46,27 @@ def check_target(epsilon: float, delta: float) -> tuple[float, float]:
 
 
 def largest_within(f: Callable[[float], float], target: float, start: float, rel_tol: float = 1e-6) -> float:
-    """Largest x > 0 with f(x) <= target for a non-decreasing f, by bracketing and bisection.
+    """Largest x > 0 with f(x) <= target for a non-decreasing f (to ``rel_tol``), never one above it.
 
     Used with x = a privacy parameter that grows as the noise shrinks (1/scale, eta, the
-    published epsilon); ``start`` is any positive guess.
+    published epsilon); ``start`` is any positive guess. Brent's method on a bracket, then a
+    check that the answer itself meets the target (PLD figures move in small steps).
     """
     lo = hi = float(start)
     while f(lo) > target:
-        lo /= 2
+        lo /= 1.5
         if lo < 1e-15:
             raise ValueError("the target cannot be met: the cost stays above it as the noise grows")
+    hi = lo * 1.5
     while f(hi) <= target:
-        hi *= 2
+        lo, hi = hi, hi * 1.5
         if hi > 1e15:
-            return hi  # effectively free; never happens for a real mechanism
-    while hi - lo > rel_tol * hi:
-        mid = (lo + hi) / 2
-        if f(mid) <= target:
-            lo = mid
-        else:
-            hi = mid
+            return lo  # effectively free; never happens for a real mechanism
+    x = brentq(lambda v: f(v) - target, lo, hi, xtol=rel_tol * lo, rtol=rel_tol, maxiter=200)
+    for attempt in range(60):
+        if f(x) <= target:
+            return max(x, lo)
+        x = max(lo, x * (1 - rel_tol * 2**attempt))
     return lo
 
 

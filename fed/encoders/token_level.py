@@ -1,0 +1,282 @@
+"""DP at the token level inside a local transformer encoder (seed 000 Table 4; seed 003 baselines).
+
+The whole encoder runs on the user's side. A record's text is tokenized and padded or cut to
+a fixed length L (so its length does not leak), its token representations after ``layer``
+transformer layers (0: the embedding layer's output) are clipped to L2 radius C each and
+noised, and the remaining layers then run with full attention over all L positions and are
+mean-pooled over all L positions. Nothing after the noise reads the private attention mask
+or segment ids, so the pooled vector that is released is post-processing of the L noisy
+token vectors, and one release costs what those L token releases cost:
+
+- ``token-gaussian``: N(0, sigma^2 I) per token; a replaced record moves each of the L
+  clipped tokens by at most 2C, so the L tokens together form one Gaussian mechanism with
+  L2 sensitivity 2C * sqrt(L): GaussianEvent(2C sqrt(L), sigma).
+- ``token-dchi`` (TokEmbPriv, seed 003): d_chi Laplace noise with parameter eta per token,
+  optional post-noise clip (seed 003 eq. 3): MetricDPEvent(eta, 2C, tokens=L), pure
+  eta * 2C per token, composed over the L tokens.
+- ``text2text`` (seed 003 baseline): each of the L token ids is mapped to its word
+  embedding (optionally clipped to C), noised with d_chi noise, and replaced by the
+  vocabulary token whose embedding is nearest; the new ids are then encoded with all-zero
+  segment ids and full attention. The domain is the embedding table, of L2 diameter at most
+  2 * max ||E_v||: MetricDPEvent(eta, 2 max ||E_v||, tokens=L).
+
+The released vectors carry non-additive noise (it went through the upper layers), so
+:meth:`TokenLevelRandomizer.decode` reports a noise variance of 0: the server's classifier
+treats them as data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from fed.encoders.base import check_pairs
+from fed.encoders.hf import HFEncoder
+from fed.privacy.calibration import calibrate_gaussian_sigma
+from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent, check_positive
+from fed.randomizers._common import calibrate_parameter, check_params, check_target, positive_int
+from fed.randomizers.metric import dchi_noise
+
+KINDS = ("token-gaussian", "token-dchi", "text2text")
+
+
+class TokenLevelRandomizer:
+    """Token-level DP layer around an :class:`HFEncoder`; text in, one noisy sentence vector out.
+
+    Parameters
+    ----------
+    encoder:
+        The local Hugging Face encoder (its tokenizer and model are used, not its pooling).
+    kind:
+        ``token-gaussian``, ``token-dchi`` or ``text2text``.
+    length:
+        Fixed number of token positions L (pad or cut).
+    noise:
+        sigma for ``token-gaussian``, eta for ``token-dchi`` and ``text2text``.
+    clip:
+        L2 radius C of each token vector (required except for ``text2text``, where it
+        optionally clips the embedding table).
+    layer:
+        Number of transformer layers run before the noise (0: embedding-layer output);
+        not used by ``text2text``.
+    post_clip:
+        ``token-dchi`` only: L2 radius the noisy token vectors are clipped to (seed 003 eq. 3).
+    batch_size:
+        Records per forward pass.
+    """
+
+    def __init__(
+        self,
+        encoder: HFEncoder,
+        kind: str,
+        length: int,
+        noise: float,
+        clip: float | None = None,
+        layer: int = 0,
+        post_clip: float | None = None,
+        batch_size: int = 32,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        self.encoder, self.kind = encoder, kind
+        self.length = positive_int("length", length, minimum=2)
+        self.noise = check_positive("sigma" if kind == "token-gaussian" else "eta", noise)
+        if clip is None and kind != "text2text":
+            raise ValueError(f"{kind} needs a clip radius for its token vectors")
+        self.clip = None if clip is None else check_positive("clip", clip)
+        self.layer = positive_int("layer", layer, minimum=0)
+        if kind == "text2text" and self.layer:
+            raise ValueError("text2text replaces tokens before the encoder; layer must be 0")
+        if post_clip is not None and kind != "token-dchi":
+            raise ValueError("post_clip applies to token-dchi only")
+        self.post_clip = None if post_clip is None else check_positive("post_clip", post_clip)
+        self.batch_size = positive_int("batch_size", batch_size)
+
+    # -- construction --------------------------------------------------------------------
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], encoder: HFEncoder) -> "TokenLevelRandomizer":
+        """Rebuild from :meth:`params` output and the same local encoder."""
+        kind = params.get("mechanism")
+        if kind not in KINDS:
+            raise ValueError(f"unknown token-level mechanism {kind!r}; available: {KINDS}")
+        key = "sigma" if kind == "token-gaussian" else "eta"
+        check_params(params, {"length", key}, {"clip", "layer", "post_clip", "encoder", "epsilon_per_token", "diameter"})
+        return cls(
+            encoder,
+            kind,
+            params["length"],
+            params[key],
+            params.get("clip"),
+            params.get("layer", 0),
+            params.get("post_clip"),
+        )
+
+    @classmethod
+    def calibrated(
+        cls,
+        encoder: HFEncoder,
+        kind: str,
+        epsilon: float,
+        delta: float,
+        releases: int,
+        options: Mapping[str, Any],
+        other_events: Mapping[PrivacyEvent, int] | None = None,
+    ) -> "TokenLevelRandomizer":
+        """The least noise whose ``releases`` runs (plus ``other_events``) meet (epsilon, delta).
+
+        ``options``: length, clip (text2text: optional), layer, post_clip, batch_size.
+        """
+        check_params({"mechanism": kind, **options}, {"length"}, {"clip", "layer", "post_clip", "batch_size"})
+        epsilon, delta = check_target(epsilon, delta)
+        fixed = dict(options)
+        probe = cls(encoder, kind, noise=1.0, **fixed)
+        if kind == "token-gaussian":
+            sigma = calibrate_gaussian_sigma(epsilon, delta, releases, probe.event.sensitivity, other_events)
+            return cls(encoder, kind, noise=sigma, **fixed)
+        diameter, tokens = probe.diameter, probe.length
+        eta = calibrate_parameter(
+            lambda e: MetricDPEvent(e, diameter, tokens), epsilon, delta, releases, other_events,
+            epsilon / (diameter * tokens * releases),
+        )
+        return cls(encoder, kind, noise=eta, **fixed)
+
+    def params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mechanism": self.kind, "length": self.length, "encoder": self.encoder.name}
+        out["sigma" if self.kind == "token-gaussian" else "eta"] = self.noise
+        if self.clip is not None:
+            out["clip"] = self.clip
+        if self.kind != "text2text":
+            out["layer"] = self.layer
+        if self.post_clip is not None:
+            out["post_clip"] = self.post_clip
+        if self.kind != "token-gaussian":
+            out["diameter"] = self.diameter
+            out["epsilon_per_token"] = self.noise * self.diameter
+        return out
+
+    # -- privacy -------------------------------------------------------------------------
+    @property
+    def diameter(self) -> float:
+        """L2 diameter of one token's input domain."""
+        if self.kind == "text2text":
+            return 2.0 * float(np.linalg.norm(self._table, axis=1).max())
+        return 2.0 * float(self.clip)  # type: ignore[arg-type]
+
+    @property
+    def event(self) -> PrivacyEvent:
+        """What one release of one record costs: all L token releases together."""
+        if self.kind == "token-gaussian":
+            return GaussianEvent(sensitivity=self.diameter * math.sqrt(self.length), sigma=self.noise)
+        return MetricDPEvent(eta=self.noise, diameter=self.diameter, tokens=self.length)
+
+    # -- data path -----------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    def encode_clean(self, texts: Sequence[str], texts2: Sequence[str] | None = None) -> np.ndarray:
+        """The same pipeline without noise (local inference on clean inputs): float32 (n, dim)."""
+        return self._run(texts, texts2, rng=None)
+
+    def release_texts(
+        self, texts: Sequence[str], texts2: Sequence[str] | None, rng: np.random.Generator
+    ) -> np.ndarray:
+        """One noisy sentence vector per record, with fresh noise from ``rng``: float32 (n, dim)."""
+        return self._run(texts, texts2, rng=rng)
+
+    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
+        """Reports as they are; noise variance 0 (the noise is not additive after the upper layers)."""
+        return np.asarray(reports, dtype=np.float64), 0.0
+
+    # -- internals -----------------------------------------------------------------------
+    @cached_property
+    def _table(self) -> np.ndarray:
+        """The word-embedding table (clipped to ``clip`` if set), as used by text2text."""
+        _, model = self.encoder._model
+        table = model.embeddings.word_embeddings.weight.detach().float().cpu().numpy().astype(np.float64)
+        if self.clip is not None:
+            norms = np.linalg.norm(table, axis=1, keepdims=True)
+            table = table * np.minimum(1.0, self.clip / np.maximum(norms, 1e-300))
+        return table
+
+    def _run(self, texts: Sequence[str], texts2: Sequence[str] | None, rng: np.random.Generator | None) -> np.ndarray:
+        import torch
+
+        check_pairs(texts, texts2)
+        tokenizer, model = self.encoder._model
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            stop = start + self.batch_size
+            batch = tokenizer(
+                list(texts[start:stop]),
+                None if texts2 is None else list(texts2[start:stop]),
+                padding="max_length",
+                truncation=True,
+                max_length=self.length,
+                return_tensors="pt",
+            ).to(self.encoder.device)
+            with torch.inference_mode():
+                if self.kind == "text2text":
+                    states = self._text2text(batch["input_ids"], model, rng)
+                else:
+                    states = self._token_noise(batch, model, rng)
+                out[start:stop] = states.mean(dim=1).float().cpu().numpy()
+        return out
+
+    def _lower(self, batch: Any, model: Any) -> Any:
+        """Token representations after ``layer`` layers, computed on the clean record."""
+        if self.layer == 0:
+            return model.embeddings(input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"))
+        if self.layer > len(model.encoder.layer):
+            raise ValueError(f"layer {self.layer} exceeds the model's {len(model.encoder.layer)} layers")
+        hidden = model(**batch, output_hidden_states=True).hidden_states
+        return hidden[self.layer]
+
+    def _upper(self, states: Any, model: Any, start: int) -> Any:
+        """Layers ``start``.. with full attention over all L positions (no private mask)."""
+        for block in model.encoder.layer[start:]:
+            result = block(states, attention_mask=None)
+            states = result[0] if isinstance(result, tuple) else result
+        return states
+
+    def _token_noise(self, batch: Any, model: Any, rng: np.random.Generator | None) -> Any:
+        import torch
+
+        states = self._lower(batch, model)
+        n, length, d = states.shape
+        flat = states.reshape(-1, d).double()
+        norms = flat.norm(dim=1, keepdim=True).clamp(min=1e-300)
+        flat = flat * torch.clamp(self.clip / norms, max=1.0)
+        if rng is not None:
+            if self.kind == "token-gaussian":
+                noise = rng.normal(0.0, self.noise, size=(n * length, d))
+            else:
+                noise = dchi_noise(n * length, d, self.noise, rng)
+            flat = flat + torch.from_numpy(noise).to(flat.device)
+            if self.post_clip is not None:
+                norms = flat.norm(dim=1, keepdim=True).clamp(min=1e-300)
+                flat = flat * torch.clamp(self.post_clip / norms, max=1.0)
+        states = flat.to(states.dtype).reshape(n, length, d)
+        return self._upper(states, model, self.layer)
+
+    def _text2text(self, ids: Any, model: Any, rng: np.random.Generator | None) -> Any:
+        import torch
+
+        if rng is not None:
+            table = self._table
+            flat = ids.reshape(-1).cpu().numpy()
+            noisy = table[flat] + dchi_noise(flat.size, table.shape[1], self.noise, rng)
+            sq = (table**2).sum(axis=1)
+            new = np.empty(flat.size, dtype=np.int64)
+            step = 256
+            for s in range(0, flat.size, step):
+                chunk = noisy[s : s + step]
+                new[s : s + step] = np.argmin(sq[None, :] - 2.0 * chunk @ table.T, axis=1)
+            ids = torch.from_numpy(new.reshape(ids.shape)).to(ids.device)
+        zeros = torch.zeros_like(ids)
+        states = model.embeddings(input_ids=ids, token_type_ids=zeros)
+        return self._upper(states, model, 0)

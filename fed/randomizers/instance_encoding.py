@@ -1,0 +1,295 @@
+"""DP instance encoding (seed 002) and plain TextHide: mixup of a user's records, sign masks, noise.
+
+Mixing (within one release batch of one user, n >= k rows): rows are put in a random cyclic
+order and report j mixes the k consecutive rows starting at position j,
+
+    report_j = mask_j * sum_t lambda_{j,t} x_{pi(j+t mod n)}  (+ noise),
+
+so every record appears in exactly k reports, once in each. Coefficients are random on the
+simplex and bounded by ``max_coefficient`` (c_max): lambda = (1-s)/k + s * Dirichlet(1,...,1)
+with s = (c_max - 1/k) / (1 - 1/k), which makes every lambda <= c_max. ``max_coefficient = 1``
+is TextHide's uniform simplex; ``1/k`` is plain averaging. Sign masks are drawn from a pool
+of ``masks`` random {-1, +1}^d vectors made afresh for each release call (0: no masks).
+
+Seed 002's Algorithm 1 draws the coefficients from N(0, 1) and normalises them to sum 1,
+which makes them unbounded (and the sensitivity with them); we bound them instead.
+
+Accounting (replace-one of record i): its row enters k reports with coefficients
+c_1..c_k <= c_max; masks are isometries (in L1 and L2) and the noise is independent per
+report, so the k reports form one Gaussian (Laplace) mechanism whose shift is
+(c_1 m_1 * D, ..., c_k m_k * D) with D = x_i - x_i'. Hence
+
+- ``dpie-gaussian``: L2 clip C, GaussianEvent(sensitivity = 2C * c_max * sqrt(k), sigma);
+- ``dpie-laplace``:  L1 clip C1, LaplaceEvent(sensitivity = 2C1 * c_max * k, scale).
+
+Both hold conditionally on the coefficients, masks and order, which are independent of the
+data, so they hold even if the server learns them (mixed soft labels reveal the
+coefficients). Labels are mixed with the same coefficients by :meth:`release_with_labels`
+from labels that were already released (public, or randomized response charged in the
+ledger), which makes them post-processing.
+
+``texthide`` (Huang et al. 2020, (m, k)-TextHide): the same mixing with c_max = 1 and a pool
+of m masks, no clipping, no noise: no DP at all, so its event is NoPrivacyEvent (epsilon =
+infinity) and no finite budget ever admits it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fed.privacy.calibration import calibrate_gaussian_sigma
+from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent, PrivacyEvent, check_positive
+from fed.randomizers._common import calibrate_parameter, check_params, check_target, positive_int
+from fed.randomizers.base import Randomizer, check_finite_matrix, register
+from fed.randomizers.gaussian import clip_l2
+from fed.randomizers.laplace import clip_l1
+
+
+class Mixup:
+    """The mixing step shared by DP instance encoding and TextHide."""
+
+    def __init__(self, k: int, max_coefficient: float, masks: int) -> None:
+        self.k = positive_int("k", k)
+        self.max_coefficient = float(max_coefficient)
+        if not 1.0 / self.k - 1e-12 <= self.max_coefficient <= 1.0:
+            raise ValueError(f"max_coefficient must lie in [1/k, 1] = [{1 / self.k:.4g}, 1], got {max_coefficient!r}")
+        self.masks = positive_int("masks", masks, minimum=0)
+
+    def coefficients(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        """Random coefficients of shape (*shape, k) on the simplex, each at most max_coefficient."""
+        k = self.k
+        if k == 1:
+            return np.ones((*shape, 1))
+        spread = (self.max_coefficient - 1.0 / k) / (1.0 - 1.0 / k)
+        return (1.0 - spread) / k + spread * rng.dirichlet(np.ones(k), size=shape)
+
+    def mix(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mix groups of rows: x of shape (groups, n, d) -> reports (groups, n, d), members, coefficients.
+
+        ``members[g, j, t]`` is the row mixed into report j with ``coefficients[g, j, t]``.
+        """
+        groups, n, d = x.shape
+        if n < self.k:
+            raise ValueError(f"mixing k={self.k} records needs at least {self.k} rows in a release, got {n}")
+        order = np.argsort(rng.random((groups, n)), axis=1)
+        positions = (np.arange(n)[:, None] + np.arange(self.k)[None, :]) % n
+        members = order[:, positions]  # (groups, n, k)
+        lam = self.coefficients((groups, n), rng)
+        gathered = np.take_along_axis(x[:, None, :, :], members[..., None], axis=2)  # (groups, n, k, d)
+        reports = np.einsum("gjt,gjtd->gjd", lam, gathered)
+        if self.masks:
+            pool = rng.choice(np.array([-1.0, 1.0]), size=(groups, self.masks, d))
+            pick = rng.integers(self.masks, size=(groups, n))
+            reports *= np.take_along_axis(pool, pick[..., None], axis=1)
+        return reports, members, lam
+
+    @staticmethod
+    def mix_labels(labels: np.ndarray, members: np.ndarray, lam: np.ndarray) -> np.ndarray:
+        """Soft labels mixed with the same coefficients: labels (n, classes) -> (n, classes)."""
+        return np.einsum("jt,jtc->jc", lam, labels[members])
+
+
+class _InstanceEncoding(Randomizer):
+    """Mixup + masks + noise; subclasses choose the clip norm and the noise."""
+
+    name: ClassVar[str]
+    _noise_key: ClassVar[str]
+
+    def __init__(self, k: int, max_coefficient: float, masks: int, clip: float, noise: float) -> None:
+        self.mixup = Mixup(k, max_coefficient, masks)
+        self.clip = check_positive("clip", clip)
+        setattr(self, self._noise_key, check_positive(self._noise_key, noise))
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "_InstanceEncoding":
+        check_params(params, {"k", "max_coefficient", "masks", "clip", cls._noise_key})
+        return cls(params["k"], params["max_coefficient"], params["masks"], params["clip"], params[cls._noise_key])
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "mechanism": self.name,
+            "k": self.mixup.k,
+            "max_coefficient": self.mixup.max_coefficient,
+            "masks": self.mixup.masks,
+            "clip": self.clip,
+            self._noise_key: getattr(self, self._noise_key),
+        }
+
+    def _clip(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def preprocess(self, x: np.ndarray) -> np.ndarray:
+        """Clipping only: at local inference a clean query is clipped, not mixed."""
+        return self._clip(check_finite_matrix(x))
+
+    def release_groups(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Release each of several batches (groups, n, d) independently (used by the audit)."""
+        x = np.asarray(x, dtype=np.float64)
+        clipped = self._clip(x.reshape(-1, x.shape[-1])).reshape(x.shape)
+        reports, members, lam = self.mixup.mix(clipped, rng)
+        return reports + self._noise(reports.shape, rng), members, lam
+
+    def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        reports, _, _ = self.release_groups(check_finite_matrix(x)[None], rng)
+        return reports[0]
+
+    def release_with_labels(
+        self, x: np.ndarray, released_labels: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Reports and soft labels mixed alike.
+
+        ``released_labels`` (n, num_classes) must be labels that already left the user
+        (public, or one-hot randomized-response outputs charged in the ledger): mixing them
+        is then post-processing and costs nothing more.
+        """
+        labels = np.asarray(released_labels, dtype=np.float64)
+        if labels.ndim != 2 or labels.shape[0] != len(x):
+            raise ValueError("released_labels must have shape (n, num_classes) matching the rows of x")
+        reports, members, lam = self.release_groups(check_finite_matrix(x)[None], rng)
+        return reports[0], Mixup.mix_labels(labels, members[0], lam[0])
+
+
+@register
+class DPInstanceEncodingGaussian(_InstanceEncoding):
+    """Seed 002 Algorithm 1 with Gaussian noise, accounted honestly (see module docstring)."""
+
+    name = "dpie-gaussian"
+    _noise_key = "sigma"
+
+    @property
+    def event(self) -> GaussianEvent:
+        m = self.mixup
+        return GaussianEvent(sensitivity=2 * self.clip * m.max_coefficient * math.sqrt(m.k), sigma=self.sigma)
+
+    @classmethod
+    def calibrated(
+        cls,
+        epsilon: float,
+        delta: float,
+        releases: int,
+        options: Mapping[str, Any],
+        other_events: Mapping[PrivacyEvent, int] | None = None,
+    ) -> "DPInstanceEncodingGaussian":
+        check_params({"mechanism": cls.name, **options}, {"k", "max_coefficient", "masks", "clip"})
+        probe = cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], 1.0)
+        sigma = calibrate_gaussian_sigma(epsilon, delta, releases, probe.event.sensitivity, other_events)
+        return cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], sigma)
+
+    def _clip(self, x: np.ndarray) -> np.ndarray:
+        return clip_l2(x, self.clip)
+
+    def _noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return rng.normal(0.0, self.sigma, size=shape)
+
+    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
+        """Mixed, masked reports as they are (they estimate the mixtures), noise variance sigma^2."""
+        return np.asarray(reports, dtype=np.float64), self.sigma**2
+
+
+@register
+class DPInstanceEncodingLaplace(_InstanceEncoding):
+    """Seed 002 Algorithm 1 with Laplace noise, made L1-correct: L1 clip, L1 sensitivity."""
+
+    name = "dpie-laplace"
+    _noise_key = "scale"
+
+    @property
+    def event(self) -> LaplaceEvent:
+        m = self.mixup
+        return LaplaceEvent(sensitivity=2 * self.clip * m.max_coefficient * m.k, scale=self.scale)
+
+    @classmethod
+    def calibrated(
+        cls,
+        epsilon: float,
+        delta: float,
+        releases: int,
+        options: Mapping[str, Any],
+        other_events: Mapping[PrivacyEvent, int] | None = None,
+    ) -> "DPInstanceEncodingLaplace":
+        check_params({"mechanism": cls.name, **options}, {"k", "max_coefficient", "masks", "clip"})
+        epsilon, delta = check_target(epsilon, delta)
+        probe = cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], 1.0)
+        sens = probe.event.sensitivity
+        inverse = calibrate_parameter(
+            lambda x: LaplaceEvent(sens, 1 / x), epsilon, delta, releases, other_events, epsilon / (sens * releases)
+        )
+        return cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], 1 / inverse)
+
+    def _clip(self, x: np.ndarray) -> np.ndarray:
+        return clip_l1(x, self.clip)
+
+    def _noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        return rng.laplace(0.0, self.scale, size=shape)
+
+    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
+        return np.asarray(reports, dtype=np.float64), 2 * self.scale**2
+
+
+@register
+class TextHideRandomizer(Randomizer):
+    """(m, k)-TextHide: mixup of k records with uniform-simplex coefficients and one of m sign masks.
+
+    No noise and no clipping: not differentially private (NoPrivacyEvent, epsilon = inf).
+    """
+
+    name = "texthide"
+
+    def __init__(self, k: int, masks: int) -> None:
+        self.mixup = Mixup(k, 1.0, positive_int("masks", masks))
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "TextHideRandomizer":
+        check_params(params, {"k", "masks"})
+        return cls(params["k"], params["masks"])
+
+    @classmethod
+    def calibrated(
+        cls,
+        epsilon: float,
+        delta: float,
+        releases: int,
+        options: Mapping[str, Any],
+        other_events: Mapping[PrivacyEvent, int] | None = None,
+    ) -> "TextHideRandomizer":
+        """Only an infinite target is met: TextHide has no DP guarantee."""
+        check_params({"mechanism": cls.name, **options}, {"k", "masks"})
+        if not math.isinf(float(epsilon)):
+            raise ValueError(f"texthide has no differential-privacy guarantee; it cannot meet epsilon {epsilon}")
+        return cls(options["k"], options["masks"])
+
+    def params(self) -> dict[str, Any]:
+        return {"mechanism": self.name, "k": self.mixup.k, "masks": self.mixup.masks}
+
+    @property
+    def event(self) -> NoPrivacyEvent:
+        return NoPrivacyEvent(scheme="texthide")
+
+    def preprocess(self, x: np.ndarray) -> np.ndarray:
+        return check_finite_matrix(x)
+
+    def release_groups(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.mixup.mix(np.asarray(x, dtype=np.float64), rng)
+
+    def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.release_groups(check_finite_matrix(x)[None], rng)[0][0]
+
+    def release_with_labels(
+        self, x: np.ndarray, released_labels: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Reports and soft labels mixed alike (TextHide's label mixing)."""
+        labels = np.asarray(released_labels, dtype=np.float64)
+        if labels.ndim != 2 or labels.shape[0] != len(x):
+            raise ValueError("released_labels must have shape (n, num_classes) matching the rows of x")
+        reports, members, lam = self.release_groups(check_finite_matrix(x)[None], rng)
+        return reports[0], Mixup.mix_labels(labels, members[0], lam[0])
+
+    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
+        return np.asarray(reports, dtype=np.float64), 0.0

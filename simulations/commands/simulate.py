@@ -1,0 +1,114 @@
+"""``ldpfed simulate``: run the Flower app as a Ray simulation on a private SuperLink, with progress."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from dataclasses import fields
+from datetime import datetime, timezone
+from pathlib import Path
+
+from fed.config import HELP, RunConfig
+
+
+HELP = "run a federated simulation of LDP users (Flower + Ray) and write a run directory"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per run option, with the defaults of fed.config.RunConfig."""
+    for field in fields(RunConfig):
+        flag = "--" + field.name.replace("_", "-")
+        kind = {"int": int, "float": float, "str": str, "bool": bool}[field.type]
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=HELP[field.name])
+        else:
+            parser.add_argument(flag, type=kind, default=None, help=f"{HELP[field.name]} (default: {field.default!r})")
+    parser.add_argument("--cpus-per-client", type=float, default=1.0, help="CPUs Ray reserves per ClientApp")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate options, warm the encoding cache, run the simulation, print the summary."""
+    values = {f.name: getattr(args, f.name) for f in fields(RunConfig) if getattr(args, f.name) is not None}
+    if "sigma" in values and "epsilon" not in values:
+        values["epsilon"] = 0.0
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    values["out"] = str(Path(values.get("out") or Path("runs") / stamp).resolve())
+    config = RunConfig.from_mapping(values)
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    _warm_cache(config, progress=not args.quiet)
+
+    from simulations.flower_runner import cluster, run_status, start_run
+
+    federation = (
+        f"num-supernodes={config.nodes} client-resources-num-cpus={args.cpus_per_client} "
+        f"init-args-num-cpus={os.cpu_count() or 1} init-args-logging-level='error'"
+    )
+    log = out / "flower.log"
+    with tempfile.TemporaryDirectory(prefix="ldpfed-flwr-") as work, cluster(Path(work), simulation=True) as running:
+        process = start_run(running, config.to_mapping(), federation, log)
+        _follow(process, out / "metrics.jsonl", config.rounds, quiet=args.quiet)
+        status = run_status(running, log)
+    if status != "finished:completed" or not (out / "summary.json").is_file():
+        raise RuntimeError(f"the Flower run ended with status {status!r}; see {log}")
+    _print_summary(out, time.monotonic() - started)
+    return 0
+
+
+def _warm_cache(config: RunConfig, progress: bool) -> None:
+    """Encode the run's data once here, with progress bars, so every Ray actor reads the cache."""
+    if config.encoder == "bilstm":
+        return  # the server trains the encoder inside the run
+    from fed.assets import default_cache_dir, load_public
+    from fed.encoders.cache import encode_cached
+    from fed.encoders.factory import make_encoder
+    from fed.population import Population
+
+    encoder = make_encoder(config.encoder)
+    cache = default_cache_dir(config)
+    population = Population.build(config)
+    public = load_public(config)
+    for dataset in (d for d in (public, population.train, population.dev) if d is not None):
+        encode_cached(encoder, dataset, cache, progress=progress)
+
+
+def _follow(process, metrics: Path, rounds: int, quiet: bool) -> None:
+    """Wait for the run, showing a progress bar over rounds read from metrics.jsonl."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} rounds"),
+        TimeElapsedColumn(), disable=quiet,
+    ) as bar:
+        task = bar.add_task("starting Flower + Ray", total=rounds)
+        while process.poll() is None:
+            lines = metrics.read_text().splitlines() if metrics.is_file() else []
+            if lines:
+                last = json.loads(lines[-1])
+                acc = last.get("accuracy_local")
+                text = f"round {last['round']}: accuracy {acc:.3f}" if isinstance(acc, float) else f"round {last['round']}"
+                bar.update(task, completed=len(lines), description=text)
+            time.sleep(0.5)
+
+
+def _print_summary(out: Path, seconds: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = json.loads((out / "summary.json").read_text())
+    table = Table(title=f"ldpfed run: {out}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key in (
+        "accuracy_local", "accuracy_remote", "accuracy_nonprivate", "accuracy_public_only",
+        "epsilon_sentence_max", "epsilon_sentence_median", "epsilon_user_max", "delta", "releases",
+    ):
+        value = summary.get(key)
+        table.add_row(key, "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
+    table.add_row("wall time (s)", f"{seconds:.1f}")
+    Console().print(table)

@@ -1,0 +1,146 @@
+"""The real ClientApp and ServerApp on an in-process Grid: a whole run, the run directory,
+hostile server messages, and a canary check of every byte a client sends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
+from flwr.common.serde import recorddict_to_proto
+
+from clients.app import app as client_app
+from fed.assets import default_cache_dir
+from fed.config import RunConfig
+from fed.encoders.cache import encode_cached
+from fed.encoders.factory import make_encoder
+from fed.loaders import load_dataset
+from strategies.app import app as server_app
+from tests.local_grid import LocalGrid, run_local
+
+CANARY = "zqxcanary"
+
+
+@pytest.fixture(scope="module")
+def canary_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small labelled folder dataset in which every sentence carries a canary word."""
+    folder = tmp_path_factory.mktemp("canary")
+    rng = np.random.default_rng(0)
+    words = {0: ["great", "wonderful", "lovely"], 1: ["awful", "terrible", "boring"]}
+    for split, n in (("train", 120), ("dev", 40)):
+        rows = ["sentence\tlabel"]
+        for i in range(n):
+            label = int(rng.integers(2))
+            rows.append(f"{CANARY}{i} the film was {rng.choice(words[label])} indeed\t{label}")
+        (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+def _config(data: Path, out: Path, **extra: object) -> dict:
+    values = dict(
+        data=str(data), public="none", users=4, nodes=2, rounds=2, users_per_round=2,
+        epsilon=8.0, out=str(out), inference="remote", save_reports=True,
+    )
+    values.update(extra)
+    return RunConfig.from_mapping(values).to_mapping()
+
+
+class RecordingGrid(LocalGrid):
+    """A LocalGrid that keeps the serialized bytes of every client reply."""
+
+    sent: list[bytes] = []
+
+    def push_messages(self, messages):  # type: ignore[override]
+        ids = list(super().push_messages(messages))
+        for mid in ids:
+            reply = self._replies[mid]
+            if not reply.has_error():
+                self.sent.append(recorddict_to_proto(reply.content).SerializeToString())
+        return ids
+
+
+def test_whole_run_writes_the_run_directory(canary_data: Path, tmp_path: Path) -> None:
+    config = _config(canary_data, tmp_path / "run")
+    run_local(server_app, client_app, 2, config)
+    out = tmp_path / "run"
+    for name in ("config.json", "metrics.jsonl", "ledgers.json", "summary.json", "privacy_report.md",
+                 "accuracy.png", "epsilon.png", "reports.npz"):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["errors"] == []
+    assert summary["epsilon_sentence_max"] <= 8.0 + 1e-9
+    assert summary["accuracy_nonprivate"] > 0.8
+    assert summary["accuracy_remote"] is not None
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    ledgers = json.loads((out / "ledgers.json").read_text())["users"]
+    assert sorted(ledgers) == ["0", "1", "2", "3"]
+    counts = [np.array(e["counts_per_record"]) for u in ledgers.values() for e in u["events"]]
+    assert max(c.max() for c in counts) == 1  # every record released at most once (budget 8, planned once)
+    report = (out / "privacy_report.md").read_text()
+    assert "replace one record" in report and "estimate" in report
+
+
+def test_no_raw_text_or_clean_vector_leaves_a_client(canary_data: Path, tmp_path: Path) -> None:
+    config = _config(canary_data, tmp_path / "run")
+    grid = RecordingGrid(client_app, 2, config)
+    RecordingGrid.sent = []
+    server_app(grid, grid.node_ctx[1000].__class__(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=config))
+    assert RecordingGrid.sent
+    blob = b"".join(RecordingGrid.sent)
+    assert CANARY.encode() not in blob and b"terrible" not in blob
+    cache = default_cache_dir(RunConfig.from_mapping(config))
+    encoder = make_encoder("minilm")
+    for split in ("train", "dev"):
+        clean = encode_cached(encoder, load_dataset(str(canary_data), split), cache)
+        for row in clean[:40]:
+            for dtype in (np.float32, np.float64):
+                assert row.astype(dtype).tobytes()[:32] not in blob
+
+
+def _node(canary_data: Path, tmp_path: Path) -> tuple[LocalGrid, dict]:
+    config = _config(canary_data, tmp_path / "run")
+    grid = LocalGrid(client_app, 1, {**config, "nodes": 1})
+    from fed.assets import build_bundle, pack
+
+    bundle = pack(build_bundle(RunConfig.from_mapping(config), None, Path(tmp_path)))
+    setup = Message(RecordDict({"assets": ArrayRecord({"bundle": Array(bundle)})}), dst_node_id=1000, message_type="query.setup")
+    (reply,) = grid.send_and_receive([setup])
+    assert not reply.has_error(), reply.error.reason if reply.has_error() else ""
+    return grid, config
+
+
+@pytest.mark.parametrize(
+    "randomizer,records,reason",
+    [
+        ('{"mechanism": "gaussian", "clip": 1.0, "sigma": NaN}', 1, "not an accepted number"),
+        ('{"mechanism": "gaussian", "clip": 1.0, "sigma": 0.01}', 1, "floor"),
+        ('{"mechanism": "gaussian", "clip": 1.0, "sigma": 5.0}', 10**9, "records"),
+        ("[1, 2]", 1, "JSON object"),
+    ],
+)
+def test_hostile_requests_are_refused_and_nothing_is_spent(
+    canary_data: Path, tmp_path: Path, randomizer: str, records: int, reason: str
+) -> None:
+    grid, _ = _node(canary_data, tmp_path)
+    request = ConfigRecord({"users": [0], "randomizer": randomizer, "records": records})
+    (reply,) = grid.send_and_receive([Message(RecordDict({"request": request}), dst_node_id=1000, message_type="train")])
+    assert str(reply.content["meta"]["status"]) == "refused"
+    assert reason in str(reply.content["meta"]["reason"])
+    state = json.loads(str(grid.node_ctx[1000].state["node"]["users"]))
+    assert state == {}  # no user state touched: nothing released, nothing spent
+
+
+def test_exhausted_user_refuses_instead_of_crashing(canary_data: Path, tmp_path: Path) -> None:
+    grid, config = _node(canary_data, tmp_path)
+    sigma = 5.0  # mu = 0.4 per release: about 17 releases exhaust a budget of 8
+    request = ConfigRecord({"users": [0], "randomizer": json.dumps({"mechanism": "gaussian", "clip": 1.0, "sigma": sigma}), "records": 0})
+    replies = [grid.send_and_receive([Message(RecordDict({"request": request}), dst_node_id=1000, message_type="train")])[0] for _ in range(40)]
+    assert all(not r.has_error() for r in replies)
+    last = json.loads(str(replies[-1].content["meta"]["refusals"]))
+    assert "0" in last and "budget" in last["0"]
+    ledger = json.loads(str(grid.node_ctx[1000].state["node"]["users"]))["0"]["ledger"]
+    from fed.privacy.ledger import Ledger
+
+    assert Ledger.from_json(ledger).sentence_epsilon() <= 8.0
