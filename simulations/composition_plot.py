@@ -38,7 +38,8 @@ def plot_curves(curves: Curves, steps: Sequence[int], path: str | Path, title: s
         xs, ys = _available(steps, figs)
         if xs:
             style = "--" if figs[0].kind == "estimate" else "-"
-            ax.plot(xs, ys, style, marker=".", label=f"{figs[0].name} [{figs[0].kind}]")
+            width = 4.0 if key == "pld" else 1.5  # PLD and the PRV estimate coincide; keep both visible
+            ax.plot(xs, ys, style, lw=width, marker=".", label=f"{figs[0].name} [{figs[0].kind}]")
     if all(k in curves for k in PRV_BAND):
         xs, low = _available(steps, curves["prv_lower"])
         _, high = _available(steps, curves["prv_upper"])
@@ -71,8 +72,10 @@ def write_tables(curves: Curves, steps: Sequence[int], csv_path: Path, md_path: 
         writer = csv.writer(handle)
         writer.writerow(["key", "name", "kind", "steps", "epsilon", "delta", "unavailable"])
         for key, figs in curves.items():
-            for t, f in zip(steps, figs):
-                writer.writerow([key, f.name, f.kind, t, "" if f.epsilon is None else f.epsilon, f.delta, f.unavailable or ""])
+            for t, f in zip(steps, figs, strict=True):
+                writer.writerow(
+                    [key, f.name, f.kind, t, "" if f.epsilon is None else f.epsilon, f.delta, f.unavailable or ""]
+                )
     keys = list(curves)
     lines = [
         "| T | " + " | ".join(f"{curves[k][0].name} [{curves[k][0].kind}]" for k in keys) + " |",
@@ -106,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _available(steps: Sequence[int], figs: list[AccountantFigure]) -> tuple[list[int], list[float]]:
-    pairs = [(t, f.epsilon) for t, f in zip(steps, figs) if f.epsilon is not None and f.epsilon > 0]
+    pairs = [(t, f.epsilon) for t, f in zip(steps, figs, strict=True) if f.epsilon is not None and f.epsilon > 0]
     return [t for t, _ in pairs], [e for _, e in pairs]
 
 

@@ -105,8 +105,8 @@ def test_fixed_size_sampling_uses_rdp_and_says_pld_is_unavailable() -> None:
 
 @pytest.mark.parametrize("accountant", ACCOUNTANTS)
 def test_calibration_round_trip(accountant: str) -> None:
-    result = calibrate_noise_multiplier(accountant, 2.0, DELTA, 100, 0.01)
-    schedule = Schedule(result.noise_multiplier, 0.01, 100, DELTA)
+    result = calibrate_noise_multiplier(accountant, 2.0, DELTA, 50, 0.1)
+    schedule = Schedule(result.noise_multiplier, 0.1, 50, DELTA)
     recompute = {
         "worst-case": lambda s: worst_case.epsilon_for_releases(s.noise_multiplier, result.releases, DELTA),
         "clt": clt.epsilon,
@@ -115,7 +115,7 @@ def test_calibration_round_trip(accountant: str) -> None:
     }[accountant]
     assert recompute(schedule) == result.epsilon <= 2.0
     assert result.epsilon > 2.0 * (1 - 1e-3)
-    less_noise = Schedule(result.noise_multiplier * 0.999, 0.01, 100, DELTA)
+    less_noise = Schedule(result.noise_multiplier * 0.999, 0.1, 50, DELTA)
     assert recompute(less_noise) > 2.0
 
 
@@ -131,7 +131,15 @@ def test_cli_example_prints_every_accountant_as_json(capsys: pytest.CaptureFixtu
     for f in figures.values():
         assert {"name", "version", "parameters", "kind", "epsilon", "delta", "assumption"} <= set(f)
         assert (f["epsilon"] is None) == bool(f["unavailable"])
-    for key in ("worst_case_quantile", "clt", "pld", "rdp", "prv_upper", "advanced_composition"):
+    for key in (
+        "worst_case_quantile",
+        "worst_case_all_steps",
+        "clt",
+        "pld",
+        "rdp",
+        "prv_upper",
+        "advanced_composition",
+    ):
         assert figures[key]["epsilon"] > 0
     assert figures["clt"]["kind"] == "estimate" and "not a bound" in figures["clt"]["note"]
     assert figures["pld"]["kind"] == "upper bound" and "cannot link" in figures["pld"]["assumption"]
@@ -147,7 +155,7 @@ def test_cli_sigma_and_sensitivity_match_noise_multiplier(capsys: pytest.Capture
 
 
 def test_cli_calibrate_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    main("privacy --calibrate 1 --p 0.02 --steps 50 --sensitivity 2 --json".split())
+    main("privacy --calibrate 1 --p 0.05 --steps 50 --sensitivity 2 --json".split())
     calibration = json.loads(capsys.readouterr().out)["calibration"]
     assert [c["accountant"] for c in calibration] == list(ACCOUNTANTS)
     assert all(c["epsilon"] <= 1 and c["sigma"] == 2 * c["noise_multiplier"] for c in calibration)
@@ -179,3 +187,9 @@ def test_cli_noise_multiplier_nan_and_missing_noise_exit_2(capsys: pytest.Captur
             main(argv.split())
         assert exit_info.value.code == 2
     assert "noise_multiplier must be" in capsys.readouterr().err
+
+
+def test_cli_human_output_labels_clt_as_an_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["privacy", "--noise-multiplier", "2", "--p", "0.05", "--steps", "20"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "GDP + CLT" in out and "estimate" in out and "enforced" in out and "unlinkable" in out

@@ -108,7 +108,7 @@ def test_tsv_errors_name_the_problem(tmp_path: Path) -> None:
 
 def test_hub_failure_says_local_folders_work(monkeypatch: pytest.MonkeyPatch) -> None:
     import datasets
-    import huggingface_hub
+    import huggingface_hub.constants
 
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)

@@ -123,7 +123,11 @@ class HFEncoder:
         batch_size: int = 64,
         progress: bool = False,
     ) -> np.ndarray:
-        """Mean of the last hidden states over non-padding tokens; float32 (n, dim)."""
+        """Mean of the last hidden states over non-padding tokens; float32 (n, dim).
+
+        Records are batched in order of character length (less padding), and returned
+        in input order.
+        """
         import torch
         from tqdm.auto import tqdm
 
@@ -132,20 +136,21 @@ class HFEncoder:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         tokenizer, model = self._model
-        starts = range(0, len(texts), batch_size)
-        for start in tqdm(starts, desc=f"encode {self.name}", disable=not progress):
-            stop = start + batch_size
-            batch = tokenizer(
-                list(texts[start:stop]),
-                None if texts2 is None else list(texts2[start:stop]),
+        lengths = [len(text) + (0 if texts2 is None else len(texts2[i])) for i, text in enumerate(texts)]
+        order = np.argsort(lengths, kind="stable")
+        batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        for batch in tqdm(batches, desc=f"encode {self.name}", disable=not progress):
+            inputs = tokenizer(
+                [texts[i] for i in batch],
+                None if texts2 is None else [texts2[i] for i in batch],
                 padding=True,
                 truncation=True,
                 max_length=self.max_length,
                 return_tensors="pt",
             ).to(self.device)
             with torch.inference_mode():
-                states = model(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)
+                states = model(**inputs).last_hidden_state
+            mask = inputs["attention_mask"].unsqueeze(-1).to(states.dtype)
             pooled = (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-            out[start:stop] = pooled.float().cpu().numpy()
+            out[batch] = pooled.float().cpu().numpy()
         return out

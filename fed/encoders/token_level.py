@@ -243,7 +243,27 @@ class TokenLevelRandomizer:
             states = result[0] if isinstance(result, tuple) else result
         return states
 
-    def _token_noise(self, batch: Any, model: Any, rng: np.random.Generator | None) -> Any:
+    def token_states(
+        self, texts: Sequence[str], texts2: Sequence[str] | None, rng: np.random.Generator | None
+    ) -> np.ndarray:
+        """The (n, L, d) token representations that the noise step outputs (clipped, noised if ``rng``).
+
+        ``token-gaussian`` and ``token-dchi`` only; exposed for tests and audits of the DP step.
+        """
+        import torch
+
+        if self.kind == "text2text":
+            raise ValueError("text2text releases token ids, not token vectors")
+        check_pairs(texts, texts2)
+        tokenizer, model = self.encoder._model
+        batch = tokenizer(
+            list(texts), None if texts2 is None else list(texts2), padding="max_length",
+            truncation=True, max_length=self.length, return_tensors="pt",
+        ).to(self.encoder.device)
+        with torch.inference_mode():
+            return self._noisy_states(batch, model, rng).double().cpu().numpy()
+
+    def _noisy_states(self, batch: Any, model: Any, rng: np.random.Generator | None) -> Any:
         import torch
 
         states = self._lower(batch, model)
@@ -260,8 +280,11 @@ class TokenLevelRandomizer:
             if self.post_clip is not None:
                 norms = flat.norm(dim=1, keepdim=True).clamp(min=1e-300)
                 flat = flat * torch.clamp(self.post_clip / norms, max=1.0)
-        states = flat.to(states.dtype).reshape(n, length, d)
-        return self._upper(states, model, self.layer)
+        return flat.reshape(n, length, d)
+
+    def _token_noise(self, batch: Any, model: Any, rng: np.random.Generator | None) -> Any:
+        states = self._noisy_states(batch, model, rng)
+        return self._upper(states.to(model.dtype), model, self.layer)
 
     def _text2text(self, ids: Any, model: Any, rng: np.random.Generator | None) -> Any:
         import torch

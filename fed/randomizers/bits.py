@@ -119,7 +119,7 @@ class BitEncodingRandomizer(Randomizer):
         self.mean = _stat("mean", mean, self.dim, positive=False)
         self.std = _stat("std", std, self.dim, positive=True)
         self.p, self.q = self._probabilities()
-        if np.min(np.abs(self.p - self.q)) < 1e-12:
+        if np.any(self.p == self.q):
             raise ValueError(f"{self.name}: some bits would be reported independently of their value (p == q)")
 
     # -- protocol ------------------------------------------------------------------------
@@ -176,7 +176,7 @@ class BitEncodingRandomizer(Randomizer):
         def build(published: float) -> "BitEncodingRandomizer":
             return cls(published, options["dim"], **fixed)
 
-        floor = build(1e-12).true_epsilon
+        floor = build(1e-9).true_epsilon
         if floor * releases >= epsilon:
             raise ValueError(
                 f"{cls.name} costs a true epsilon of at least {floor:.4g} per release however small its "

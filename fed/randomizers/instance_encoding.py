@@ -163,6 +163,9 @@ class DPInstanceEncodingGaussian(_InstanceEncoding):
     name = "dpie-gaussian"
     _noise_key = "sigma"
 
+    def __init__(self, k: int, max_coefficient: float, masks: int, clip: float, sigma: float) -> None:
+        super().__init__(k, max_coefficient, masks, clip, sigma)
+
     @property
     def event(self) -> GaussianEvent:
         m = self.mixup
@@ -199,6 +202,9 @@ class DPInstanceEncodingLaplace(_InstanceEncoding):
 
     name = "dpie-laplace"
     _noise_key = "scale"
+
+    def __init__(self, k: int, max_coefficient: float, masks: int, clip: float, scale: float) -> None:
+        super().__init__(k, max_coefficient, masks, clip, scale)
 
     @property
     def event(self) -> LaplaceEvent:

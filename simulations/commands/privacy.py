@@ -12,7 +12,9 @@ HELP = "Epsilon of a Gaussian schedule under every accountant (worst-case ledger
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Mechanism parameters, schedule (p, q, T, delta) and output options."""
-    parser.add_argument("--mechanism", choices=["gaussian"], default="gaussian", help="the randomizer (default gaussian)")
+    parser.add_argument(
+        "--mechanism", choices=["gaussian"], default="gaussian", help="the randomizer (default gaussian)"
+    )
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument("--noise-multiplier", type=float, help="sigma / sensitivity")
     noise.add_argument("--sigma", type=float, help="Gaussian noise scale (with --sensitivity)")
@@ -26,7 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.add_argument("--plot", metavar="PATH", help="write epsilon against steps (1..T) for every accountant")
     parser.add_argument(
-        "--calibrate", type=float, metavar="EPSILON", help="print the noise multiplier per step meeting EPSILON under each accountant"
+        "--calibrate",
+        type=float,
+        metavar="EPSILON",
+        help="print the noise multiplier per step meeting EPSILON under each accountant",
     )
 
 
@@ -39,7 +44,13 @@ def run(args: argparse.Namespace) -> int:
     output: dict[str, Any] = {"mechanism": args.mechanism}
     if noise_multiplier is not None:
         schedule = Schedule(
-            noise_multiplier, args.p, args.steps, args.delta, q=args.q, releases=args.releases, dataset_size=args.dataset_size
+            noise_multiplier,
+            args.p,
+            args.steps,
+            args.delta,
+            q=args.q,
+            releases=args.releases,
+            dataset_size=args.dataset_size,
         )
         output["schedule"] = {**schedule.to_json(), "sigma": args.sigma, "sensitivity": args.sensitivity}
         output["figures"] = [f.to_json() for f in all_figures(schedule)]
@@ -47,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give --noise-multiplier, or --sigma with --sensitivity, or --calibrate EPSILON")
     if args.calibrate is not None:
         output["calibration"] = [
-            calibrate_noise_multiplier(name, args.calibrate, args.delta, args.steps, args.p, args.q, args.releases).to_json()
+            calibrate_noise_multiplier(
+                name, args.calibrate, args.delta, args.steps, args.p, args.q, args.releases
+            ).to_json()
             for name in ACCOUNTANTS
         ]
         if args.sensitivity is not None:

@@ -11,7 +11,8 @@ from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fed.config import HELP, RunConfig
+from fed.config import HELP as OPTION_HELP
+from fed.config import RunConfig
 
 
 HELP = "run a federated simulation of LDP users (Flower + Ray) and write a run directory"
@@ -23,9 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         flag = "--" + field.name.replace("_", "-")
         kind = {"int": int, "float": float, "str": str, "bool": bool}[field.type]
         if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=HELP[field.name])
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=OPTION_HELP[field.name])
         else:
-            parser.add_argument(flag, type=kind, default=None, help=f"{HELP[field.name]} (default: {field.default!r})")
+            parser.add_argument(flag, type=kind, default=None, help=f"{OPTION_HELP[field.name]} (default: {field.default!r})")
     parser.add_argument("--cpus-per-client", type=float, default=1.0, help="CPUs Ray reserves per ClientApp")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
 
@@ -45,8 +46,9 @@ def run(args: argparse.Namespace) -> int:
 
     from simulations.flower_runner import cluster, run_status, start_run
 
+    cpus = int(args.cpus_per_client) if float(args.cpus_per_client).is_integer() else args.cpus_per_client
     federation = (
-        f"num-supernodes={config.nodes} client-resources-num-cpus={args.cpus_per_client} "
+        f"num-supernodes={config.nodes} client-resources-num-cpus={cpus} "
         f"init-args-num-cpus={os.cpu_count() or 1} init-args-logging-level='error'"
     )
     log = out / "flower.log"

@@ -25,9 +25,7 @@ Relation = dp_accounting.NeighboringRelation
 
 def poisson_event(schedule: Schedule) -> dp_accounting.DpEvent:
     """T steps of the Poisson-sampled Gaussian at the per-record rate q*p."""
-    step = dp_accounting.PoissonSampledDpEvent(
-        schedule.rate, dp_accounting.GaussianDpEvent(schedule.noise_multiplier)
-    )
+    step = dp_accounting.PoissonSampledDpEvent(schedule.rate, dp_accounting.GaussianDpEvent(schedule.noise_multiplier))
     return dp_accounting.SelfComposedDpEvent(step, schedule.steps)
 
 

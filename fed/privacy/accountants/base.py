@@ -50,7 +50,10 @@ class Schedule:
     delta:
         The delta every figure is reported at.
     q:
-        Inference true-data rate (seed 000 eq. 9); 1 for training.
+        Inference true-data rate (seed 000 eq. 9); 1 for training. The per-record rate q*p
+        assumes, as eq. 9 does, that p is measured against the true records (expected sample
+        size / true records); if every item of the mixed set is sampled at p, a true record's
+        rate is p and q amplifies nothing.
     releases:
         The number of times the record was actually released, when known (worst-case ledger).
     dataset_size:

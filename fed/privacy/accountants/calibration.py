@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import dp_accounting
@@ -81,8 +81,13 @@ def calibrate_noise_multiplier(
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
     # The noise multiplier 1.0 is a placeholder that lets Schedule validate the rest.
     schedule = Schedule(1.0, p, steps, delta, q=q, releases=releases)
+    k = None
+    if accountant == "worst-case":
+        k = releases if releases is not None else worst_case.quantile_releases(schedule)
+        if k == 0:
+            raise ValueError("the record is released 0 times at this quantile; any noise meets the budget")
 
-    @lru_cache(maxsize=None)
+    @cache
     def epsilon_of(z: float) -> float:
         trial = replace(schedule, noise_multiplier=z)
         if accountant == "worst-case":
@@ -92,11 +97,7 @@ def calibrate_noise_multiplier(
         return AMPLIFIED[accountant][0](trial)
 
     guess = clt.noise_multiplier_for_mu_total(gdp.mu_for_epsilon(epsilon, delta), schedule.rate, steps)
-    k = None
     if accountant == "worst-case":
-        k = releases if releases is not None else worst_case.quantile_releases(schedule)
-        if k == 0:
-            raise ValueError("the record is released 0 times at this quantile; any noise meets the budget")
         z = calibrate_gaussian_sigma(epsilon, delta, k, sensitivity=1.0)
     elif accountant == "clt":
         z = guess

@@ -74,5 +74,5 @@ def figures(schedule: Schedule) -> list[AccountantFigure]:
             parameters=parameters,
             unavailable=reason,
         )
-        for (key, name, kind), value in zip(ROWS, values)
+        for (key, name, kind), value in zip(ROWS, values, strict=True)
     ]

@@ -12,8 +12,6 @@ Gaussian. Which k is reported is stated in each figure:
 
 from __future__ import annotations
 
-from typing import Any
-
 from scipy.stats import binom
 
 from fed.privacy.accountants.base import WORST_CASE, AccountantFigure, Schedule
@@ -60,16 +58,8 @@ def figures(schedule: Schedule) -> list[AccountantFigure]:
             delta=schedule.delta,
             assumption=WORST_CASE,
             parameters={"noise_multiplier": schedule.noise_multiplier, "releases": k},
+            epsilon=epsilon_for_releases(schedule.noise_multiplier, k, schedule.delta),
             note=meaning,
-            **_epsilon_or_reason(schedule.noise_multiplier, k, schedule.delta),
         )
         for key, label, k, meaning in choices
     ]
-
-
-def _epsilon_or_reason(noise_multiplier: float, releases: int, delta: float) -> dict[str, Any]:
-    try:
-        return {"epsilon": epsilon_for_releases(noise_multiplier, releases, delta)}
-    except OverflowError:
-        mu = releases**0.5 / noise_multiplier
-        return {"epsilon": None, "unavailable": f"fed.privacy.gdp overflows at mu = {mu:.3g} (exp of epsilon > 709)"}

@@ -1,0 +1,64 @@
+"""``ldpfed audit``: the three configurations the project must audit, and the events' infinity."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fed.randomizers.auditing import AUDITABLE
+from simulations.cli import main
+from simulations.commands import audit as audit_command
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict]:
+    assert main(["audit", *argv, "--json", "--samples", "20000"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_command_lists_every_auditable_mechanism() -> None:
+    assert tuple(audit_command.MECHANISMS) == AUDITABLE
+
+
+def test_calibrated_gaussian_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    (row,) = _run(capsys, "--mechanism", "gaussian", "--epsilon", "3", "--delta", "1e-5")
+    assert row["claimed_epsilon"] == 3.0
+    assert row["accounted_epsilon"] == pytest.approx(3.0, rel=1e-6)
+    assert 0.5 < row["audited_lower_bound"] <= 3.0 and row["verdict"] == "pass"
+
+
+def test_published_ome_violates_its_claim(capsys: pytest.CaptureFixture[str]) -> None:
+    (row,) = _run(capsys, "--mechanism", "ome", "--epsilon", "1", "--dim", "32")
+    assert row["audited_lower_bound"] > 1.0 and row["verdict"] == "claim violated"
+    assert row["accounted_epsilon"] > 1000  # true epsilon of OME with lambda = 100
+    assert row["params"]["claimed_epsilon"] == 1.0
+
+
+def test_seed002_laplace_violates_its_claim(capsys: pytest.CaptureFixture[str]) -> None:
+    (row,) = _run(capsys, "--mechanism", "laplace-seed002", "--epsilon", "1", "--dim", "64")
+    assert row["accounted_epsilon"] == pytest.approx(8.0, rel=1e-4)
+    assert 1.0 < row["audited_lower_bound"] <= 8.0 and row["verdict"] == "claim violated"
+
+
+def test_classical_gaussian_beyond_one_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["audit", "--mechanism", "gaussian-classical", "--epsilon", "3"])
+    assert exit_info.value.code == 2
+    assert "epsilon < 1" in capsys.readouterr().err
+
+
+def test_command_line_entry_point_prints_the_table() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "simulations.cli", "audit", "--mechanism", "ome", "--epsilon", "1", "--dim", "16", "--samples", "5000"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert "claim violated" in out and "ome" in out
