@@ -1,0 +1,47 @@
+"""Run options: one source of truth for defaults, clear errors for bad values."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from fed.config import HELP, RunConfig
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def test_pyproject_app_config_lists_every_option_with_its_default() -> None:
+    app_config = tomllib.loads(PYPROJECT.read_text())["tool"]["flwr"]["app"]["config"]
+    assert RunConfig.from_mapping(app_config) == RunConfig()
+    assert set(app_config) == {f.name.replace("_", "-") for f in fields(RunConfig)}
+    assert set(HELP) == {f.name for f in fields(RunConfig)}
+
+
+@pytest.mark.parametrize(
+    "values,message",
+    [
+        ({"users": 0}, "--users"),
+        ({"labels": "rr:x"}, "--labels"),
+        ({"epsilon": 0}, "--epsilon"),
+        ({"nodes": 30, "users": 4}, "--nodes"),
+        ({"inference": "psychic"}, "--inference"),
+        ({"delta": 2.0}, "--delta"),
+        ({"users": "many"}, "users"),
+        ({"colour": "red"}, "unknown run option"),
+    ],
+)
+def test_bad_options_name_the_problem(values: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RunConfig.from_mapping(values)
+
+
+def test_cli_reports_bad_options_without_a_traceback(capsys: pytest.CaptureFixture) -> None:
+    from simulations.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", "--users", "0"])
+    assert exit_info.value.code == 2
+    assert "--users must be at least 1" in capsys.readouterr().err
