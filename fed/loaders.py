@@ -26,9 +26,7 @@ from fed.corpus import generate_corpus
 from fed.dataset import TextDataset
 
 GENERATED_SIZES = {"train": 20_000, "dev": 2_000, "test": 2_000}
-"""Records of the generated corpus per split when the spec gives no size."""
-GENERATED_DEFAULT_SIZE = 2_000
-"""Records of any other generated split when the spec gives no size."""
+"""Records of the generated corpus per split when the spec gives no size (others: 2,000)."""
 HOLDOUT_SEED = 20_240_601
 """Seed of the permutation that splits a folder's "all" records into train and dev."""
 HOLDOUT_FRACTION = 0.2
@@ -63,7 +61,7 @@ def load_dataset(spec: str, split: str) -> TextDataset:
         raise ValueError("split must be a non-empty name such as 'train' or 'dev'")
     if spec == "generated" or spec.startswith("generated:"):
         return _load_generated(spec, split)
-    folder = Path(spec)
+    folder = Path(spec).expanduser()
     if folder.is_dir():
         return _load_folder(folder, split)
     if folder.exists():
@@ -77,7 +75,7 @@ def _load_generated(spec: str, split: str) -> TextDataset:
     fields = spec.split(":")[1:]
     if len(fields) > 2 or not all(field.isdigit() for field in fields):
         raise ValueError(f"bad generated spec {spec!r}; expected generated[:num_records[:seed]]")
-    size = int(fields[0]) if fields else GENERATED_SIZES.get(split, GENERATED_DEFAULT_SIZE)
+    size = int(fields[0]) if fields else GENERATED_SIZES.get(split, 2_000)
     seed = int(fields[1]) if len(fields) > 1 else 0
     return generate_corpus(size, seed, split)
 

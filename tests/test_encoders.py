@@ -178,7 +178,7 @@ def test_factory_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(ValueError, match="could not be downloaded.*'minilm' or a local model folder"):
+    with pytest.raises(ValueError, match="(?s)could not be downloaded.*'minilm' or a local model folder"):
         _ = make_encoder("no-such-org/no-such-model").dim
     with pytest.raises(FileNotFoundError, match="not a saved BiLSTM"):
         make_encoder(f"bilstm:{tmp_path}")
