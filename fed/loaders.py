@@ -25,8 +25,11 @@ import numpy as np
 from fed.corpus import generate_corpus
 from fed.dataset import TextDataset
 
-GENERATED_SIZES = {"train": 20_000, "dev": 2_000, "test": 2_000}
-"""Records of the generated corpus per split when the spec gives no size (others: 2,000)."""
+GENERATED_SIZES = {"train": 2_000, "dev": 400, "test": 400}
+"""Records of the generated corpus per split when the spec gives no size (others: 400)."""
+GENERATED_HELD_OUT_SHARE = 5
+"""With 'generated:N', dev and test get N // this many records, other splits N."""
+
 HOLDOUT_SEED = 20_240_601
 """Seed of the permutation that splits a folder's "all" records into train and dev."""
 HOLDOUT_FRACTION = 0.2
@@ -75,7 +78,10 @@ def _load_generated(spec: str, split: str) -> TextDataset:
     fields = spec.split(":")[1:]
     if len(fields) > 2 or not all(field.isdigit() for field in fields):
         raise ValueError(f"bad generated spec {spec!r}; expected generated[:num_records[:seed]]")
-    size = int(fields[0]) if fields else GENERATED_SIZES.get(split, 2_000)
+    if fields:
+        size = int(fields[0]) if split not in ("dev", "test") else max(1, int(fields[0]) // GENERATED_HELD_OUT_SHARE)
+    else:
+        size = GENERATED_SIZES.get(split, 400)
     seed = int(fields[1]) if len(fields) > 1 else 0
     return generate_corpus(size, seed, split)
 
