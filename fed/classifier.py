@@ -40,12 +40,13 @@ class NoiseAwareLDA:
         Report dimension and number of classes.
     shrinkage:
         Weight of the scaled identity mixed into the denoised covariance, which keeps it
-        positive definite when the noise dominates.
+        positive definite when the noise dominates; negative chooses it from the data
+        (Ledoit-Wolf intensity, with the sampling error of the noisy covariance).
     """
 
-    def __init__(self, dim: int, num_classes: int, shrinkage: float = 0.1) -> None:
-        if not 0 <= shrinkage <= 1:
-            raise ValueError("shrinkage must lie in [0, 1]")
+    def __init__(self, dim: int, num_classes: int, shrinkage: float = -1.0) -> None:
+        if shrinkage > 1:
+            raise ValueError("shrinkage must be at most 1 (negative: automatic)")
         self.dim, self.num_classes, self.shrinkage = dim, num_classes, shrinkage
         self.class_sums = np.zeros((num_classes, dim))
         self.class_counts = np.zeros(num_classes)
@@ -86,6 +87,10 @@ class NoiseAwareLDA:
         """The discriminant for clean inputs, from everything added so far."""
         return self.model_for(query_noise_std=0.0)
 
+    def _auto_shrinkage(self, within: np.ndarray, target: np.ndarray) -> float:
+        report_cov = within + (self.noise_variance / self.count) * np.eye(self.dim)
+        return _ledoit_wolf_weight(report_cov, within, target, self.count)
+
     def model_for(self, query_noise_std: float) -> LinearModel:
         """The discriminant for inputs that carry N(0, query_noise_std^2 I) noise."""
         if self.count == 0:
@@ -98,11 +103,24 @@ class NoiseAwareLDA:
         within -= (self.noise_variance / self.count) * np.eye(self.dim)
         within = _positive_part(within)
         scale = max(np.trace(within) / self.dim, 1e-12)
-        cov = (1 - self.shrinkage) * within + self.shrinkage * scale * np.eye(self.dim)
+        target = scale * np.eye(self.dim)
+        weight = self.shrinkage if self.shrinkage >= 0 else self._auto_shrinkage(within, target)
+        cov = (1 - weight) * within + weight * target
         cov += query_noise_std**2 * np.eye(self.dim)
         weights = np.linalg.solve(cov, means.T)
         bias = -0.5 * np.einsum("kd,dk->k", means, weights) + np.log(priors)
         return LinearModel(weights=weights, bias=bias)
+
+
+def _ledoit_wolf_weight(report_cov: np.ndarray, within: np.ndarray, target: np.ndarray, count: int) -> float:
+    """Shrinkage intensity: expected squared error of the estimate over its distance to the target.
+
+    For Gaussian reports the sampling error of a covariance estimated from n reports has
+    expected squared Frobenius norm (tr(S)^2 + ||S||_F^2) / n, S the reports' covariance.
+    """
+    error = (np.trace(report_cov) ** 2 + np.sum(report_cov**2)) / count
+    distance = np.sum((within - target) ** 2)
+    return float(np.clip(error / distance, 0.0, 1.0)) if distance > 0 else 1.0
 
 
 def _soft_labels(labels: np.ndarray, n: int, num_classes: int) -> np.ndarray:

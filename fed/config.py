@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from fed.sampling import TrainSampling, UpSampling
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -35,8 +37,13 @@ class RunConfig:
     records_per_user_round: int = 0
     releases_per_record: int = 1
     releases_per_query: int = 1
+    sampling: str = "all"
+    enforce: str = "worst-case"
+    upsampling_q: float = 1.0
+    p_query: float = 1.0
+    answers: int = 1
     inference: str = "local"
-    shrinkage: float = 0.1
+    shrinkage: float = -1.0
     nodes: int = 1
     seed: int = 0
     out: str = ""
@@ -45,11 +52,11 @@ class RunConfig:
     nonprivate_baseline: bool = True
 
     def __post_init__(self) -> None:
-        positive_ints = ("users", "rounds", "releases_per_record", "releases_per_query", "nodes")
+        positive_ints = ("users", "rounds", "releases_per_query", "answers", "nodes")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"{_flag(name)} must be at least 1, got {getattr(self, name)}")
-        for name in ("train_limit", "dim", "users_per_round", "records_per_user_round"):
+        for name in ("train_limit", "dim", "users_per_round", "records_per_user_round", "releases_per_record"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{_flag(name)} must be non-negative (0 means 'all' / 'off')")
         for name in ("clip", "delta"):
@@ -67,9 +74,35 @@ class RunConfig:
             raise ValueError(f"--mechanism {self.mechanism!r} is not available; choose gaussian")
         if self.inference not in ("local", "remote"):
             raise ValueError(f"--inference must be local or remote, got {self.inference!r}")
-        if not 0 <= self.shrinkage <= 1:
-            raise ValueError("--shrinkage must lie in [0, 1]")
+        if self.shrinkage > 1:
+            raise ValueError("--shrinkage must be at most 1 (negative: automatic)")
         self.label_epsilon  # validates --labels
+        sampling = self.train_sampling  # validates --sampling
+        self.upsampling  # validates --upsampling-q, --p-query, --answers
+        if sampling.kind != "all" and self.records_per_user_round:
+            raise ValueError("--records-per-user-round applies to --sampling all; use --sampling fixed:<m> instead")
+        if self.enforce not in ("worst-case", "amplified"):
+            raise ValueError(f"--enforce must be worst-case or amplified, got {self.enforce!r}")
+        if self.enforce == "amplified":
+            if sampling.kind == "fixed":
+                raise ValueError(
+                    "--enforce amplified needs Poisson sampling (--sampling poisson:<p> or all): dp_accounting "
+                    "has no PLD bound for fixed-size sampling without replacement"
+                )
+            if self.label_epsilon is not None:
+                raise ValueError("--enforce amplified covers the Gaussian reports only; use --labels public")
+            if self.records_per_user_round:
+                raise ValueError("--enforce amplified: a cap on records per round breaks Poisson sampling; drop it")
+
+    @property
+    def train_sampling(self) -> TrainSampling:
+        """The parsed --sampling."""
+        return TrainSampling.parse(self.sampling)
+
+    @property
+    def upsampling(self) -> UpSampling:
+        """The parsed inference up-sampling (--upsampling-q, --p-query, --answers)."""
+        return UpSampling(float(self.upsampling_q), float(self.p_query), int(self.answers))
 
     @property
     def label_epsilon(self) -> float | None:
@@ -120,10 +153,15 @@ HELP: dict[str, str] = {
     "rounds": "server rounds",
     "users_per_round": "users sampled per round (0: all with budget left)",
     "records_per_user_round": "records each sampled user releases per round (0: all with budget left)",
-    "releases_per_record": "planned releases of each training record (calibration)",
-    "releases_per_query": "planned releases of each query record (remote inference)",
+    "releases_per_record": "planned releases of each training record under --enforce worst-case (calibration; 0: the (1-delta)-quantile of Binomial(rounds, sampling rate))",
+    "releases_per_query": "planned releases of each query record under --enforce worst-case (calibration; at least --answers)",
+    "sampling": "training records a user releases per round: all, poisson:<p> (each record with probability p), fixed:<m> (m without replacement)",
+    "enforce": "budget enforced: worst-case (ledger of actual releases) or amplified (PLD bound of the Poisson-sampled schedule; assumes the server cannot link a report to its record)",
+    "upsampling_q": "remote inference: true-data rate q of the mixed query set (fictitious queries made up to share 1-q; 1: none)",
+    "p_query": "remote inference: probability that each mixed query is released in a step (1: every query every step)",
+    "answers": "remote inference: steps repeat until every true query has at least this many answers (k)",
     "inference": "local (users apply the downloaded classifier, free) or remote (privatized queries, costs budget)",
-    "shrinkage": "covariance shrinkage of the noise-aware classifier",
+    "shrinkage": "covariance shrinkage of the noise-aware classifier in [0, 1]; negative: automatic (Ledoit-Wolf)",
     "nodes": "Flower nodes hosting the users (user u lives on node u mod nodes)",
     "seed": "run seed: partitions, sampling and every user's noise",
     "out": "run directory (default: runs/<UTC time>)",

@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--dim", type=int, default=0)
     parser.add_argument("--clip", type=float, default=1.0)
-    parser.add_argument("--shrinkage", type=float, default=0.1)
+    parser.add_argument("--shrinkage", type=float, default=-1.0)
     parser.add_argument("--train-limit", type=int, default=0)
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--cache-dir", default="")
