@@ -49,6 +49,12 @@ def _compose_cached(multiset: Multiset, delta: float) -> float:
     counts = dict(multiset)
     if is_gaussian_only(counts):
         return gdp.epsilon_for_delta(gaussian_mu(counts), delta)
+    # Events whose PLD cannot be built (no privacy, or pure epsilon too large to discretise)
+    # state `basic_epsilon`; they compose by basic composition, a valid upper bound.
+    basic = {e: n for e, n in counts.items() if getattr(e, "basic_epsilon", None) is not None}
+    if basic:
+        rest = frozenset((e, n) for e, n in multiset if e not in basic)
+        return math.fsum(n * e.basic_epsilon for e, n in basic.items()) + _compose_cached(rest, delta)
     total = None
     for event, n in sorted(multiset, key=lambda item: repr(item[0])):
         part = event.to_pld(PLD_DISCRETIZATION).self_compose(n)

@@ -143,8 +143,13 @@ class BitEncodingRandomizer(Randomizer):
 
     @property
     def true_epsilon(self) -> float:
-        """Sum over bits of the per-bit worst-case |log ratio| (design.md section 2)."""
-        return float(per_bit_epsilon(self.p, self.q).sum())
+        """Sum over bits of the per-bit worst-case |log ratio| (design.md section 2).
+
+        Rounded to 12 significant digits so that floating-point error in the logs (about
+        1e-16 per bit) does not push a figure such as SUE's exact epsilon onto the next grid
+        point of the accountant (whose own rounding is pessimistic, by up to 1e-4).
+        """
+        return float(f"{math.fsum(per_bit_epsilon(self.p, self.q)):.12g}")
 
     # -- construction ---------------------------------------------------------------------
     _extra_params: ClassVar[tuple[str, ...]] = ()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -92,6 +92,8 @@ class Seed002LaplaceRandomizer(Randomizer):
     """
 
     name = "laplace-seed002"
+    invalid: ClassVar[bool] = True
+    """Marks a published-but-wrong mechanism: a client may refuse it whatever a request says."""
 
     def __init__(self, clip: float, stated_epsilon: float, dim: int, allow_invalid: bool = False) -> None:
         if allow_invalid is not True:
