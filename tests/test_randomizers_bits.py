@@ -89,7 +89,7 @@ def test_huge_true_epsilon_is_reported_exactly_and_charged_as_infinite() -> None
     event = OMERandomizer(1.0, 384).event
     assert event.epsilon > PURE_PLD_CAP
     assert event.basic_epsilon == pytest.approx(event.epsilon)
-    assert math.isinf(compose_epsilon({event: 1}, DELTA))  # pessimistic until composition adds basic_epsilon
+    assert compose_epsilon({event: 1}, DELTA) == pytest.approx(event.epsilon)  # basic composition of a pure event
 
 
 def test_decode_gives_unbiased_bits_and_their_noise_variance() -> None:
