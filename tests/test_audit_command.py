@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fed.randomizers.auditing import AUDITABLE
 from simulations.cli import main
-from simulations.commands import audit as audit_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,8 +19,11 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict]:
     return json.loads(capsys.readouterr().out)
 
 
-def test_the_command_lists_every_auditable_mechanism() -> None:
-    assert tuple(audit_command.MECHANISMS) == AUDITABLE
+def test_unknown_mechanism_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["audit", "--mechanism", "identity", "--epsilon", "1"])
+    assert exit_info.value.code == 2
+    assert "auditable: gaussian" in capsys.readouterr().err
 
 
 def test_calibrated_gaussian_passes(capsys: pytest.CaptureFixture[str]) -> None:

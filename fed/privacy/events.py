@@ -175,9 +175,33 @@ def _check_nonnegative_int(name: str, value: int, minimum: int = 1) -> None:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
+class PureEvent(PrivacyEvent):
+    """A pure epsilon-DP event; subclasses give ``epsilon`` (a field or a property).
+
+    Past ``PURE_PLD_CAP`` its PLD would need gigabytes, so it is the pessimistic "no
+    privacy" PLD and ``basic_epsilon`` carries the exact pure figure for composition.
+    """
+
+    @property
+    def basic_epsilon(self) -> float | None:
+        """Pure epsilon when too large for a PLD (composition then adds it), else None."""
+        return self.epsilon if self.epsilon > PURE_PLD_CAP else None
+
+    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
+        if self.basic_epsilon is not None:
+            return infinite_pld(value_discretization_interval)
+        return self._finite_pld(value_discretization_interval)
+
+    def _finite_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
+        return _rounded_pure_pld(self.epsilon, value_discretization_interval)
+
+    def to_dp_event(self) -> dp_accounting.DpEvent:
+        return _pure_dp_event(self.epsilon)
+
+
 @register_event
 @dataclass(frozen=True)
-class LaplaceEvent(PrivacyEvent):
+class LaplaceEvent(PureEvent):
     """I.i.d. Laplace(scale) noise per coordinate on an input of L1 diameter ``sensitivity``.
 
     Exact for replace-one when the L1 diameter is attained along one coordinate (an L1
@@ -198,14 +222,7 @@ class LaplaceEvent(PrivacyEvent):
         """Pure epsilon of one run: L1 diameter / scale."""
         return self.sensitivity / self.scale
 
-    @property
-    def basic_epsilon(self) -> float | None:
-        """Pure epsilon when too large for a PLD (composition then adds it), else None."""
-        return self.epsilon if self.epsilon > PURE_PLD_CAP else None
-
-    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
-        if self.epsilon > PURE_PLD_CAP:
-            return infinite_pld(value_discretization_interval)
+    def _finite_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
         return pld.from_laplace_mechanism(
             parameter=self.scale,
             sensitivity=self.sensitivity,
@@ -218,7 +235,7 @@ class LaplaceEvent(PrivacyEvent):
 
 @register_event
 @dataclass(frozen=True)
-class PureEpsilonEvent(PrivacyEvent):
+class PureEpsilonEvent(PureEvent):
     """Any pure epsilon-DP run, accounted by its dominating pair (binary randomized response)."""
 
     epsilon: float
@@ -227,22 +244,11 @@ class PureEpsilonEvent(PrivacyEvent):
     def __post_init__(self) -> None:
         check_positive("epsilon", self.epsilon)
 
-    @property
-    def basic_epsilon(self) -> float | None:
-        return self.epsilon if self.epsilon > PURE_PLD_CAP else None
-
-    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
-        if self.epsilon > PURE_PLD_CAP:
-            return infinite_pld(value_discretization_interval)
-        return _rounded_pure_pld(self.epsilon, value_discretization_interval)
-
-    def to_dp_event(self) -> dp_accounting.DpEvent:
-        return _pure_dp_event(self.epsilon)
 
 
 @register_event
 @dataclass(frozen=True)
-class MetricDPEvent(PrivacyEvent):
+class MetricDPEvent(PureEvent):
     """eta * d_chi privacy (seed 003) on ``tokens`` vectors of a domain of L2 diameter ``diameter``.
 
     Each token's run is pure (eta * diameter)-DP over the bounded domain actually used;
@@ -270,13 +276,7 @@ class MetricDPEvent(PrivacyEvent):
         """Pure epsilon of one run on all tokens (basic composition over tokens)."""
         return self.tokens * self.epsilon_per_token
 
-    @property
-    def basic_epsilon(self) -> float | None:
-        return self.epsilon if self.epsilon > PURE_PLD_CAP else None
-
-    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
-        if self.epsilon > PURE_PLD_CAP:
-            return infinite_pld(value_discretization_interval)
+    def _finite_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
         one = _rounded_pure_pld(self.epsilon_per_token, value_discretization_interval)
         return one.self_compose(self.tokens) if self.tokens > 1 else one
 
@@ -287,7 +287,7 @@ class MetricDPEvent(PrivacyEvent):
 
 @register_event
 @dataclass(frozen=True)
-class BitFlipEvent(PrivacyEvent):
+class BitFlipEvent(PureEvent):
     """A bit-flip randomizer on ``bits`` bits (SUE, OUE, OME; seed 004).
 
     ``epsilon`` is the true pure epsilon: per bit the largest |log ratio| of output
@@ -307,17 +307,6 @@ class BitFlipEvent(PrivacyEvent):
         check_positive("claimed_epsilon", self.claimed_epsilon)
         _check_nonnegative_int("bits", self.bits)
 
-    @property
-    def basic_epsilon(self) -> float | None:
-        return self.epsilon if self.epsilon > PURE_PLD_CAP else None
-
-    def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
-        if self.epsilon > PURE_PLD_CAP:
-            return infinite_pld(value_discretization_interval)
-        return _rounded_pure_pld(self.epsilon, value_discretization_interval)
-
-    def to_dp_event(self) -> dp_accounting.DpEvent:
-        return _pure_dp_event(self.epsilon)
 
 
 @register_event
