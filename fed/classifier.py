@@ -42,12 +42,20 @@ class NoiseAwareLDA:
         Weight of the scaled identity mixed into the denoised covariance, which keeps it
         positive definite when the noise dominates; negative chooses it from the data
         (Ledoit-Wolf intensity, with the sampling error of the noisy covariance).
+    target:
+        Covariance to shrink towards, e.g. the within-class covariance of the server's
+        clean public data; None uses a scaled identity.
     """
 
-    def __init__(self, dim: int, num_classes: int, shrinkage: float = -1.0) -> None:
+    def __init__(
+        self, dim: int, num_classes: int, shrinkage: float = -1.0, target: np.ndarray | None = None
+    ) -> None:
         if shrinkage > 1:
             raise ValueError("shrinkage must be at most 1 (negative: automatic)")
         self.dim, self.num_classes, self.shrinkage = dim, num_classes, shrinkage
+        if target is not None and np.shape(target) != (dim, dim):
+            raise ValueError(f"target covariance must have shape ({dim}, {dim})")
+        self.target = target
         self.class_sums = np.zeros((num_classes, dim))
         self.class_counts = np.zeros(num_classes)
         self.second_moment = np.zeros((dim, dim))
@@ -103,13 +111,26 @@ class NoiseAwareLDA:
         within -= (self.noise_variance / self.count) * np.eye(self.dim)
         within = _positive_part(within)
         scale = max(np.trace(within) / self.dim, 1e-12)
-        target = scale * np.eye(self.dim)
+        target = scale * np.eye(self.dim) if self.target is None else self.target
         weight = self.shrinkage if self.shrinkage >= 0 else self._auto_shrinkage(within, target)
         cov = (1 - weight) * within + weight * target
         cov += query_noise_std**2 * np.eye(self.dim)
         weights = np.linalg.solve(cov, means.T)
-        bias = -0.5 * np.einsum("kd,dk->k", means, weights) + np.log(priors)
+        # mu_c' S^-1 mu_c from estimated means is biased up by tr(S^-1 Cov(mean_c)); under
+        # heavy noise that bias, not the data, would pick the class, so it is removed.
+        report_cov = within + (self.noise_variance / self.count) * np.eye(self.dim)
+        excess = np.trace(np.linalg.solve(cov, report_cov)) / np.maximum(counts, 1.0)
+        bias = -0.5 * (np.einsum("kd,dk->k", means, weights) - excess) + np.log(priors)
         return LinearModel(weights=weights, bias=bias)
+
+
+def within_class_covariance(x: np.ndarray, y: np.ndarray, num_classes: int) -> np.ndarray:
+    """Pooled within-class covariance of clean labelled data (e.g. the server's public data)."""
+    x = np.asarray(x, dtype=np.float64)
+    one_hot = _soft_labels(y, len(x), num_classes)
+    means = (one_hot.T @ x) / np.maximum(one_hot.sum(axis=0), 1.0)[:, None]
+    residuals = x - one_hot @ means
+    return residuals.T @ residuals / max(len(x), 1)
 
 
 def _ledoit_wolf_weight(report_cov: np.ndarray, within: np.ndarray, target: np.ndarray, count: int) -> float:
