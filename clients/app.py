@@ -2,8 +2,8 @@
 
 Message types: ``query.setup`` (receive the server's asset bundle, say which users this
 node hosts), ``train`` (release training reports), ``query.release`` (release query
-reports for remote inference), ``query.answer`` (score the server's answers),
-``evaluate`` (local inference with downloaded classifiers), ``query.ledger`` (full
+reports for remote inference: one up-sampling step), ``query.answer`` (take the server's
+answers to released slots), ``query.score`` (remote-inference outcome), ``evaluate`` (local inference with downloaded classifiers), ``query.ledger`` (full
 ledgers, for the run directory).
 """
 
@@ -28,6 +28,8 @@ app = ClientApp()
 
 # Per process (one Ray actor, or one device): clean records of the hosted users, built once.
 _RECORDS: dict[tuple[RunConfig, int, int, str], tuple[dict[int, UserRecords], int]] = {}
+# Per process: the largest number of query records one user of the run holds (sizes are public).
+_MAX_QUERIES: dict[RunConfig, int] = {}
 
 
 @app.query("setup")
@@ -38,7 +40,17 @@ def setup(msg: Message, context: Context) -> Message:
     context.state["node"] = ConfigRecord({"assets": str(folder), "users": "{}"})
     records, num_labels = _records(context)
     dim = next(iter(records.values())).train.shape[1] if records else 0
-    info = ConfigRecord({"users": sorted(records), "dim": int(dim), "num-labels": num_labels})
+    users = sorted(records)
+    info = ConfigRecord(
+        {
+            "users": users,
+            "dim": int(dim),
+            "num-labels": num_labels,
+            # dataset sizes are public (design.md section 2): they set the planned inference steps
+            "train-counts": [len(records[u].train) for u in users],
+            "query-counts": [len(records[u].query) for u in users],
+        }
+    )
     return Message(RecordDict({"node": info}), reply_to=msg)
 
 
@@ -56,15 +68,21 @@ def release(msg: Message, context: Context) -> Message:
 
 @app.query("answer")
 def answer(msg: Message, context: Context) -> Message:
-    """Score the server's answers to this node's queries (simulation metric)."""
+    """Take the server's answers to released query slots; say which users have all k answers."""
     arrays = msg.content["answers"]
+    host = _host(context)
     try:
-        correct, total = _host(context).answer(
-            arrays["users"].numpy(), arrays["query-ids"].numpy(), arrays["scores"].numpy()
-        )
+        finished = host.answer(arrays["users"].numpy(), arrays["slots"].numpy(), arrays["scores"].numpy())
     except RequestRefused as reason:
         return Message(refusal(str(reason)), reply_to=msg)
-    return Message(RecordDict({"metrics": MetricRecord({"correct": correct, "total": total})}), reply_to=msg)
+    context.state["node"]["users"] = host.states_json()
+    return Message(RecordDict({"answered": ConfigRecord({"finished": json.dumps(finished)})}), reply_to=msg)
+
+
+@app.query("score")
+def score(msg: Message, context: Context) -> Message:
+    """Remote-inference outcome of the hosted users (simulation metric): correct counts and effort."""
+    return Message(RecordDict({"metrics": MetricRecord(_host(context).score())}), reply_to=msg)
 
 
 @app.evaluate()
@@ -105,7 +123,9 @@ def _host(context: Context) -> NodeHost:
     records, num_labels = _records(context)
     seed = None if str(context.node_config.get("deployed", "false")).lower() == "true" else config.seed
     states = states_from_json(str(context.state["node"]["users"]))
-    return NodeHost(records, make_plan(config, num_labels), seed, states)
+    # The same planned inference steps as the server's plan (whose floor this must not undercut).
+    max_queries = _MAX_QUERIES.get(config) or max((len(r.query) for r in records.values()), default=1)
+    return NodeHost(records, make_plan(config, num_labels, max(max_queries, 1)), seed, states)
 
 
 def _records(context: Context) -> tuple[dict[int, UserRecords], int]:
@@ -121,4 +141,5 @@ def _records(context: Context) -> tuple[dict[int, UserRecords], int]:
         train_x, dev_x = assets.features(population.train, cache), assets.features(population.dev, cache)
         users = hosted_users(config.users, partition_id, num_partitions)
         _RECORDS[key] = (user_records(population, train_x, dev_x, users), population.train.num_labels)
+        _MAX_QUERIES[config] = max((len(part) for part in population.query_parts), default=1)
     return _RECORDS[key]

@@ -19,7 +19,7 @@ def reply_to_record(reply: NodeReply) -> RecordDict:
             "reports": Array(np.ascontiguousarray(reply.reports, dtype=np.float32)),
             "labels": Array(reply.labels),
             "users": Array(reply.users),
-            "query-ids": Array(reply.query_ids),
+            "slots": Array(reply.slots),
         }
     )
     meta = ConfigRecord(
@@ -41,7 +41,7 @@ def record_to_reply(content: RecordDict) -> NodeReply:
         reports=arrays["reports"].numpy(),
         labels=arrays["labels"].numpy(),
         users=arrays["users"].numpy(),
-        query_ids=arrays["query-ids"].numpy(),
+        slots=arrays["slots"].numpy(),
         randomizer=json.loads(str(meta["randomizer"])),
         label_channel=json.loads(str(meta["label-channel"])),
         refusals={int(k): v for k, v in json.loads(str(meta["refusals"])).items()},

@@ -20,10 +20,12 @@ class ReportAggregator:
         Dimension of decoded reports and number of classes.
     shrinkage:
         Covariance shrinkage of the noise-aware discriminant.
+    target:
+        Covariance to shrink towards (the public data's within-class covariance), or None.
     """
 
-    def __init__(self, dim: int, num_classes: int, shrinkage: float) -> None:
-        self.lda = NoiseAwareLDA(dim, num_classes, shrinkage)
+    def __init__(self, dim: int, num_classes: int, shrinkage: float, target: np.ndarray | None = None) -> None:
+        self.lda = NoiseAwareLDA(dim, num_classes, shrinkage, target)
         self.reports = 0
 
     def add(
@@ -42,10 +44,15 @@ class ReportAggregator:
         """The classifier for clean inputs (local inference)."""
         return self.lda.fit()
 
-    def model_for_reports(self, randomizer_params: Mapping[str, Any]) -> LinearModel:
-        """The classifier for noisy query reports made by this randomizer (remote inference)."""
+    def model_for_reports(self, randomizer_params: Mapping[str, Any], answers: int = 1) -> LinearModel:
+        """The classifier for noisy query reports made by this randomizer (remote inference).
+
+        With ``answers`` > 1 (up-sampling: a user averages the scores of at least k answers to
+        one query), the model is the one for the mean of k reports, whose noise variance is
+        1/k of one report's: averaging the scores of a linear model is scoring the mean.
+        """
         _, noise_variance = make_randomizer(randomizer_params).decode(np.zeros((0, self.lda.dim)))
-        return self.lda.model_for(float(np.sqrt(noise_variance)))
+        return self.lda.model_for(float(np.sqrt(noise_variance / max(int(answers), 1))))
 
 
 def fit_clean(x: np.ndarray, y: np.ndarray, num_classes: int, shrinkage: float) -> LinearModel:

@@ -17,7 +17,7 @@ from fed.classifier import LinearModel
 from fed.evaluation import local_correct
 from fed.plan import PrivacyPlan
 from fed.requests import RequestRefused, parse_release_request
-from fed.user import BudgetExhausted, Kind, User, UserRecords, UserState
+from fed.user import BudgetExhausted, Kind, QueriesDone, User, UserRecords, UserState
 
 MAX_SCORES = 10_000_000
 
@@ -29,7 +29,7 @@ class NodeReply:
     reports: np.ndarray
     labels: np.ndarray
     users: np.ndarray
-    query_ids: np.ndarray
+    slots: np.ndarray
     randomizer: dict[str, Any]
     label_channel: dict[str, Any]
     refusals: dict[int, str] = field(default_factory=dict)
@@ -68,6 +68,7 @@ class NodeHost:
                 plan.labels,
                 seed,
                 UserState.from_json(states[uid]) if uid in states else None,
+                plan.enforce,
             )
             for uid, rec in records.items()
         }
@@ -87,7 +88,7 @@ class NodeHost:
         for uid in request.users:
             try:
                 parts.append((uid, self.users[uid].release(kind, request)))
-            except BudgetExhausted as reason:
+            except (BudgetExhausted, QueriesDone) as reason:
                 refusals[uid] = str(reason)
         dim = request.randomizer.preprocess(np.zeros((1, self.dim))).shape[1]
         reports = np.concatenate([r.reports for _, r in parts]) if parts else np.zeros((0, dim), np.float32)
@@ -98,7 +99,7 @@ class NodeHost:
             if kind == "train" and parts
             else np.zeros(0, np.int64),
             users=np.repeat([uid for uid, _ in parts], sizes).astype(np.int64),
-            query_ids=np.concatenate([r.query_ids for _, r in parts]).astype(np.int64)
+            slots=np.concatenate([r.slots for _, r in parts]).astype(np.int64)
             if kind == "query" and parts
             else np.zeros(0, np.int64),
             randomizer=request.randomizer.params(),
@@ -118,20 +119,42 @@ class NodeHost:
             count += len(user.records.query_labels)
         return totals, count
 
-    def answer(self, users: np.ndarray, query_ids: np.ndarray, scores: np.ndarray) -> tuple[int, int]:
-        """Remote inference: how many server answers were right for this node's queries."""
-        users, query_ids, scores = np.asarray(users), np.asarray(query_ids), np.asarray(scores)
-        if scores.ndim != 2 or scores.size > MAX_SCORES or len(users) != len(scores) or len(query_ids) != len(scores):
-            raise RequestRefused("answer arrays must align: users, query ids and a 2-D score matrix")
+    def answer(self, users: np.ndarray, slots: np.ndarray, scores: np.ndarray) -> list[int]:
+        """Remote inference: take the server's scores for released query slots.
+
+        Everything is checked before any user's state changes (RequestRefused otherwise).
+        Returns the users whose true queries now all have k answers.
+        """
+        users, slots, scores = np.asarray(users), np.asarray(slots), np.asarray(scores)
+        if scores.ndim != 2 or scores.size > MAX_SCORES or len(users) != len(scores) or len(slots) != len(scores):
+            raise RequestRefused("answer arrays must align: users, slots and a 2-D score matrix")
+        if scores.shape[1] != self.plan.labels.num_values:
+            raise RequestRefused(f"answers must have {self.plan.labels.num_values} scores per slot, got {scores.shape[1]}")
         if not np.isfinite(scores).all():
             raise RequestRefused("answer scores contain NaN or infinite values")
-        correct = 0
-        for uid, qid, row in zip(users.tolist(), query_ids.tolist(), scores):
-            user = self.users.get(uid)
-            if user is None or not 0 <= qid < len(user.records.query_labels):
-                raise RequestRefused(f"answer for unknown query ({uid}, {qid})")
-            correct += int(row.argmax() == user.records.query_labels[qid])
-        return correct, len(scores)
+        if not (np.issubdtype(users.dtype, np.integer) and np.issubdtype(slots.dtype, np.integer)):
+            raise RequestRefused("users and slots must be integer arrays")
+        groups: dict[int, np.ndarray] = {}
+        for uid in np.unique(users).tolist():
+            if uid not in self.users:
+                raise RequestRefused(f"answer for a user not hosted here ({uid})")
+            rows = np.flatnonzero(users == uid)
+            self.users[uid].check_answers(slots[rows])
+            groups[uid] = rows
+        k = self.plan.upsampling.k
+        return [uid for uid, rows in groups.items() if self.users[uid].take_answers(slots[rows], scores[rows], k)]
+
+    def score(self) -> dict[str, int]:
+        """Remote-inference outcome summed over the hosted users (a simulation metric)."""
+        totals: dict[str, int] = {}
+        steps_max = 0
+        for user in self.users.values():
+            result = user.query_result(self.plan.upsampling.k)
+            steps_max = max(steps_max, result.pop("steps"))
+            for key, value in result.items():
+                totals[key] = totals.get(key, 0) + value
+        totals["steps_max"] = steps_max
+        return totals
 
     def states(self) -> dict[int, dict[str, Any]]:
         """JSON states of every hosted user, to be kept until the next message."""

@@ -2,53 +2,157 @@
 
 Server and users derive it from the same run options: the server to know what to ask
 for, each user to set its own budget and noise floor (it refuses anything noisier-less).
+
+Calibration (seed 000 Algs. 2 and 3) is solved against the accountant the run enforces:
+
+- ``--enforce worst-case``: a training record is planned to be released k times
+  (``--releases-per-record``; 0: the (1 - delta)-quantile of Binomial(rounds, sampling
+  rate)); a query record ``max(--releases-per-query, --answers)`` times. Exact GDP.
+- ``--enforce amplified``: the PLD bound of T Poisson-sampled steps, T = ``--rounds`` for
+  training (a user may be asked every round) and, for inference, the steps after which
+  every true query of the largest user has k answers with probability 0.99
+  (:meth:`fed.sampling.UpSampling.planned_steps`).
+
+Each calibration is checked by recomputing epsilon from the result with the same
+accountant; both numbers are kept in :attr:`PrivacyPlan.calibrations` for the report.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from fed.config import RunConfig
+from fed.privacy.accountants.calibration import calibrate_noise_multiplier
+from fed.privacy.accountants.enforced import pld_epsilon
 from fed.privacy.composition import compose_epsilon
+from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import Budget
 from fed.randomizers import RANDOMIZERS, Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
 from fed.requests import ClientLimits
+from fed.sampling import TrainSampling, UpSampling
+from scipy.stats import binom
 
 
 @dataclass(frozen=True)
 class PrivacyPlan:
-    """Randomizers for training and query releases, label channel, and budget."""
+    """Randomizers for training and query releases, label channel, budget and sampling."""
 
     train: Randomizer
     query: Randomizer
     labels: PublicLabels | RandomizedResponse
     budget: Budget
+    enforce: str = "worst-case"
+    train_sampling: TrainSampling = TrainSampling("all")
+    upsampling: UpSampling = UpSampling()
+    train_steps: int = 1
+    query_steps: int = 1
+    calibrations: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False, hash=False)
 
     def limits(self, kind: str) -> ClientLimits:
         """The user's floor for one kind of release: no run may cost more than planned."""
         randomizer = self.train if kind == "train" else self.query
-        return ClientLimits(compose_epsilon({randomizer.event: 1}, self.budget.delta), self.budget.delta)
+        sampling = self.train_sampling.spec if kind == "train" else self.upsampling.spec
+        return ClientLimits(compose_epsilon({randomizer.event: 1}, self.budget.delta), self.budget.delta, sampling=sampling)
+
+    def sampling_spec(self, kind: str) -> str:
+        """The sampling spec of ``kind`` releases (as requests and ledgers carry it)."""
+        return self.train_sampling.spec if kind == "train" else self.upsampling.spec
+
+
+def train_rate(config: RunConfig) -> float:
+    """Planned per-round probability that a training record is released (fixed size: 1, no rate)."""
+    sampling = config.train_sampling
+    return sampling.p if sampling.kind == "poisson" else 1.0
+
+
+def planned_train_releases(config: RunConfig) -> int:
+    """k for worst-case training calibration: --releases-per-record, or the (1-delta)-quantile."""
+    if config.releases_per_record:
+        return config.releases_per_record
+    return max(1, int(binom.ppf(1 - config.delta, config.rounds, train_rate(config))))
 
 
 @lru_cache(maxsize=64)
-def make_plan(config: RunConfig, num_labels: int) -> PrivacyPlan:
-    """Calibrate (or take --sigma) and set the per-record and per-user budgets."""
+def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> PrivacyPlan:
+    """Calibrate (or take --sigma) and set the per-record and per-user budgets.
+
+    ``max_queries`` is the largest number of query records one user holds (dataset sizes are
+    public); it sets the planned number of inference steps under up-sampling. A user plans
+    with its own users' largest count, which never asks for more noise than the server's plan.
+    """
     labels: PublicLabels | RandomizedResponse = (
         PublicLabels(num_labels) if config.label_epsilon is None else RandomizedResponse(config.label_epsilon, num_labels)
     )
-    label_events = {} if labels.event is None else {labels.event: config.releases_per_record}
     cls = RANDOMIZERS[config.mechanism]
     user_epsilon = config.user_epsilon or float("inf")
+    upsampling = config.upsampling
+    train_steps = config.rounds
+    query_steps = upsampling.planned_steps(max_queries)
+    k_train = planned_train_releases(config)
+    k_query = max(config.releases_per_query, config.answers)
+    label_events: dict[PrivacyEvent, int] = {} if labels.event is None else {labels.event: k_train}
+    rate_train, rate_query = train_rate(config), upsampling.p
+    common = dict(
+        enforce=config.enforce,
+        train_sampling=config.train_sampling,
+        upsampling=upsampling,
+        train_steps=train_steps,
+        query_steps=query_steps,
+    )
+
+    def figure(randomizer: Randomizer, kind: str) -> dict[str, Any]:
+        event = randomizer.event
+        z = event.sigma / event.sensitivity
+        if config.enforce == "amplified":
+            steps, rate = (train_steps, rate_train) if kind == "train" else (query_steps, rate_query)
+            return {
+                "accountant": "pld",
+                "noise_multiplier": z,
+                "sigma": event.sigma,
+                "epsilon": pld_epsilon(((rate, z, steps),), config.delta),
+                "steps": steps,
+                "rate": rate,
+                "releases": None,
+            }
+        k = k_train if kind == "train" else k_query
+        extra = label_events if kind == "train" else {}
+        return {
+            "accountant": "worst-case",
+            "noise_multiplier": z,
+            "sigma": event.sigma,
+            "epsilon": compose_epsilon({event: k, **extra}, config.delta),
+            "steps": train_steps if kind == "train" else query_steps,
+            "rate": rate_train if kind == "train" else rate_query,
+            "releases": k,
+        }
+
     if config.sigma > 0:
         train = query = cls.from_params({"mechanism": config.mechanism, "clip": config.clip, "sigma": config.sigma})
-        epsilon = max(
-            compose_epsilon({train.event: config.releases_per_record, **label_events}, config.delta),
-            compose_epsilon({query.event: config.releases_per_query}, config.delta),
-        )
-        return PrivacyPlan(train, query, labels, Budget(epsilon, config.delta, user_epsilon))
+        calibrations = {"train": figure(train, "train"), "query": figure(query, "query")}
+        epsilon = max(c["epsilon"] for c in calibrations.values())
+        for c in calibrations.values():
+            c["target_epsilon"] = None
+        return PrivacyPlan(train, query, labels, Budget(epsilon, config.delta, user_epsilon), calibrations=calibrations, **common)
     options = {"clip": config.clip}
-    train = cls.calibrated(config.epsilon, config.delta, config.releases_per_record, options, label_events)
-    query = cls.calibrated(config.epsilon, config.delta, config.releases_per_query, options)
-    return PrivacyPlan(train, query, labels, Budget(config.epsilon, config.delta, user_epsilon))
+    if config.enforce == "amplified":
+        sensitivity = cls.calibrated(1.0, config.delta, 1, options).event.sensitivity
+
+        def amplified(steps: int, rate: float) -> Randomizer:
+            z = calibrate_noise_multiplier("pld", config.epsilon, config.delta, steps, rate).noise_multiplier
+            return cls.from_params({"mechanism": config.mechanism, "clip": config.clip, "sigma": z * sensitivity})
+
+        train = amplified(train_steps, rate_train)
+        query = amplified(query_steps, rate_query)
+    else:
+        train = cls.calibrated(config.epsilon, config.delta, k_train, options, label_events)
+        query = cls.calibrated(config.epsilon, config.delta, k_query, options)
+    calibrations = {"train": figure(train, "train"), "query": figure(query, "query")}
+    for c in calibrations.values():
+        c["target_epsilon"] = config.epsilon
+        if c["epsilon"] > config.epsilon * (1 + 1e-9):
+            raise RuntimeError(f"calibration check failed: recomputed epsilon {c['epsilon']} > {config.epsilon}")
+    budget = Budget(config.epsilon, config.delta, user_epsilon)
+    return PrivacyPlan(train, query, labels, budget, calibrations=calibrations, **common)

@@ -1,43 +1,167 @@
-"""The run's summary.json and privacy_report.md, computed from the users' full ledgers."""
+"""The run's summary.json and privacy_report.md, computed from the users' full ledgers.
+
+Every accountant is computed for the same run and shown together: the worst-case ledger,
+GDP + CLT (seed 000 eqs. 8 and 9, an estimate), the amplified PLD and RDP bounds, the PRV
+accountant's lower bound, estimate and upper bound, and basic and advanced composition.
+Each figure carries its name, version, kind, parameters and assumption, and whether this
+run enforced it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from fed.config import RunConfig
 from fed.plan import PrivacyPlan
-from fed.privacy.accountants import clt
-from fed.privacy.accountants.base import AccountantFigure, Schedule
+from fed.privacy.accountants import all_figures, clt, enforced
+from fed.privacy.accountants.base import SHORT_ASSUMPTION, AccountantFigure, Schedule
 from fed.privacy.ledger import Ledger
+from fed.sampling import amplified_rate
+
+ENFORCED_KEY = {"worst-case": "worst_case_actual", "amplified": "pld"}
 
 
 @dataclass(frozen=True)
 class LedgerFigures:
-    """Worst-case figures per user, recomputed by the server from the ledgers it collected."""
+    """Per-user figures, recomputed by the server from the ledgers it collected.
+
+    ``sentence`` and ``user`` are worst-case epsilons; ``amplified`` is each user's
+    sentence-level amplified PLD bound over the steps it served (NaN where no bound applies).
+    """
 
     sentence: np.ndarray
     user: np.ndarray
     releases: int
+    amplified: np.ndarray
+    steps: dict[str, int]
+    max_record_releases: dict[str, int]
 
     @classmethod
-    def from_ledgers(cls, ledgers: dict[int, dict[str, Any]]) -> "LedgerFigures":
-        """Compose every user's ledger (sentence level: max over records; user level: all releases)."""
-        parsed = [Ledger.from_json(data) for data in ledgers.values()]
+    def from_ledgers(
+        cls, ledgers: dict[int, dict[str, Any]], train_counts: dict[int, int] | None = None
+    ) -> "LedgerFigures":
+        """Compose every user's ledger (sentence level: max over records; user level: all releases).
+
+        ``train_counts`` (public sizes) splits record ids into training (first) and query ids.
+        """
+        train_counts = train_counts or {}
+        parsed = {uid: Ledger.from_json(data) for uid, data in ledgers.items()}
+        amplified, steps, most = [], {"train": 0, "query": 0}, {"train": 0, "query": 0}
+        for uid, ledger in parsed.items():
+            amplified.append(_amplified(ledger))
+            for kind in steps:
+                steps[kind] = max(steps[kind], sum(n for _, _, n in ledger.step_log(kind)))
+            per_record = ledger.counts.max(axis=0) if ledger.counts.size else np.zeros(ledger.num_records, np.int64)
+            n_train = train_counts.get(uid, ledger.num_records)
+            most["train"] = max(most["train"], int(per_record[:n_train].max(initial=0)))
+            most["query"] = max(most["query"], int(per_record[n_train:].max(initial=0)))
         return cls(
-            sentence=np.array([ledger.sentence_epsilon() for ledger in parsed]),
-            user=np.array([ledger.user_epsilon() for ledger in parsed]),
-            releases=sum(ledger.releases() for ledger in parsed),
+            sentence=np.array([ledger.sentence_epsilon() for ledger in parsed.values()]),
+            user=np.array([ledger.user_epsilon() for ledger in parsed.values()]),
+            releases=sum(ledger.releases() for ledger in parsed.values()),
+            amplified=np.array(amplified, dtype=np.float64),
+            steps=steps,
+            max_record_releases=most,
         )
 
 
-def amplified_estimate(config: RunConfig, plan: PrivacyPlan) -> AccountantFigure:
-    """Seed 000 eq. 8 for this run: rate = share of users sampled per round, T = rounds."""
-    rate = config.users_per_round / config.users if config.users_per_round else 1.0
-    event = plan.train.event
-    return clt.figure(Schedule(event.sigma / event.sensitivity, rate, config.rounds, config.delta))
+def _amplified(ledger: Ledger) -> float:
+    try:
+        return max(
+            enforced.pld_epsilon(enforced.entries(ledger.step_log(kind)), ledger.budget.delta)
+            for kind in ("train", "query")
+        )
+    except ValueError:
+        return math.nan
+
+
+def schedules(
+    config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures, train_counts: dict[int, int] | None = None
+) -> dict[str, Schedule]:
+    """The run's training and query schedules as the accountants read them.
+
+    T is the largest number of steps any user served; the rate is the per-record release
+    probability per step (fixed-size m of n: m / n for the user with the fewest records).
+    """
+    result = {}
+    train = config.train_sampling
+    if figures.steps["train"]:
+        size = None
+        if train.kind == "fixed":
+            size = max(min((n for n in (train_counts or {}).values() if n > 0), default=train.m), 1)
+            rate = min(train.m / size, 1.0)
+        else:
+            rate = amplified_rate(train.spec)
+        event = plan.train.event
+        result["train"] = Schedule(
+            event.sigma / event.sensitivity,
+            rate,
+            figures.steps["train"],
+            config.delta,
+            releases=min(figures.max_record_releases["train"], figures.steps["train"]),
+            dataset_size=size,
+        )
+    if figures.steps["query"]:
+        event = plan.query.event
+        result["query"] = Schedule(
+            event.sigma / event.sensitivity,
+            plan.upsampling.p,
+            figures.steps["query"],
+            config.delta,
+            releases=min(figures.max_record_releases["query"], figures.steps["query"]),
+        )
+    return result
+
+
+WORST_CASE_KIND = {"worst_case_quantile": "estimate", "worst_case_all_steps": "upper bound"}
+
+
+def accountant_figures(config: RunConfig, plan: PrivacyPlan, schedule: Schedule, kind: str) -> list[dict[str, Any]]:
+    """Every accountant's figure for one schedule, marked with whether this run enforced it.
+
+    Worst-case rows: k = actual is the enforced ledger (an upper bound with no assumption when
+    the run enforces the amplified bound instead); k = T is an upper bound for the schedule;
+    the quantile row is a prediction (an estimate). The query CLT row uses each item's real
+    rate p_query; seed 000's eq. 9 with rate q * p_query is added beside it when q < 1.
+    """
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)  # dp_accounting's RDP warns about every order it drops
+    try:
+        found = list(all_figures(schedule))
+    finally:
+        absl.setLevel(level)
+    if kind == "query":
+        found = [
+            replace(f, name="GDP + CLT (seed 000 eq. 9 with a true query's rate p_query)") if f.key == "clt" else f
+            for f in found
+        ]
+    if kind == "query" and plan.upsampling.q < 1:
+        published = clt.figure(replace(schedule, q=plan.upsampling.q, releases=None))
+        found.append(
+            replace(
+                published,
+                key="clt_eq9_as_published",
+                name="GDP + CLT, seed 000 eq. 9 as published (rate q * p_query)",
+                note=published.note
+                + f"; uses rate q * p_query = {published.parameters['rate']:.4g}, but each mixed item, true or "
+                f"fictitious, is sampled at p_query = {schedule.p:g}, so a true query's rate is p_query and this "
+                "under-states even the amplified cost",
+            )
+        )
+    out = []
+    for figure in found:
+        if figure.key in WORST_CASE_KIND:
+            figure = replace(figure, kind=WORST_CASE_KIND[figure.key])  # type: ignore[arg-type]
+        elif config.enforce == "amplified" and figure.kind == "enforced":
+            figure = replace(figure, kind="upper bound", note=figure.note + "; not enforced in this run")
+        out.append({**figure.to_json(), "enforced": figure.key == ENFORCED_KEY[config.enforce]})
+    return out
 
 
 def summary(
@@ -46,41 +170,76 @@ def summary(
     figures: LedgerFigures,
     accuracies: dict[str, float | None],
     seconds: float,
+    inference: dict[str, Any] | None = None,
+    train_counts: dict[int, int] | None = None,
 ) -> dict[str, Any]:
     """summary.json: accuracies next to the privacy figures that paid for them."""
-    estimate = amplified_estimate(config, plan)
+    found = schedules(config, plan, figures, train_counts)
+    accountants = {kind: accountant_figures(config, plan, s, kind) for kind, s in found.items()}
+    clt_train = next((f for f in accountants.get("train", []) if f["key"] == "clt"), None)
+    amplified = figures.amplified[np.isfinite(figures.amplified)]
+    worst = float(figures.sentence.max(initial=0.0))
+    amplified_max = float(amplified.max(initial=0.0)) if amplified.size else None
     return {
         **accuracies,
-        "epsilon_sentence_max": float(figures.sentence.max(initial=0.0)),
+        "enforce": config.enforce,
+        "epsilon_enforced_max": worst if config.enforce == "worst-case" else amplified_max,
+        "epsilon_sentence_max": worst,
         "epsilon_sentence_median": float(np.median(figures.sentence)) if figures.sentence.size else 0.0,
         "epsilon_user_max": float(figures.user.max(initial=0.0)),
         "epsilon_user_median": float(np.median(figures.user)) if figures.user.size else 0.0,
+        "epsilon_amplified_pld_max": amplified_max,
+        "epsilon_amplified_pld_median": float(np.median(amplified)) if amplified.size else None,
         "epsilon_budget_sentence": plan.budget.epsilon_sentence,
-        "epsilon_amplified_clt_estimate": estimate.epsilon,
+        "epsilon_amplified_clt_estimate": None if clt_train is None else clt_train["epsilon"],
         "delta": config.delta,
         "sigma_train": plan.train.params().get("sigma"),
         "sigma_query": plan.query.params().get("sigma"),
         "mechanism": config.mechanism,
         "labels": config.labels,
+        "sampling": plan.train_sampling.spec,
+        "upsampling": {"q": plan.upsampling.q, "p_query": plan.upsampling.p, "k": plan.upsampling.k},
         "users": config.users,
         "rounds": config.rounds,
         "releases": figures.releases,
+        "steps": figures.steps,
+        "max_record_releases": figures.max_record_releases,
+        "calibration": plan.calibrations,
+        "schedules": {kind: s.to_json() for kind, s in found.items()},
+        "accountants": accountants,
+        "remote_inference": inference,
         "seconds": seconds,
     }
 
 
+def first_line(config: RunConfig) -> str:
+    """The report's first line: which accountant this run enforced."""
+    if config.enforce == "amplified":
+        return (
+            "# Privacy report: budgets ENFORCED ON THE AMPLIFIED PLD BOUND (--enforce amplified), which assumes "
+            "the server cannot link a report to its record; the worst-case ledger is reported, not enforced"
+        )
+    return "# Privacy report: budgets enforced on the worst-case ledger (no amplification assumed)"
+
+
 def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures, result: dict[str, Any]) -> str:
     """privacy_report.md: unit, neighbouring relation, and every figure with its label."""
-    estimate = amplified_estimate(config, plan)
     labels = (
         "public (declared by the run; not protected)"
         if config.label_epsilon is None
         else f"randomized response, epsilon {config.label_epsilon} per release, charged to the same ledger"
     )
+    enforced_what = (
+        "amplified PLD bound of each user's Poisson-sampled schedule of steps served so far (per kind of record; "
+        "see docs/sampling.md)"
+        if config.enforce == "amplified"
+        else "worst-case ledger: the composition of every actual release of a record (sampling never lowers it)"
+    )
+    amplified = result["epsilon_amplified_pld_max"]
     lines = [
-        "# Privacy report",
+        first_line(config),
         "",
-        "Enforced: worst-case ledger (no amplification assumed).",
+        f"Enforced: {enforced_what}.",
         "",
         "| what | value |",
         "|---|---|",
@@ -89,22 +248,79 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
         f"| delta | {config.delta:g} |",
         f"| randomizer | {plan.train.params()} (training), {plan.query.params()} (queries) |",
         f"| labels | {labels} |",
+        f"| training sampling | {plan.train_sampling.spec} |",
+        f"| inference up-sampling | q = {plan.upsampling.q:g}, p_query = {plan.upsampling.p:g}, k = {plan.upsampling.k} |",
         f"| sentence-level epsilon, worst case (max over users) | {result['epsilon_sentence_max']:.4f} |",
         f"| sentence-level epsilon, worst case (median over users) | {result['epsilon_sentence_median']:.4f} |",
+        f"| sentence-level epsilon, amplified PLD bound (max over users; assumes unlinkable reports) | "
+        f"{'n/a' if amplified is None else f'{amplified:.4f}'} |",
         f"| user-level epsilon, worst case (max over users) | {result['epsilon_user_max']:.4f} |",
         f"| user-level epsilon, worst case (median over users) | {result['epsilon_user_median']:.4f} |",
         f"| sentence-level budget per record | {plan.budget.epsilon_sentence:.4f} |",
         f"| releases | {figures.releases} |",
         "",
-        "## Amplified figure (not enforced)",
+        "## Calibration",
         "",
-        f"{estimate.name}: epsilon {estimate.epsilon:.4f} at delta {estimate.delta:g}, "
-        f"parameters {estimate.parameters}.",
-        "",
-        f"This is an **estimate**, not a bound ({estimate.note}). It assumes {estimate.assumption}. "
-        "Reports travel as individual vectors, so a server that knows a user's other records "
-        "can often tell which report is the target's; then sampling does not shrink epsilon, "
-        "and only the worst-case figure above holds.",
-        "",
+        "| release | accountant | noise multiplier | sigma | epsilon recomputed | target | steps T | rate | releases k |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    return "\n".join(lines)
+    for kind, c in plan.calibrations.items():
+        target = "(sigma given)" if c.get("target_epsilon") is None else f"{c['target_epsilon']:g}"
+        lines.append(
+            f"| {kind} | {c['accountant']} | {c['noise_multiplier']:.5g} | {c['sigma']:.5g} | {c['epsilon']:.5g} | "
+            f"{target} | {c['steps']} | {c['rate']:g} | {'' if c['releases'] is None else c['releases']} |"
+        )
+    for kind, rows in result["accountants"].items():
+        s = result["schedules"][kind]
+        lines += [
+            "",
+            f"## Accountants, {kind} records (z = {s['noise_multiplier']:.4g}, rate = {s['rate']:.4g}, "
+            f"T = {s['steps']}, delta = {s['delta']:g}, most releases of one record = {s['releases']})",
+            "",
+            "| accountant | version | kind | enforced | epsilon | assumption | parameters | note |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for f in rows:
+            value = f"unavailable: {f['unavailable']}" if f["unavailable"] else _fmt(f["epsilon"])
+            params = ", ".join(f"{k}={_fmt(v)}" for k, v in f["parameters"].items())
+            lines.append(
+                f"| {f['name']} | {f['version']} | {f['kind']} | {'yes' if f['enforced'] else 'no'} | {value} | "
+                f"{SHORT_ASSUMPTION.get(f['assumption'], f['assumption'])} | {params} | {f['note']} |"
+            )
+    lines += [
+        "",
+        "## Assumptions",
+        "",
+        "- linkable: no amplification: the server may link every report to its record, so sampling does not "
+        "shrink epsilon. Reports travel as individual vectors, so a server that knows a user's other records "
+        "can often tell which report is the target's; then only the worst-case figure holds.",
+        "- unlinkable (every amplified figure): the server cannot link a report to its record. The GDP + CLT "
+        "figure is an **estimate**, not a bound (a central-limit approximation that under-states the amplified "
+        "epsilon at finite T). PLD, RDP and the PRV upper bound are upper bounds under that assumption.",
+    ]
+    inference = result.get("remote_inference")
+    if inference:
+        lines += [
+            "",
+            "## Remote inference",
+            "",
+            f"Accuracy {_fmt(inference['accuracy'])} (mean of each true query's answers), "
+            f"{_fmt(inference['accuracy_single_answer'])} from each query's first answer alone; "
+            f"{inference['queries_with_k_answers']} of {inference['queries']} true queries got k answers "
+            f"({inference['queries_answered']} at least one); {inference['server_steps']} server steps "
+            f"(planned {inference['planned_steps']}), {inference['releases_true']} true and "
+            f"{inference['releases_fictitious']} fictitious releases. Fictitious releases cost nothing; every "
+            "true release is charged to the worst-case ledger. The server is not told which slots are true.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+__all__ = ["AccountantFigure", "LedgerFigures", "accountant_figures", "privacy_report", "schedules", "summary"]

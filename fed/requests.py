@@ -36,12 +36,16 @@ class ClientLimits:
         Largest number of records one request may ask of one user.
     max_users:
         Largest number of users one request may address.
+    sampling:
+        The run's sampling spec for this kind of release; a request must name the same one
+        (an absent ``sampling`` field means ``all``).
     """
 
     max_release_epsilon: float
     delta: float
     max_records: int = 100_000
     max_users: int = 100_000
+    sampling: str = "all"
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class ReleaseRequest:
     users: tuple[int, ...]
     randomizer: Randomizer
     records: int
+    sampling: str = "all"
 
 
 def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> ReleaseRequest:
@@ -67,6 +72,13 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
         raise RequestRefused("'records' must be an integer (0 means all with budget left)")
     if not 0 <= records <= limits.max_records:
         raise RequestRefused(f"'records' must lie in [0, {limits.max_records}], got {records}")
+    sampling = config.get("sampling", "all")
+    if not isinstance(sampling, str) or len(sampling) > 200:
+        raise RequestRefused("'sampling' must be a short string")
+    if sampling != limits.sampling:
+        raise RequestRefused(f"'sampling' {sampling!r} is not this run's sampling {limits.sampling!r}")
+    if records and not sampling.startswith("all"):
+        raise RequestRefused(f"'records' must be 0 with sampling {sampling!r} (the sampling sets the count)")
     randomizer = _randomizer(config.get("randomizer"))
     cost = compose_epsilon({randomizer.event: 1}, limits.delta)
     if cost > limits.max_release_epsilon * (1 + 1e-9):
@@ -74,7 +86,7 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
             f"one release through {randomizer.params()} costs epsilon {cost:.4g}, above this "
             f"user's floor of {limits.max_release_epsilon:.4g} per release (noise too low)"
         )
-    return ReleaseRequest(users=tuple(users), randomizer=randomizer, records=records)
+    return ReleaseRequest(users=tuple(users), randomizer=randomizer, records=records, sampling=sampling)
 
 
 def _randomizer(raw: Any) -> Randomizer:

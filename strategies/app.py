@@ -10,9 +10,11 @@ import numpy as np
 from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
-from fed.aggregation import fit_clean
-from fed.assets import build_bundle, default_cache_dir, load_assets, load_public, pack
-from fed.classifier import LinearModel
+from fed.aggregation import ReportAggregator, fit_clean
+from fed.assets import Assets, build_bundle, default_cache_dir, load_assets, load_public, pack
+from fed.classifier import within_class_covariance
+from fed.dataset import TextDataset
+from fed.encoders.cache import encode_cached
 from fed.config import RunConfig
 from fed.plots import plot_accuracy, plot_epsilon
 from fed.population import Population
@@ -49,22 +51,24 @@ def run(grid: Grid, config: RunConfig) -> Path:
 
     strategy = LdpStrategy(config, record, baselines={})
     strategy.setup(grid, pack(folder), expected_nodes=config.nodes, timeout=TIMEOUT_S)
-    strategy.baselines = _baselines(config, assets, public, strategy)
+    _baselines(config, assets, public, strategy)
 
     strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.rounds, timeout=TIMEOUT_S)
-    accuracy_remote = strategy.remote_inference(grid, TIMEOUT_S) if config.inference == "remote" else None
+    inference = strategy.remote_inference(grid, TIMEOUT_S) if config.inference == "remote" else None
     ledgers = strategy.collect_ledgers(grid, TIMEOUT_S)
 
     record.write_json("ledgers.json", {"delta": config.delta, "users": ledgers})
-    figures = LedgerFigures.from_ledgers(ledgers)
+    figures = LedgerFigures.from_ledgers(ledgers, strategy.train_counts)
     last = record.rounds[-1] if record.rounds else {}
     accuracies = {
         "accuracy_local": last.get("accuracy_local"),
-        "accuracy_remote": accuracy_remote,
+        "accuracy_remote": None if inference is None else inference["accuracy"],
         "accuracy_nonprivate": last.get("accuracy_nonprivate"),
         "accuracy_public_only": last.get("accuracy_public_only"),
     }
-    result = summary(config, strategy.plan, figures, accuracies, time.monotonic() - started)
+    result = summary(
+        config, strategy.plan, figures, accuracies, time.monotonic() - started, inference, strategy.train_counts
+    )
     result["errors"] = strategy.errors
     record.write_json("summary.json", result)
     (record.out / "privacy_report.md").write_text(privacy_report(config, strategy.plan, figures, result))
@@ -79,16 +83,23 @@ def run(grid: Grid, config: RunConfig) -> Path:
     return record.out
 
 
-def _baselines(config: RunConfig, assets, public, strategy: LdpStrategy) -> dict[str, LinearModel]:
-    """Public-only baseline, and the non-private upper bound (simulation only, from clean data)."""
+def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, strategy: LdpStrategy) -> None:
+    """Public-only baseline and shrinkage target from public data; the non-private upper bound.
+
+    The upper bound (simulation only) is the same discriminant trained on the clean,
+    unprojected encodings of every user's training records and scored on every user's
+    query records (the dev split), i.e. what the encoder gives without any privacy.
+    """
     cache = default_cache_dir(config)
     preprocess = strategy.plan.train.preprocess
-    models: dict[str, LinearModel] = {}
+    target = None
     if public is not None and public.num_labels == strategy.num_labels:
         x = preprocess(assets.features(public, cache))
-        models["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.shrinkage)
+        strategy.baselines["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.shrinkage)
+        target = within_class_covariance(x, public.labels, strategy.num_labels)
+    strategy.aggregator = ReportAggregator(strategy.dim, strategy.num_labels, config.shrinkage, target)
     if config.nonprivate_baseline:
-        train = Population.build(config).train
-        x = preprocess(assets.features(train, cache))
-        models["nonprivate"] = fit_clean(x, train.labels, strategy.num_labels, config.shrinkage)
-    return models
+        population = Population.build(config)
+        train, dev = (encode_cached(assets.encoder, d, cache) for d in (population.train, population.dev))
+        model = fit_clean(train, population.train.labels, strategy.num_labels, config.shrinkage)
+        strategy.nonprivate_accuracy = float((model.predict(dev) == population.dev.labels).mean())

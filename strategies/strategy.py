@@ -49,11 +49,14 @@ class LdpStrategy(Strategy):
         self.baselines = baselines
         self.rng = np.random.default_rng(config.seed)
         self.node_of: dict[int, int] = {}
+        self.train_counts: dict[int, int] = {}
+        self.query_counts: dict[int, int] = {}
         self.exhausted: set[int] = set()
         self.summaries: dict[int, dict[str, float]] = {}
         self.saved: list[dict[str, np.ndarray]] = []
         self.errors: list[str] = []
         self.aggregator: ReportAggregator | None = None
+        self.nonprivate_accuracy: float | None = None
         self.plan: PrivacyPlan | None = None
         self.dim = self.num_labels = 0
         self.round_started = time.monotonic()
@@ -77,12 +80,15 @@ class LdpStrategy(Strategy):
             info = reply.content["node"]
             for uid in info["users"]:
                 self.node_of[int(uid)] = reply.metadata.src_node_id
+            if "query-counts" in info:
+                self.train_counts.update(zip(map(int, info["users"]), map(int, info["train-counts"])))
+                self.query_counts.update(zip(map(int, info["users"]), map(int, info["query-counts"])))
             if info["users"]:
                 self.dim, self.num_labels = int(info["dim"]), int(info["num-labels"])
         missing = set(range(self.config.users)) - set(self.node_of)
         if missing:
             raise RuntimeError(f"{len(missing)} users are hosted by no node (e.g. {sorted(missing)[:5]})")
-        self.plan = make_plan(self.config, self.num_labels)
+        self.plan = make_plan(self.config, self.num_labels, max(max(self.query_counts.values(), default=1), 1))
         self.aggregator = ReportAggregator(self.dim, self.num_labels, self.config.shrinkage)
 
     # -- training ----------------------------------------------------------------------
@@ -95,8 +101,12 @@ class LdpStrategy(Strategy):
         size = len(available) if not self.config.users_per_round else min(self.config.users_per_round, len(available))
         sampled = np.sort(self.rng.choice(available, size=size, replace=False)) if size else available
         self.round_metrics = {"round": server_round, "users_sampled": int(size)}
-        randomizer = json.dumps(self.plan.train.params())
-        return self._per_node(sampled.tolist(), "train", {"randomizer": randomizer, "records": self.config.records_per_user_round})
+        request = {
+            "randomizer": json.dumps(self.plan.train.params()),
+            "records": self.config.records_per_user_round,
+            "sampling": self.plan.train_sampling.spec,
+        }
+        return self._per_node(sampled.tolist(), "train", request)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -147,7 +157,7 @@ class LdpStrategy(Strategy):
             {
                 "accuracy_local": acc.get("private"),
                 "accuracy_public_only": acc.get("public_only"),
-                "accuracy_nonprivate": acc.get("nonprivate"),
+                "accuracy_nonprivate": self.nonprivate_accuracy,
                 "epsilon_sentence_max": max(eps, default=0.0),
                 "epsilon_sentence_median": float(np.median(eps)) if eps else 0.0,
                 "seconds": time.monotonic() - self.round_started,
@@ -161,32 +171,67 @@ class LdpStrategy(Strategy):
         print(f"LdpStrategy: {self.config.users} users, {self.config.rounds} rounds, mechanism {self.config.mechanism}")
 
     # -- remote inference and ledgers ---------------------------------------------------
-    def remote_inference(self, grid: Grid, timeout: float) -> float | None:
-        """Users release privatized queries; the server answers them; users score the answers."""
-        randomizer = json.dumps(self.plan.query.params())
-        replies = grid.send_and_receive(
-            self._per_node(sorted(self.node_of), "query.release", {"randomizer": randomizer, "records": 0}),
-            timeout=timeout,
-        )
-        model = self.aggregator.model_for_reports(self.plan.query.params())
-        answers = []
-        for reply in self._ok(replies):
-            data = record_to_reply(reply.content)
-            self.summaries.update(data.ledgers)
-            if not len(data.reports):
-                continue
-            estimates = self._decode(data)
-            arrays = ArrayRecord(
-                {"users": Array(data.users), "query-ids": Array(data.query_ids), "scores": Array(model.scores(estimates))}
-            )
-            answers.append(
-                Message(RecordDict({"answers": arrays}), dst_node_id=reply.metadata.src_node_id, message_type="query.answer")
-            )
-        correct = total = 0
-        for reply in self._ok(grid.send_and_receive(answers, timeout=timeout)):
-            correct += int(reply.content["metrics"]["correct"])
-            total += int(reply.content["metrics"]["total"])
-        return correct / total if total else None
+    def remote_inference(self, grid: Grid, timeout: float) -> dict[str, Any]:
+        """Up-sampled remote inference (seed 000 Alg. 3), step by step until every user is done.
+
+        Each step: users release sampled items of their mixed (true + fictitious) query sets
+        under opaque slot numbers; the server scores every report and sends the scores back;
+        users say when each of their true queries has k answers, or refuse once their budget
+        is spent. At the end every node reports the outcome (a simulation metric).
+        """
+        request = {"randomizer": json.dumps(self.plan.query.params()), "records": 0, "sampling": self.plan.upsampling.spec}
+        model = self.aggregator.model_for_reports(self.plan.query.params(), answers=self.plan.upsampling.k)
+        active = sorted(u for u in self.node_of if self.query_counts.get(u, 1) > 0)
+        max_steps = 10 * self.plan.query_steps + 10
+        steps = 0
+        stopped: dict[int, str] = {}
+        reports_total = 0
+        while active and steps < max_steps:
+            steps += 1
+            replied: set[int] = set()
+            answers = []
+            for reply in self._ok(grid.send_and_receive(self._per_node(active, "query.release", request), timeout=timeout)):
+                replied.add(reply.metadata.src_node_id)
+                data = record_to_reply(reply.content)
+                self.summaries.update(data.ledgers)
+                stopped.update(data.refusals)
+                if not len(data.reports):
+                    continue
+                reports_total += len(data.reports)
+                arrays = ArrayRecord(
+                    {"users": Array(data.users), "slots": Array(data.slots), "scores": Array(model.scores(self._decode(data)))}
+                )
+                answers.append(
+                    Message(RecordDict({"answers": arrays}), dst_node_id=reply.metadata.src_node_id, message_type="query.answer")
+                )
+            finished: set[int] = set()
+            for reply in self._ok(grid.send_and_receive(answers, timeout=timeout)):
+                finished.update(int(u) for u in json.loads(str(reply.content["answered"]["finished"])))
+            active = [u for u in active if u not in stopped and u not in finished and self.node_of[u] in replied]
+        nodes = sorted(set(self.node_of.values()))
+        messages = [Message(RecordDict(), dst_node_id=n, message_type="query.score") for n in nodes]
+        totals: dict[str, int] = {}
+        for reply in self._ok(grid.send_and_receive(messages, timeout=timeout)):
+            for key, value in reply.content["metrics"].items():
+                totals[key] = max(totals.get(key, 0), int(value)) if key == "steps_max" else totals.get(key, 0) + int(value)
+        total = totals.get("total", 0)
+        budget_stops = sum(1 for reason in stopped.values() if "budget" in reason)
+        return {
+            "accuracy": totals.get("correct", 0) / total if total else None,
+            "accuracy_single_answer": totals.get("correct_single", 0) / total if total else None,
+            "queries": total,
+            "queries_answered": totals.get("answered", 0),
+            "queries_with_k_answers": totals.get("complete", 0),
+            "answers": totals.get("answers", 0),
+            "server_steps": steps,
+            "user_steps_max": totals.get("steps_max", 0),
+            "planned_steps": self.plan.query_steps,
+            "releases_true": totals.get("released_true", 0),
+            "releases_fictitious": totals.get("released_fictitious", 0),
+            "reports": reports_total,
+            "users_stopped_by_budget": budget_stops,
+            "users_unfinished_at_step_limit": len(active),
+        }
 
     def collect_ledgers(self, grid: Grid, timeout: float) -> dict[int, dict[str, Any]]:
         """Every user's full ledger (each event and its count per record)."""

@@ -83,7 +83,7 @@ def test_release_spends_budget_without_replacement_then_refuses() -> None:
 def test_query_records_have_their_own_budget_and_no_labels() -> None:
     user = _user()
     release = user.release("query", parse_release_request(_request(records=0), LIMITS))
-    assert release.labels is None and sorted(release.query_ids) == [0, 1]
+    assert release.labels is None and sorted(release.slots) == [0, 1]
     assert user.state.ledger.counts[:, :6].sum() == 0
 
 

@@ -4,6 +4,10 @@ Every release of a record is one run of its randomizer. A record's sentence-leve
 the composition of its own releases; the user's sentence-level cost is the maximum over
 its records; its user-level cost is the composition of all its releases. Counts are kept
 per distinct event and composed on demand.
+
+The ledger also logs the user's steps: for each kind of release (training or query), each
+sampling scheme and each randomizer event, how many steps the user served. The worst-case
+figures never read that log (sampling never lowers them); the amplified accountants do.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class Ledger:
         self.budget = budget
         self.events: list[PrivacyEvent] = []
         self.counts = np.zeros((0, self.num_records), dtype=np.int64)
+        self.steps: dict[tuple[str, str, PrivacyEvent], int] = {}
 
     # -- queries -----------------------------------------------------------------------
     def record_epsilons(self) -> np.ndarray:
@@ -114,6 +119,15 @@ class Ledger:
             row = self._row(event)
             np.add.at(self.counts[row], record_ids, 1)
 
+    def log_step(self, kind: str, sampling: str, event: PrivacyEvent) -> None:
+        """Record that the user served one step of ``kind`` sampled by ``sampling`` through ``event``."""
+        key = (kind, sampling, event)
+        self.steps[key] = self.steps.get(key, 0) + 1
+
+    def step_log(self, kind: str) -> list[tuple[str, PrivacyEvent, int]]:
+        """(sampling spec, event, number of steps) of every step of ``kind`` so far."""
+        return [(s, e, n) for (k, s, e), n in self.steps.items() if k == kind]
+
     # -- serialisation -----------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """Each distinct event and how many times each record used it, plus the budget."""
@@ -128,6 +142,9 @@ class Ledger:
                 {"event": e.to_json(), "counts_per_record": self.counts[i].tolist()}
                 for i, e in enumerate(self.events)
             ],
+            "steps": [
+                {"kind": k, "sampling": s, "event": e.to_json(), "steps": n} for (k, s, e), n in self.steps.items()
+            ],
         }
 
     @classmethod
@@ -138,6 +155,8 @@ class Ledger:
             ledger.events.append(event_from_json(entry["event"]))
         rows = [entry["counts_per_record"] for entry in data["events"]]
         ledger.counts = np.asarray(rows, dtype=np.int64).reshape(len(rows), ledger.num_records)
+        for entry in data.get("steps", []):
+            ledger.steps[(entry["kind"], entry["sampling"], event_from_json(entry["event"]))] = int(entry["steps"])
         return ledger
 
     # -- internals ---------------------------------------------------------------------

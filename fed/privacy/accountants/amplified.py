@@ -8,7 +8,10 @@ dp_accounting 0.6.0 supports in its RDP accountant only.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import dp_accounting
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from fed.privacy.accountants.base import (
     UNLINKABLE_FIXED_SIZE,
@@ -55,10 +58,32 @@ def pld_epsilon(schedule: Schedule, value_discretization_interval: float = PLD_D
     """Pessimistic PLD epsilon of the Poisson-sampled schedule (an upper bound at any interval).
 
     A coarser interval is faster and more pessimistic (1e-3 vs 1e-4: about 10 times faster and
-    within 0.05% at p = 0.01, T <= 10^4).
+    within 0.05% at p = 0.01, T <= 10^4). Memoised per (z, rate, T, delta, interval).
     """
-    accountant = pld_accountant(value_discretization_interval)
-    return float(accountant.compose(poisson_event(schedule)).get_epsilon(schedule.delta))
+    return _pld_epsilon(
+        schedule.noise_multiplier, schedule.rate, schedule.steps, schedule.delta, value_discretization_interval
+    )
+
+
+@lru_cache(maxsize=4096)
+def _pld_epsilon(noise_multiplier: float, rate: float, steps: int, delta: float, interval: float) -> float:
+    # What PLDAccountant.compose(poisson_event(...)).get_epsilon(delta) computes, step for step,
+    # with the one-step PLD memoised: a user's budget check at step T reuses it for every T.
+    composed = pld_lib.identity(value_discretization_interval=interval).compose(
+        _step_pld(noise_multiplier, rate, interval).self_compose(steps)
+    )
+    return float(composed.get_epsilon_for_delta(delta))
+
+
+@lru_cache(maxsize=256)
+def _step_pld(noise_multiplier: float, rate: float, interval: float) -> "pld_lib.PrivacyLossDistribution":
+    """The pessimistic PLD of one Poisson-sampled Gaussian step, as PLDAccountant builds it."""
+    return pld_lib.from_gaussian_mechanism(
+        standard_deviation=noise_multiplier,
+        value_discretization_interval=interval,
+        sampling_prob=rate,
+        neighboring_relation=Relation.ADD_OR_REMOVE_ONE,
+    )
 
 
 def rdp_epsilon(schedule: Schedule) -> float:
