@@ -23,8 +23,10 @@ from fed.plan import make_plan
 from fed.population import Population, hosted_users, user_records
 from fed.requests import RequestRefused
 from fed.user import UserRecords
+from fed.threads import limit_blas_threads
 
 app = ClientApp()
+limit_blas_threads()  # once per process (Ray actor or device)
 
 # Per process (one Ray actor, or one device): clean records of the hosted users, built once.
 _RECORDS: dict[tuple[RunConfig, int, int, str], tuple[dict[int, UserRecords], int]] = {}

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from simulations import commands
+from fed.threads import limit_blas_threads
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments and run the chosen subcommand; bad input exits 2 with a message."""
+    limit_blas_threads()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

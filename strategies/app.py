@@ -21,6 +21,7 @@ from fed.population import Population
 from fed.report import LedgerFigures, privacy_report, summary
 from fed.run_record import RunRecord
 from strategies.strategy import LdpStrategy
+from fed.threads import limit_blas_threads
 
 app = ServerApp()
 
@@ -41,6 +42,7 @@ def run_directory(config: RunConfig) -> Path:
 
 def run(grid: Grid, config: RunConfig) -> Path:
     """One whole run; returns the run directory."""
+    limit_blas_threads()
     started = time.monotonic()
     record = RunRecord(run_directory(config), config)
     print(f"ldpfed: run directory {record.out}", flush=True)

@@ -19,8 +19,11 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def _offline_and_isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """No Hub downloads; one encoding cache for the whole session, outside the user's home."""
+    """One BLAS thread, no Hub downloads, one encoding cache for the session outside the home."""
     import os
 
+    from fed.threads import limit_blas_threads
+
+    limit_blas_threads()
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("LDPFED_CACHE", str(tmp_path_factory.mktemp("ldpfed-cache")))
