@@ -24,9 +24,9 @@ class RunConfig:
     partition: str = "dirichlet:0.5"
     train_limit: int = 0
     encoder: str = "minilm"
-    dim: int = 0
+    dim: int = 16
     mechanism: str = "gaussian"
-    clip: float = 1.0
+    clip: float = 3.0
     epsilon: float = 8.0
     sigma: float = 0.0
     delta: float = 1e-5
@@ -64,6 +64,8 @@ class RunConfig:
                 raise ValueError(f"{_flag(name)} must be a positive finite number")
         if not self.delta < 1:
             raise ValueError("--delta must be below 1")
+        if self.dim and self.public == "none":
+            raise ValueError("--dim fits a projection on public data: give --public, or --dim 0")
         if self.nodes > self.users:
             raise ValueError(f"--nodes {self.nodes} exceeds --users {self.users}: every node hosts at least one user")
         if self.sigma == 0 and self.epsilon <= 0:
@@ -142,7 +144,7 @@ HELP: dict[str, str] = {
     "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>",
     "train_limit": "use a seeded sample of this many training records (0: all)",
     "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), or a model id/path",
-    "dim": "project representations to this many dimensions, fitted on public data (0: no projection)",
+    "dim": "project representations to this many dimensions, fitted on public data (0: no projection; needs --public)",
     "mechanism": "randomizer of representations",
     "clip": "clipping radius C (L2); sensitivity is 2C",
     "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it",

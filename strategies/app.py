@@ -26,6 +26,8 @@ from fed.threads import limit_blas_threads
 app = ServerApp()
 
 TIMEOUT_S = 3600.0
+PUBLIC_ROWS_PER_DIM = 10
+"""Public records needed per dimension before their covariance is a shrinkage target."""
 
 
 @app.main()
@@ -98,7 +100,8 @@ def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, st
     if public is not None and public.num_labels == strategy.num_labels:
         x = preprocess(assets.features(public, cache))
         strategy.baselines["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.shrinkage)
-        target = within_class_covariance(x, public.labels, strategy.num_labels)
+        if len(public) >= PUBLIC_ROWS_PER_DIM * strategy.dim:
+            target = within_class_covariance(x, public.labels, strategy.num_labels)
     strategy.aggregator = ReportAggregator(strategy.dim, strategy.num_labels, config.shrinkage, target)
     if config.nonprivate_baseline:
         population = Population.build(config)

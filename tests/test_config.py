@@ -29,6 +29,7 @@ def test_pyproject_app_config_lists_every_option_with_its_default() -> None:
         ({"nodes": 30, "users": 4}, "--nodes"),
         ({"inference": "psychic"}, "--inference"),
         ({"delta": 2.0}, "--delta"),
+        ({"public": "none"}, "--dim"),
         ({"users": "many"}, "users"),
         ({"colour": "red"}, "unknown run option"),
     ],

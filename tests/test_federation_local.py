@@ -40,7 +40,7 @@ def canary_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _config(data: Path, out: Path, **extra: object) -> dict:
     values = dict(
-        data=str(data), public="none", users=4, nodes=2, rounds=2, users_per_round=2,
+        data=str(data), public="none", dim=0, clip=1.0, users=4, nodes=2, rounds=2, users_per_round=2,
         epsilon=8.0, out=str(out), inference="remote", save_reports=True,
     )
     values.update(extra)
