@@ -16,6 +16,7 @@ import numpy as np
 from fed.classifier import LinearModel
 from fed.evaluation import local_correct
 from fed.plan import PrivacyPlan
+from fed.privacy.events import PrivacyEvent
 from fed.requests import RequestRefused, parse_release_request
 from fed.user import BudgetExhausted, Kind, QueriesDone, User, UserRecords, UserState
 
@@ -105,7 +106,7 @@ class NodeHost:
             randomizer=request.randomizer.params(),
             label_channel=self.plan.labels.params(),
             refusals=refusals,
-            ledgers={uid: self.users[uid].summary() for uid in request.users},
+            ledgers={uid: self.users[uid].summary(self._train_events()) for uid in request.users},
         )
 
     def evaluate(self, models: Mapping[str, LinearModel]) -> tuple[dict[str, int], int]:
@@ -155,6 +156,11 @@ class NodeHost:
                 totals[key] = totals.get(key, 0) + value
         totals["steps_max"] = steps_max
         return totals
+
+    def _train_events(self) -> list[PrivacyEvent]:
+        """What one planned training release costs a record (representation and label)."""
+        label = self.plan.labels.event
+        return [self.plan.train.event] + ([label] if label is not None else [])
 
     def states(self) -> dict[int, dict[str, Any]]:
         """JSON states of every hosted user, to be kept until the next message."""

@@ -327,14 +327,22 @@ class User:
             for kind in ("train", "query")
         )
 
-    def summary(self) -> dict[str, float]:
-        """The figures a user reports about its own ledger."""
+    def summary(self, train_events: list[PrivacyEvent] | None = None) -> dict[str, float]:
+        """The figures a user reports about its own ledger.
+
+        With ``train_events`` (what one training release costs), also how many training
+        records can still afford one: the server can infer it from the public dataset
+        size and the reports it received, and uses it to sample users with budget left.
+        """
         ledger = self.state.ledger
-        return {
+        figures = {
             "epsilon_sentence": ledger.sentence_epsilon(),
             "epsilon_user": ledger.user_epsilon(),
             "releases": float(ledger.releases()),
         }
+        if train_events is not None:
+            figures["train_records_left"] = float(len(ledger.remaining(train_events, np.arange(len(self.records.train)))))
+        return figures
 
     def _rng(self, stream: int = 0) -> np.random.Generator:
         if self.seed is None:

@@ -97,7 +97,8 @@ class LdpStrategy(Strategy):
     ) -> Iterable[Message]:
         """Sample users with budget left and ask their nodes for reports."""
         self.round_started = time.monotonic()
-        available = np.array(sorted(set(self.node_of) - self.exhausted), dtype=np.int64)
+        spent = {u for u, s in self.summaries.items() if s.get("train_records_left", 1.0) == 0}
+        available = np.array(sorted(set(self.node_of) - self.exhausted - spent), dtype=np.int64)
         size = len(available) if not self.config.users_per_round else min(self.config.users_per_round, len(available))
         sampled = np.sort(self.rng.choice(available, size=size, replace=False)) if size else available
         self.round_metrics = {"round": server_round, "users_sampled": int(size)}

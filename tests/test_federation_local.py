@@ -78,6 +78,9 @@ def test_whole_run_writes_the_run_directory(canary_data: Path, tmp_path: Path) -
     assert sorted(ledgers) == ["0", "1", "2", "3"]
     counts = [np.array(e["counts_per_record"]) for u in ledgers.values() for e in u["events"]]
     assert max(c.max() for c in counts) == 1  # every record released at most once (budget 8, planned once)
+    # 2 rounds x 2 users per round reach all 4 users: users without budget are not resampled,
+    # so every training record (120) and, with remote inference, every query (40) is released.
+    assert summary["releases"] == 160
     report = (out / "privacy_report.md").read_text()
     assert "replace one record" in report and "estimate" in report
 
