@@ -32,8 +32,8 @@ class RunConfig:
     delta: float = 1e-5
     user_epsilon: float = 0.0
     labels: str = "public"
-    rounds: int = 3
-    users_per_round: int = 0
+    rounds: int = 4
+    users_per_round: int = 5
     records_per_user_round: int = 0
     releases_per_record: int = 1
     releases_per_query: int = 1
