@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from scipy.stats import binom
+
 from fed.config import RunConfig
 from fed.privacy.accountants.calibration import calibrate_noise_multiplier
 from fed.privacy.accountants.enforced import pld_epsilon
@@ -33,7 +35,6 @@ from fed.randomizers import RANDOMIZERS, Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
 from fed.requests import ClientLimits
 from fed.sampling import TrainSampling, UpSampling
-from scipy.stats import binom
 
 
 @dataclass(frozen=True)

@@ -18,21 +18,10 @@ import numpy as np
 
 
 def single_threaded_blas() -> None:
-    """One BLAS thread: on a shared 2-core machine a threaded eigh is ~100x slower. Call before numpy work."""
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(name, "1")
-    try:
-        from threadpoolctl import threadpool_limits
+    """One BLAS thread in this process (see fed/threads.py); the apps do the same when they start."""
+    from fed.threads import limit_blas_threads
 
-        threadpool_limits(int(os.environ["OMP_NUM_THREADS"]))
-    except ImportError:
-        pass
-    try:
-        import torch
-
-        torch.set_num_threads(max(int(os.environ["OMP_NUM_THREADS"]), 1))
-    except ImportError:
-        pass
+    limit_blas_threads()
 
 
 def warm_train_sample_cache(values: Mapping[str, Any]) -> bool:

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         "--public", default=str(SHARED / "sentiment_labelled_sentences"),
         help="public labelled data: fits the --dim projection and the public-only baseline",
     )
-    parser.add_argument("--dim", type=int, default=32, help="PCA projection fitted on public data (0: 384 dims)")
+    parser.add_argument("--dim", type=int, default=None, help="PCA projection fitted on public data (default: the run default)")
     parser.add_argument("--users", type=int, default=40)
     parser.add_argument("--train-limit", type=int, default=0, help="seeded sample of the training split (0: all 67,349)")
     parser.add_argument("--partition", default="iid")
@@ -55,12 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--p-query", type=float, default=0.25)
     parser.add_argument("--answers", type=int, default=4, help="k answers per true query")
     parser.add_argument("--delta", type=float, default=1e-5)
-    parser.add_argument("--clip", type=float, default=1.0)
+    parser.add_argument("--clip", type=float, default=None, help="clipping radius C (default: the run default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache-dir", default="")
     parser.add_argument("--out", type=Path, default=Path("runs/reports"))
     args = parser.parse_args(argv)
     single_threaded_blas()
+    from fed.config import RunConfig
+
+    defaults = RunConfig()
+    args.dim = defaults.dim if args.dim is None else args.dim
+    args.clip = defaults.clip if args.clip is None else args.clip
     runs_dir = (args.out / "sst2_privacy_sweep").resolve()
     runs_dir.mkdir(parents=True, exist_ok=True)
     base = {

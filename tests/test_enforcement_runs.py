@@ -24,7 +24,7 @@ KINDS = {"enforced", "upper bound", "estimate", "lower bound"}
 
 def _run(tmp_path: Path, **extra: object) -> tuple[Path, dict]:
     values = dict(
-        data="generated:160", public="none", users=4, nodes=2, rounds=2, epsilon=4.0, out=str(tmp_path / "run"),
+        data="generated:160", public="none", dim=0, users=4, nodes=2, rounds=2, epsilon=4.0, out=str(tmp_path / "run"),
         inference="remote", sampling="poisson:0.5", upsampling_q=0.5, p_query=0.5, answers=2,
         nonprivate_baseline=False,
     )

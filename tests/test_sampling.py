@@ -4,15 +4,12 @@ amplified enforcement, run options and calibration per accountant."""
 from __future__ import annotations
 
 import json
-import tomllib
-from dataclasses import fields
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import binom, binomtest
 
-from fed.config import HELP, RunConfig
+from fed.config import RunConfig
 from fed.plan import make_plan
 from fed.privacy.accountants import amplified, clt, enforced, worst_case
 from fed.privacy.accountants.base import Schedule
@@ -199,9 +196,3 @@ def test_run_options_reject_unboundable_combinations() -> None:
         RunConfig(upsampling_q=0.0)
     assert TrainSampling.parse("poisson:0.25").spec == "poisson:0.25"
     assert UpSampling().spec == "all" and UpSampling.parse(UpSampling(0.2, 0.1, 3).spec) == UpSampling(0.2, 0.1, 3)
-
-
-def test_every_run_option_is_in_pyproject_with_its_default_and_help() -> None:
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
-    assert pyproject["tool"]["flwr"]["app"]["config"] == RunConfig().to_mapping()
-    assert set(HELP) == {f.name for f in fields(RunConfig)}

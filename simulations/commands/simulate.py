@@ -108,7 +108,8 @@ def _print_summary(out: Path, seconds: float) -> None:
     table.add_column("value", justify="right")
     for key in (
         "accuracy_local", "accuracy_remote", "accuracy_nonprivate", "accuracy_public_only",
-        "epsilon_sentence_max", "epsilon_sentence_median", "epsilon_user_max", "delta", "releases",
+        "enforce", "epsilon_enforced_max", "epsilon_sentence_max", "epsilon_sentence_median",
+        "epsilon_amplified_pld_max", "epsilon_user_max", "delta", "releases",
     ):
         value = summary.get(key)
         table.add_row(key, "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
