@@ -147,3 +147,14 @@ def test_exhausted_user_refuses_instead_of_crashing(canary_data: Path, tmp_path:
     from fed.privacy.ledger import Ledger
 
     assert Ledger.from_json(ledger).sentence_epsilon() <= 8.0
+
+
+def test_server_pretrained_bilstm_is_shipped_and_used(tmp_path: Path) -> None:
+    config = RunConfig(
+        data="generated:600", public="generated:600", encoder="bilstm", users=6, nodes=2, rounds=2,
+        users_per_round=3, out=str(tmp_path / "run"),
+    ).to_mapping()
+    run_local(server_app, client_app, 2, config)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["errors"] == [] and summary["releases"] == 600
+    assert summary["accuracy_nonprivate"] > 0.5  # four topics: the shipped encoder carries signal
