@@ -92,7 +92,7 @@ def evaluate(msg: Message, context: Context) -> Message:
     """Local inference: apply the downloaded classifiers to clean queries, at no privacy cost."""
     host = _host(context)
     try:
-        models = record_to_models(msg.content["models"], host.dim, host.plan.labels.num_values)
+        models = record_to_models(msg.content["models"], host.model_dim, host.plan.labels.num_values)
     except ValueError as reason:
         return Message(refusal(str(reason)), reply_to=msg)
     counts, total = host.evaluate(models)

@@ -115,6 +115,9 @@ class NoiseAwareLDA:
         weight = self.shrinkage if self.shrinkage >= 0 else self._auto_shrinkage(within, target)
         cov = (1 - weight) * within + weight * target
         cov += query_noise_std**2 * np.eye(self.dim)
+        # A relative ridge of 1e-9 keeps cov invertible when a coordinate never varies in the
+        # reports or the target (e.g. a bit encoding's constant high-order bits).
+        cov += 1e-9 * max(np.trace(cov) / self.dim, 1e-12) * np.eye(self.dim)
         weights = np.linalg.solve(cov, means.T)
         # mu_c' S^-1 mu_c from estimated means is biased up by tr(S^-1 Cov(mean_c)); under
         # heavy noise that bias, not the data, would pick the class, so it is removed.

@@ -7,6 +7,7 @@ The same names (with hyphens) appear in pyproject's [tool.flwr.app.config], in
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -26,6 +27,7 @@ class RunConfig:
     encoder: str = "minilm"
     dim: int = 16
     mechanism: str = "gaussian"
+    mechanism_options: str = ""
     clip: float = 3.0
     epsilon: float = 8.0
     sigma: float = 0.0
@@ -72,8 +74,15 @@ class RunConfig:
             raise ValueError("give --epsilon > 0 (sigma calibrated) or --sigma > 0")
         if self.epsilon < 0 or self.sigma < 0 or self.user_epsilon < 0:
             raise ValueError("--epsilon, --sigma and --user-epsilon must be non-negative")
-        if self.mechanism != "gaussian":
-            raise ValueError(f"--mechanism {self.mechanism!r} is not available; choose gaussian")
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"--mechanism {self.mechanism!r} is not available; choose one of {', '.join(MECHANISMS)}")
+        options = self.mechanism_option_values  # validates --mechanism-options
+        if self.sigma > 0 and self.mechanism not in SIGMA_MECHANISMS:
+            raise ValueError(f"--sigma applies to {', '.join(SIGMA_MECHANISMS)}; give --epsilon for {self.mechanism}")
+        if self.enforce == "amplified" and self.mechanism not in SIGMA_MECHANISMS:
+            raise ValueError(f"--enforce amplified is implemented for {', '.join(SIGMA_MECHANISMS)} only")
+        if "clip" in options:
+            raise ValueError("--mechanism-options: give the clip as --clip")
         if self.inference not in ("local", "remote"):
             raise ValueError(f"--inference must be local or remote, got {self.inference!r}")
         if self.shrinkage > 1:
@@ -95,6 +104,11 @@ class RunConfig:
                 raise ValueError("--enforce amplified covers the Gaussian reports only; use --labels public")
             if self.records_per_user_round:
                 raise ValueError("--enforce amplified: a cap on records per round breaks Poisson sampling; drop it")
+
+    @property
+    def mechanism_option_values(self) -> dict[str, Any]:
+        """The parsed --mechanism-options: ``key=value`` pairs separated by commas."""
+        return parse_mechanism_options(self.mechanism_options)
 
     @property
     def train_sampling(self) -> TrainSampling:
@@ -137,6 +151,15 @@ class RunConfig:
         return {k.replace("_", "-"): v for k, v in asdict(self).items()}
 
 
+MECHANISMS: tuple[str, ...] = (
+    "gaussian", "gaussian-classical", "gaussian-analytic", "laplace", "laplace-seed002", "dchi",
+    "sue", "oue", "ome", "dpie-gaussian", "dpie-laplace", "texthide",
+)
+"""Names in fed.randomizers.RANDOMIZERS (kept light here; a test checks they match)."""
+
+SIGMA_MECHANISMS: tuple[str, ...] = ("gaussian", "gaussian-classical", "gaussian-analytic")
+"""Mechanisms whose noise --sigma sets directly (and that --enforce amplified supports)."""
+
 HELP: dict[str, str] = {
     "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV), or a Hugging Face id",
     "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'",
@@ -145,7 +168,8 @@ HELP: dict[str, str] = {
     "train_limit": "use a seeded sample of this many training records (0: all)",
     "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), or a model id/path",
     "dim": "project representations to this many dimensions, fitted on public data (0: no projection; needs --public)",
-    "mechanism": "randomizer of representations",
+    "mechanism": "randomizer of representations: " + ", ".join(MECHANISMS) + " (docs/randomizers.md)",
+    "mechanism_options": "extra randomizer parameters as comma-separated key=value (e.g. 'lambda=100,integer_bits=2' for ome, 'eta=20' for dchi, 'k=4,masks=16' for texthide); values are int, float, true/false or text",
     "clip": "clipping radius C (L2); sensitivity is 2C",
     "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it",
     "sigma": "noise scale; overrides --epsilon, whose budget becomes what sigma implies",
@@ -171,6 +195,34 @@ HELP: dict[str, str] = {
     "cache_dir": "cache of clean encodings (default: $LDPFED_CACHE or ~/.cache/ldpfed)",
     "nonprivate_baseline": "train the non-private upper bound from clean data (simulation only)",
 }
+
+
+_OPTION_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def parse_mechanism_options(text: str) -> dict[str, Any]:
+    """``"lambda=100,integer_bits=2"`` -> ``{"lambda": 100, "integer_bits": 2}``; ValueError if malformed."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or not _OPTION_KEY.match(key) or not raw:
+            raise ValueError(f"--mechanism-options: expected key=value pairs separated by commas, got {item!r}")
+        if key in out:
+            raise ValueError(f"--mechanism-options: {key!r} given twice")
+        out[key] = _option_value(raw)
+    return out
+
+
+def _option_value(raw: str) -> Any:
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
 
 
 def _flag(name: str) -> str:

@@ -171,6 +171,11 @@ class NodeHost:
         return json.dumps({str(k): v for k, v in self.states().items()})
 
     @property
+    def model_dim(self) -> int:
+        """Dimension of the classifier's input: the query randomizer's preprocess of a record."""
+        return int(self.plan.query.preprocess(np.zeros((1, self.dim))).shape[1])
+
+    @property
     def dim(self) -> int:
         """Dimension of the clean records (after any shipped projection)."""
         user = next(iter(self.users.values()))

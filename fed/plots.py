@@ -46,10 +46,15 @@ def plot_epsilon(sentence: np.ndarray, user: np.ndarray, budget: float, path: Pa
     order = np.argsort(user)
     ax.plot(sentence[order], ".", label="sentence level (max over the user's records)")
     ax.plot(user[order], ".", label="user level (all the user's releases)")
-    ax.axhline(budget, color="grey", linestyle="--", label="sentence budget")
+    if np.isfinite(budget):
+        ax.axhline(budget, color="grey", linestyle="--", label="sentence budget")
     ax.set_xlabel("user (sorted by user-level epsilon)")
     ax.set_ylabel("worst-case epsilon")
-    ax.set_yscale("log")
+    values = np.concatenate([np.asarray(sentence, float), np.asarray(user, float)])
+    if ((values > 0) & np.isfinite(values)).any():
+        ax.set_yscale("log")
+    elif np.isinf(values).any():
+        ax.set_title("worst-case epsilon = inf (no differential-privacy guarantee)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -20,6 +20,7 @@ from fed.config import RunConfig
 from fed.plan import PrivacyPlan
 from fed.privacy.accountants import all_figures, clt, enforced
 from fed.privacy.accountants.base import SHORT_ASSUMPTION, AccountantFigure, Schedule
+from fed.privacy.events import GaussianEvent
 from fed.privacy.ledger import Ledger
 from fed.sampling import amplified_rate
 
@@ -88,7 +89,9 @@ def schedules(
     T is the largest number of steps any user served; the rate is the per-record release
     probability per step (fixed-size m of n: m / n for the user with the fewest records).
     """
-    result = {}
+    result: dict[str, Schedule] = {}
+    if not all(isinstance(r.event, GaussianEvent) for r in (plan.train, plan.query)):
+        return result  # the amplified accountants below are for Gaussian reports only
     train = config.train_sampling
     if figures.steps["train"]:
         size = None
@@ -266,8 +269,10 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
     ]
     for kind, c in plan.calibrations.items():
         target = "(sigma given)" if c.get("target_epsilon") is None else f"{c['target_epsilon']:g}"
+        if c.get("claimed_epsilon", False) is not False:
+            target = f"fixed parameters; claimed {_fmt(c['claimed_epsilon'])} per release"
         lines.append(
-            f"| {kind} | {c['accountant']} | {c['noise_multiplier']:.5g} | {c['sigma']:.5g} | {c['epsilon']:.5g} | "
+            f"| {kind} | {c['accountant']} | {_fmt(c['noise_multiplier'])} | {_fmt(c['sigma'])} | {c['epsilon']:.5g} | "
             f"{target} | {c['steps']} | {c['rate']:g} | {'' if c['releases'] is None else c['releases']} |"
         )
     for kind, rows in result["accountants"].items():

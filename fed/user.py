@@ -162,6 +162,9 @@ class User:
             raise BudgetExhausted(f"user {self.user_id}: no train record has budget left")
         rng = self._rng()
         chosen = sampling.select(candidates, request.records, rng)
+        needed = int(getattr(getattr(randomizer, "mixup", None), "k", 1))  # records mixed per report
+        if needed > 1 and len(chosen) < needed:
+            raise BudgetExhausted(f"user {self.user_id}: {randomizer.name} mixes {needed} records per report, {len(chosen)} chosen")
         if not ledger.user_can_afford(events, len(chosen)):
             raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
         labels = self.labels.release(self.records.train_labels[chosen], rng)

@@ -89,6 +89,10 @@ class LdpStrategy(Strategy):
         if missing:
             raise RuntimeError(f"{len(missing)} users are hosted by no node (e.g. {sorted(missing)[:5]})")
         self.plan = make_plan(self.config, self.num_labels, max(max(self.query_counts.values(), default=1), 1))
+        self.feature_dim = self.dim
+        # The classifier reads what the randomizer reports: preprocess(x) may change the dimension
+        # (bit encodings report dim * bits); local inference applies the same preprocess.
+        self.dim = int(self.plan.train.preprocess(np.zeros((1, self.feature_dim))).shape[1])
         self.aggregator = ReportAggregator(self.dim, self.num_labels, self.config.shrinkage)
 
     # -- training ----------------------------------------------------------------------

@@ -1,0 +1,145 @@
+"""SST-2 accuracy of every randomizer at worst-case sentence-level epsilon 3 and 8 (issue 3).
+
+Every row is a whole run of the real ServerApp and ClientApp on the in-process grid
+(simulations/local_run.py): SST-2 (/work/shared/data/sst2), 200 users, dirichlet:0.5, MiniLM
+projected to 16 dimensions on the public sentiment_labelled_sentences, local inference on the
+dev split. One round in which every user releases every training record once
+(--releases-per-record 1), so the worst-case sentence epsilon of a record is the cost of one
+release. (epsilon, delta)-DP mechanisms are calibrated to the target against the ledger's
+accountant; mechanisms without such a guarantee, or with a published fixed parameter, run at
+the published values (OME lambda 100 at published epsilon 1, TextHide m 16 k 4, d_chi eta as
+in seed 003), and every row shows the TRUE worst-case epsilon the run's ledgers charged.
+Rerun (about 10 minutes on 2 cores once the SST-2 encodings are cached):
+
+    python -m simulations.mechanism_table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from simulations.local_run import run_in_process, single_threaded_blas, warm_train_sample_cache
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+L2_CLIP = 2.4
+L1_CLIP = round(L2_CLIP * math.sqrt(2 * 16 / math.pi), 2)  # E||x||_1 ~ sqrt(2d/pi) ||x||_2 for spread-out rows
+
+# (label, mechanism, extra options, epsilons): None epsilons means "published parameters" rows.
+CALIBRATED = [
+    ("gaussian", "gaussian", {}),
+    ("gaussian-analytic", "gaussian-analytic", {}),
+    ("gaussian-classical", "gaussian-classical", {}),
+    ("laplace", "laplace", {"clip": L1_CLIP}),
+    ("dchi", "dchi", {}),
+    ("sue", "sue", {}),
+    ("oue", "oue", {}),
+    ("dpie-gaussian", "dpie-gaussian", {"mechanism_options": "k=4,masks=16,max_coefficient=1.0"}),
+    ("dpie-laplace", "dpie-laplace", {"clip": L1_CLIP, "mechanism_options": "k=4,masks=16,max_coefficient=1.0"}),
+]
+PUBLISHED = [
+    ("ome (published)", "ome", {"epsilon": 1.0, "mechanism_options": "lambda=100"}, "1 (published)"),
+    ("texthide (published)", "texthide", {"epsilon": 1.0, "mechanism_options": "k=4,masks=16"}, "none (not DP)"),
+    ("dchi eta=50 (seed 003)", "dchi", {"mechanism_options": "eta=50"}, "eta = 50 (d_chi)"),
+    ("dchi eta=100 (seed 003)", "dchi", {"mechanism_options": "eta=100"}, "eta = 100 (d_chi)"),
+]
+KNOWN_ISSUES = [
+    "",
+    "Known issues (open): SUE/OUE/OME rows predict one class (0.4908 is the dev share of one label); suspected cause: the",
+    "160-bit encodings have bits that never vary, and the LDA's tiny ridge (added so that it no longer",
+    "fails with a singular covariance) lets noisy mean estimates of those bits dominate; dpie-*/TextHide",
+    "rows are at or below chance: the run path pairs report j (a mix of k randomly permuted rows,",
+    "times a random sign mask) with record j's own label instead of mixed labels (release_with_labels is",
+    "unused by fed/user.py). The privacy figures of those rows are right; their accuracies are not yet meaningful.",
+]
+
+REFUSED = [("laplace-seed002", "invalid (seed 002 Thm 3 under-noises by sqrt(d)); refused unless allow_invalid")]
+
+
+def _params(values: dict[str, Any]) -> str:
+    from fed.config import RunConfig
+    from fed.plan import make_plan
+
+    p = make_plan(RunConfig.from_mapping(values), 2).train.params()
+    keep = {k: v for k, v in p.items() if k not in ("mechanism", "mean", "std") and not isinstance(v, list)}
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in keep.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(SHARED / "sst2"))
+    parser.add_argument("--public", default=str(SHARED / "sentiment_labelled_sentences"))
+    parser.add_argument("--users", type=int, default=200)
+    parser.add_argument("--train-limit", type=int, default=0, help="seeded sample of the training split (0: all 67,349)")
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[3.0, 8.0])
+    parser.add_argument("--delta", type=float, default=1e-5)
+    parser.add_argument("--out", default="runs/reports/mechanism_table")
+    parser.add_argument("--resume", action="store_true", help="reuse finished runs found in --out")
+    parser.add_argument("--report", default="runs/reports/mechanism_table.md")
+    args = parser.parse_args(argv)
+    single_threaded_blas()
+    base = dict(
+        data=args.data, public=args.public, users=args.users, partition="dirichlet:0.5", dim=16, clip=L2_CLIP,
+        delta=args.delta, rounds=1, users_per_round=0, releases_per_record=1, train_limit=args.train_limit,
+        inference="local", nonprivate_baseline=False,
+    )
+    jobs = [(label, {"mechanism": mech, "epsilon": eps, **extra}, f"{eps:g}") for label, mech, extra in CALIBRATED for eps in args.epsilons]
+    jobs += [(label, {"mechanism": mech, **extra}, claimed) for label, mech, extra, claimed in PUBLISHED]
+    rows, baselines, started = [], {}, time.time()
+    for i, (label, extra, claimed) in enumerate(jobs):
+        values = {**base, **extra, "out": f"{args.out}/{label.split()[0]}-{claimed.split()[0]}-{extra.get('mechanism_options', '')}"}
+        values["out"] = values["out"].rstrip("-").replace("=", "").replace(",", "_")
+        if i == 0:
+            values["nonprivate_baseline"] = True
+        try:
+            warm_train_sample_cache(values)
+            params = _params(values)
+            t = time.time()
+            previous = Path(values["out"]) / "summary.json"
+            summary = json.loads(previous.read_text()) if args.resume and previous.is_file() else None
+            if summary is None or summary["errors"] or summary["accuracy_local"] is None:
+                _, summary = run_in_process(values)
+            eps = float(summary["epsilon_sentence_max"])
+            acc = summary["accuracy_local"]
+            acc_text = f"{acc:.4f}" if acc is not None else f"n/a ({len(summary['errors'])} node errors)"
+            row = [label, params, claimed, f"{eps:.4g}", acc_text, f"{summary['seconds']:.0f}"]
+            if i == 0:
+                baselines = {k: summary.get(k) for k in ("accuracy_public_only", "accuracy_nonprivate")}
+        except (ValueError, RuntimeError) as reason:
+            row = [label, "", claimed, "refused", str(reason).split("\n")[0][:140], ""]
+        rows.append(row)
+        print(" | ".join(row), flush=True)
+    rows += [[label, "", "", "refused", why, ""] for label, why in REFUSED]
+    limit = f"{args.train_limit} sampled training records" if args.train_limit else "all 67,349 training records"
+    lines = [
+        "# Every randomizer on SST-2 (issue 3)",
+        "",
+        f"SST-2, {args.users} users, dirichlet:0.5, MiniLM projected to 16 dims (PCA on public data), {limit}, "
+        f"local inference on the dev split (872). One round; every training record released once. L2 clip {L2_CLIP}; "
+        f"L1 clip {L1_CLIP} (= {L2_CLIP} * sqrt(2*16/pi)) for Laplace mechanisms. delta = {args.delta:g}; labels public. "
+        "'true epsilon' is the worst-case sentence-level epsilon the run's ledgers charged (max over users), "
+        "from each randomizer's own event. Bit encodings (SUE/OUE/OME): published m=4, n=5 fixed point, z-score "
+        "with mean 0 / std 1 (160 bits). DP instance encoding: k=4, m=16 masks, max coefficient 1 (no assumption).",
+        "",
+        f"Baselines (once): public-only {baselines.get('accuracy_public_only', float('nan')):.4f}, "
+        f"non-private (clean unprojected MiniLM) {baselines.get('accuracy_nonprivate') or float('nan'):.4f}.",
+        "",
+        "| mechanism | parameters | claimed epsilon | true worst-case sentence epsilon | accuracy (local) | run seconds |",
+        "|---|---|---|---|---|---|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+        "",
+        f"Command: `python -m simulations.mechanism_table --train-limit {args.train_limit}` ({time.time() - started:.0f} s).",
+        *KNOWN_ISSUES,
+    ]
+    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.report).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
