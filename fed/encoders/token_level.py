@@ -38,7 +38,8 @@ from fed.encoders.base import check_pairs
 from fed.encoders.hf import HFEncoder
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_params, check_target, positive_int
+from fed.randomizers._common import calibrate_parameter, check_target, positive_int
+from fed.randomizers.base import check_params
 from fed.randomizers.metric import dchi_noise
 
 KINDS = ("token-gaussian", "token-dchi", "text2text")

@@ -13,15 +13,6 @@ from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
 
 
-def check_params(params: Mapping[str, Any], required: set[str], optional: set[str] = frozenset()) -> None:
-    """ValueError naming a missing required key or an unknown one (``mechanism`` is always allowed)."""
-    keys = set(params) - {"mechanism"}
-    if missing := required - keys:
-        raise ValueError(f"{params.get('mechanism')}: missing parameter(s) {sorted(missing)}")
-    if unknown := keys - required - set(optional):
-        raise ValueError(f"{params.get('mechanism')}: unknown parameter(s) {sorted(unknown)}")
-
-
 def positive_int(name: str, value: Any, minimum: int = 1) -> int:
     """``value`` as an int >= ``minimum``, or a ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)) or int(value) != value:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.privacy.events import PrivacyEvent
+from fed.privacy.events import PrivacyEvent, check_positive
 
 
 class Randomizer(ABC):
@@ -92,10 +92,16 @@ def check_finite_matrix(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def check_keys(params: Mapping[str, Any], required: set[str]) -> None:
-    """ValueError if ``params`` lacks a required key or has an unknown one."""
+def check_params(params: Mapping[str, Any], required: set[str], optional: set[str] = frozenset()) -> None:
+    """ValueError naming a missing required key or an unknown one (``mechanism`` is always allowed)."""
     keys = set(params) - {"mechanism"}
     if missing := required - keys:
         raise ValueError(f"{params.get('mechanism')}: missing parameter(s) {sorted(missing)}")
-    if unknown := keys - required:
+    if unknown := keys - required - set(optional):
         raise ValueError(f"{params.get('mechanism')}: unknown parameter(s) {sorted(unknown)}")
+
+
+def clip_option(mechanism: str, options: Mapping[str, Any]) -> float:
+    """The clipping radius, the only fixed option of a clip-and-noise randomizer's calibration."""
+    check_params({"mechanism": mechanism, **options}, {"clip"})
+    return check_positive("clip", options["clip"])

@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fed.privacy.events import BitFlipEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_params, check_target, positive_int
-from fed.randomizers.base import Randomizer, check_finite_matrix, register
+from fed.randomizers._common import calibrate_parameter, check_target, positive_int
+from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 
 PUBLISHED_INTEGER_BITS = 4
 PUBLISHED_FRACTION_BITS = 5

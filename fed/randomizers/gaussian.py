@@ -9,7 +9,7 @@ import numpy as np
 
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.events import GaussianEvent, PrivacyEvent, check_positive
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_keys, register
+from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, clip_option, register
 
 
 def clip_l2(x: np.ndarray, clip: float) -> np.ndarray:
@@ -30,7 +30,7 @@ class GaussianRandomizer(Randomizer):
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "GaussianRandomizer":
-        check_keys(params, {"clip", "sigma"})
+        check_params(params, {"clip", "sigma"})
         return cls(params["clip"], params["sigma"])
 
     @classmethod
@@ -42,8 +42,7 @@ class GaussianRandomizer(Randomizer):
         options: Mapping[str, Any],
         other_events: Mapping[PrivacyEvent, int] | None = None,
     ) -> "GaussianRandomizer":
-        check_keys({"mechanism": cls.name, **options}, {"clip"})
-        clip = check_positive("clip", options["clip"])
+        clip = clip_option(cls.name, options)
         return cls(clip, calibrate_gaussian_sigma(epsilon, delta, releases, 2 * clip, other_events))
 
     def params(self) -> dict[str, Any]:

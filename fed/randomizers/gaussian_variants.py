@@ -26,7 +26,7 @@ from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent, check_positive
 from fed.randomizers._common import check_releases, check_target
-from fed.randomizers.base import check_keys, register
+from fed.randomizers.base import clip_option, register
 from fed.randomizers.gaussian import GaussianRandomizer
 
 
@@ -107,8 +107,7 @@ class ClassicalGaussianRandomizer(GaussianRandomizer):
         options: Mapping[str, Any],
         other_events: Mapping[PrivacyEvent, int] | None = None,
     ) -> "ClassicalGaussianRandomizer":
-        check_keys({"mechanism": cls.name, **options}, {"clip"})
-        clip = check_positive("clip", options["clip"])
+        clip = clip_option(cls.name, options)
         releases = check_releases(releases)
         epsilon, delta = check_target(epsilon, delta)
         eps_left, delta_left = _split_for_other_events(epsilon, delta, other_events)
@@ -134,8 +133,7 @@ class AnalyticGaussianRandomizer(GaussianRandomizer):
         options: Mapping[str, Any],
         other_events: Mapping[PrivacyEvent, int] | None = None,
     ) -> "AnalyticGaussianRandomizer":
-        check_keys({"mechanism": cls.name, **options}, {"clip"})
-        clip = check_positive("clip", options["clip"])
+        clip = clip_option(cls.name, options)
         releases = check_releases(releases)
         epsilon, delta = check_target(epsilon, delta)
         if any(n > 0 for n in (other_events or {}).values()):

@@ -43,8 +43,8 @@ import numpy as np
 
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_params, check_target, positive_int
-from fed.randomizers.base import Randomizer, check_finite_matrix, register
+from fed.randomizers._common import calibrate_parameter, check_target, positive_int
+from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.gaussian import clip_l2
 from fed.randomizers.laplace import clip_l1
 

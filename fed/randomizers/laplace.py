@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fed.privacy.events import LaplaceEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_params, check_target, positive_int
-from fed.randomizers.base import Randomizer, check_finite_matrix, register
+from fed.randomizers._common import calibrate_parameter, check_target, positive_int
+from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, clip_option, register
 from fed.randomizers.gaussian import clip_l2
 
 
@@ -56,8 +56,7 @@ class LaplaceRandomizer(Randomizer):
         options: Mapping[str, Any],
         other_events: Mapping[PrivacyEvent, int] | None = None,
     ) -> "LaplaceRandomizer":
-        check_params({"mechanism": cls.name, **options}, {"clip"})
-        clip = check_positive("clip", options["clip"])
+        clip = clip_option(cls.name, options)
         epsilon, delta = check_target(epsilon, delta)
         # x = 1/scale; pure composition gives a starting point that already meets the target.
         inverse = calibrate_parameter(

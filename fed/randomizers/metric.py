@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from fed.privacy.events import MetricDPEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_params, check_target
-from fed.randomizers.base import Randomizer, check_finite_matrix, register
+from fed.randomizers._common import calibrate_parameter, check_target
+from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.gaussian import clip_l2
 
 
