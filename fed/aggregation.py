@@ -22,10 +22,20 @@ class ReportAggregator:
         Covariance shrinkage of the noise-aware discriminant.
     target:
         Covariance to shrink towards (the public data's within-class covariance), or None.
+    public_means, screening:
+        The public data's class means and how they screen coordinates (see NoiseAwareLDA).
     """
 
-    def __init__(self, dim: int, num_classes: int, shrinkage: float, target: np.ndarray | None = None) -> None:
-        self.lda = NoiseAwareLDA(dim, num_classes, shrinkage, target)
+    def __init__(
+        self,
+        dim: int,
+        num_classes: int,
+        shrinkage: float,
+        target: np.ndarray | None = None,
+        public_means: np.ndarray | None = None,
+        screening: str = "auto",
+    ) -> None:
+        self.lda = NoiseAwareLDA(dim, num_classes, shrinkage, target, public_means, screening)
         self.reports = 0
 
     def add(

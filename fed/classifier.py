@@ -31,6 +31,10 @@ class LinearModel:
         return self.scores(x).argmax(axis=1)
 
 
+SCREENING = ("auto", "on", "off")
+"""Public screening of coordinates: always, never, or when noise dominates (see NoiseAwareLDA)."""
+
+
 class NoiseAwareLDA:
     """Sufficient statistics of noisy reports and the discriminant they imply.
 
@@ -45,17 +49,37 @@ class NoiseAwareLDA:
     target:
         Covariance to shrink towards, e.g. the within-class covariance of the server's
         clean public data; None uses a scaled identity.
+    public_means:
+        Class means (num_classes, dim) of the server's clean public data, used to screen
+        coordinates; None disables screening.
+    screening:
+        ``on``: fit on the coordinates whose public class-mean gap exceeds the noise of the
+        private gap estimate (hard thresholding; at least the best coordinate is kept), zero
+        weight elsewhere. ``auto``: screen only when the private gaps are noise-dominated,
+        i.e. their summed noise variance exceeds the summed squared public gaps (e.g. bit
+        encodings, whose hundreds of coordinates each carry a tiny share of epsilon).
+        ``off``: every coordinate.
     """
 
     def __init__(
-        self, dim: int, num_classes: int, shrinkage: float = -1.0, target: np.ndarray | None = None
+        self,
+        dim: int,
+        num_classes: int,
+        shrinkage: float = -1.0,
+        target: np.ndarray | None = None,
+        public_means: np.ndarray | None = None,
+        screening: str = "auto",
     ) -> None:
         if shrinkage > 1:
             raise ValueError("shrinkage must be at most 1 (negative: automatic)")
-        self.dim, self.num_classes, self.shrinkage = dim, num_classes, shrinkage
+        if screening not in SCREENING:
+            raise ValueError(f"screening must be one of {SCREENING}, got {screening!r}")
+        self.dim, self.num_classes, self.shrinkage, self.screening = dim, num_classes, shrinkage, screening
         if target is not None and np.shape(target) != (dim, dim):
             raise ValueError(f"target covariance must have shape ({dim}, {dim})")
-        self.target = target
+        if public_means is not None and np.shape(public_means) != (num_classes, dim):
+            raise ValueError(f"public class means must have shape ({num_classes}, {dim})")
+        self.target, self.public_means = target, public_means
         self.class_sums = np.zeros((num_classes, dim))
         self.class_counts = np.zeros(num_classes)
         self.second_moment = np.zeros((dim, dim))
@@ -95,44 +119,94 @@ class NoiseAwareLDA:
         """The discriminant for clean inputs, from everything added so far."""
         return self.model_for(query_noise_std=0.0)
 
-    def _auto_shrinkage(self, within: np.ndarray, target: np.ndarray) -> float:
-        report_cov = within + (self.noise_variance / self.count) * np.eye(self.dim)
-        return _ledoit_wolf_weight(report_cov, within, target, self.count)
+    def coordinates(self) -> np.ndarray:
+        """Boolean mask of the coordinates the discriminant uses (see ``screening``)."""
+        keep = np.ones(self.dim, dtype=bool)
+        if self.public_means is None or self.screening == "off" or self.count == 0:
+            return keep
+        counts = np.maximum(self.class_counts, 1.0)
+        per_report = self.noise_variance / self.count
+        signal, noise = np.zeros(self.dim), np.zeros(self.dim)
+        for a in range(self.num_classes):  # the widest public gap of any class pair, and its noise
+            for b in range(a + 1, self.num_classes):
+                gap = (self.public_means[a] - self.public_means[b]) ** 2
+                wider = gap > signal
+                signal = np.where(wider, gap, signal)
+                noise = np.where(wider, per_report * (1 / counts[a] + 1 / counts[b]), noise)
+        if self.screening == "auto" and noise.sum() <= signal.sum():
+            return keep
+        keep = signal > noise
+        if not keep.any():
+            keep[np.argmax(signal - noise)] = True
+        return keep
 
     def model_for(self, query_noise_std: float) -> LinearModel:
         """The discriminant for inputs that carry N(0, query_noise_std^2 I) noise."""
         if self.count == 0:
             raise ValueError("no reports received yet")
-        counts = np.maximum(self.class_counts, 1e-9)
-        means = self.class_sums / counts[:, None]
-        priors = np.clip(counts / counts.sum(), 1e-6, None)
-        between = (means * counts[:, None]).T @ means
-        within = (self.second_moment - between) / self.count
-        within -= (self.noise_variance / self.count) * np.eye(self.dim)
-        within = _positive_part(within)
-        scale = max(np.trace(within) / self.dim, 1e-12)
-        target = scale * np.eye(self.dim) if self.target is None else self.target
-        weight = self.shrinkage if self.shrinkage >= 0 else self._auto_shrinkage(within, target)
-        cov = (1 - weight) * within + weight * target
-        cov += query_noise_std**2 * np.eye(self.dim)
-        # A relative ridge of 1e-9 keeps cov invertible when a coordinate never varies in the
-        # reports or the target (e.g. a bit encoding's constant high-order bits).
-        cov += 1e-9 * max(np.trace(cov) / self.dim, 1e-12) * np.eye(self.dim)
-        weights = np.linalg.solve(cov, means.T)
-        # mu_c' S^-1 mu_c from estimated means is biased up by tr(S^-1 Cov(mean_c)); under
-        # heavy noise that bias, not the data, would pick the class, so it is removed.
-        report_cov = within + (self.noise_variance / self.count) * np.eye(self.dim)
-        excess = np.trace(np.linalg.solve(cov, report_cov)) / np.maximum(counts, 1.0)
-        bias = -0.5 * (np.einsum("kd,dk->k", means, weights) - excess) + np.log(priors)
-        return LinearModel(weights=weights, bias=bias)
+        keep = self.coordinates()
+        target = None if self.target is None else self.target[np.ix_(keep, keep)]
+        weights, bias = _discriminant(
+            self.class_sums[:, keep],
+            self.class_counts,
+            self.second_moment[np.ix_(keep, keep)],
+            self.noise_variance / self.count,
+            self.count,
+            self.shrinkage,
+            target,
+            query_noise_std,
+        )
+        full = np.zeros((self.dim, self.num_classes))
+        full[keep] = weights
+        return LinearModel(weights=full, bias=bias)
+
+
+def _discriminant(
+    class_sums: np.ndarray,
+    class_counts: np.ndarray,
+    second_moment: np.ndarray,
+    noise_variance: float,
+    count: int,
+    shrinkage: float,
+    target: np.ndarray | None,
+    query_noise_std: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Weights (d, classes) and bias of the noise-aware discriminant from sufficient statistics."""
+    dim = second_moment.shape[0]
+    eye = np.eye(dim)
+    counts = np.maximum(class_counts, 1e-9)
+    means = class_sums / counts[:, None]
+    priors = np.clip(counts / counts.sum(), 1e-6, None)
+    between = (means * counts[:, None]).T @ means
+    within = _positive_part((second_moment - between) / count - noise_variance * eye)
+    scale = max(np.trace(within) / dim, 1e-12)
+    target = scale * eye if target is None else target
+    report_cov = within + noise_variance * eye
+    weight = shrinkage if shrinkage >= 0 else _ledoit_wolf_weight(report_cov, within, target, count)
+    cov = (1 - weight) * within + weight * target + query_noise_std**2 * eye
+    # A relative ridge of 1e-9 keeps cov invertible when a coordinate never varies in the
+    # reports or the target (e.g. a bit encoding's constant high-order bits).
+    cov += 1e-9 * max(np.trace(cov) / dim, 1e-12) * eye
+    weights = np.linalg.solve(cov, means.T)
+    # mu_c' S^-1 mu_c from estimated means is biased up by tr(S^-1 Cov(mean_c)); under
+    # heavy noise that bias, not the data, would pick the class, so it is removed.
+    excess = np.trace(np.linalg.solve(cov, report_cov)) / np.maximum(counts, 1.0)
+    bias = -0.5 * (np.einsum("kd,dk->k", means, weights) - excess) + np.log(priors)
+    return weights, bias
+
+
+def class_means(x: np.ndarray, y: np.ndarray, num_classes: int) -> np.ndarray:
+    """Class means (num_classes, d) of clean labelled data (zero for a class without rows)."""
+    x = np.asarray(x, dtype=np.float64)
+    one_hot = _soft_labels(y, len(x), num_classes)
+    return (one_hot.T @ x) / np.maximum(one_hot.sum(axis=0), 1.0)[:, None]
 
 
 def within_class_covariance(x: np.ndarray, y: np.ndarray, num_classes: int) -> np.ndarray:
     """Pooled within-class covariance of clean labelled data (e.g. the server's public data)."""
     x = np.asarray(x, dtype=np.float64)
     one_hot = _soft_labels(y, len(x), num_classes)
-    means = (one_hot.T @ x) / np.maximum(one_hot.sum(axis=0), 1.0)[:, None]
-    residuals = x - one_hot @ means
+    residuals = x - one_hot @ class_means(x, y, num_classes)
     return residuals.T @ residuals / max(len(x), 1)
 
 
@@ -150,6 +224,8 @@ def _ledoit_wolf_weight(report_cov: np.ndarray, within: np.ndarray, target: np.n
 def _soft_labels(labels: np.ndarray, n: int, num_classes: int) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.shape == (n, num_classes):
+        if not np.isfinite(labels).all():
+            raise ValueError("soft labels contain NaN or infinite values")
         return labels.astype(np.float64)
     if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(f"labels must be {n} class ids or an ({n}, {num_classes}) soft-label array")

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from fed.classifier import SCREENING
 from fed.sampling import TrainSampling, UpSampling
 
 
@@ -46,6 +47,7 @@ class RunConfig:
     answers: int = 1
     inference: str = "local"
     shrinkage: float = -1.0
+    screening: str = "auto"
     nodes: int = 1
     seed: int = 0
     out: str = ""
@@ -87,6 +89,8 @@ class RunConfig:
             raise ValueError(f"--inference must be local or remote, got {self.inference!r}")
         if self.shrinkage > 1:
             raise ValueError("--shrinkage must be at most 1 (negative: automatic)")
+        if self.screening not in SCREENING:
+            raise ValueError(f"--screening must be one of {', '.join(SCREENING)}, got {self.screening!r}")
         self.label_epsilon  # validates --labels
         sampling = self.train_sampling  # validates --sampling
         self.upsampling  # validates --upsampling-q, --p-query, --answers
@@ -188,6 +192,7 @@ HELP: dict[str, str] = {
     "answers": "remote inference: steps repeat until every true query has at least this many answers (k)",
     "inference": "local (users apply the downloaded classifier, free) or remote (privatized queries, costs budget)",
     "shrinkage": "covariance shrinkage of the noise-aware classifier in [0, 1]; negative: automatic (Ledoit-Wolf)",
+    "screening": "classifier coordinates: on = those whose public class gap exceeds the private estimate's noise; auto = on when noise dominates; off = all",
     "nodes": "Flower nodes hosting the users (user u lives on node u mod nodes)",
     "seed": "run seed: partitions, sampling and every user's noise",
     "out": "run directory (default: runs/<UTC time>)",

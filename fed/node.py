@@ -96,9 +96,7 @@ class NodeHost:
         sizes = [len(r.reports) for _, r in parts]
         return NodeReply(
             reports=reports,
-            labels=np.concatenate([r.labels for _, r in parts]).astype(np.int64)
-            if kind == "train" and parts
-            else np.zeros(0, np.int64),
+            labels=_stack_labels([r.labels for _, r in parts]) if kind == "train" and parts else np.zeros(0, np.int64),
             users=np.repeat([uid for uid, _ in parts], sizes).astype(np.int64),
             slots=np.concatenate([r.slots for _, r in parts]).astype(np.int64)
             if kind == "query" and parts
@@ -185,3 +183,9 @@ class NodeHost:
 def states_from_json(text: str) -> dict[int, dict[str, Any]]:
     """Inverse of :meth:`NodeHost.states_json`."""
     return {int(k): v for k, v in json.loads(text).items()}
+
+
+def _stack_labels(parts: list[np.ndarray]) -> np.ndarray:
+    """Users' released labels in one array: class ids (int64), or mixed soft labels (float64 rows)."""
+    labels = np.concatenate(parts)
+    return labels.astype(np.int64) if labels.ndim == 1 else labels.astype(np.float64)

@@ -168,7 +168,12 @@ class User:
         if not ledger.user_can_afford(events, len(chosen)):
             raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
         labels = self.labels.release(self.records.train_labels[chosen], rng)
-        reports = randomizer.release(self.records.train[chosen], rng)
+        if hasattr(randomizer, "release_with_labels"):
+            # Mixup mechanisms mix the released labels with the reports' own coefficients.
+            one_hot = np.eye(self.labels.num_values)[labels]
+            reports, labels = randomizer.release_with_labels(self.records.train[chosen], one_hot, rng)
+        else:
+            reports = randomizer.release(self.records.train[chosen], rng)
         ledger.charge(events, chosen)
         ledger.log_step("train", request.sampling, randomizer.event)
         self.state.calls += 1

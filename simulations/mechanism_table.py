@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -38,23 +39,31 @@ CALIBRATED = [
     ("dchi", "dchi", {}),
     ("sue", "sue", {}),
     ("oue", "oue", {}),
+    ("sue screening-off", "sue", {"screening": "off"}),
     ("dpie-gaussian", "dpie-gaussian", {"mechanism_options": "k=4,masks=16,max_coefficient=1.0"}),
     ("dpie-laplace", "dpie-laplace", {"clip": L1_CLIP, "mechanism_options": "k=4,masks=16,max_coefficient=1.0"}),
+    ("dpie-gaussian no-masks", "dpie-gaussian", {"mechanism_options": "k=4,masks=0,max_coefficient=1.0"}),
 ]
 PUBLISHED = [
     ("ome (published)", "ome", {"epsilon": 1.0, "mechanism_options": "lambda=100"}, "1 (published)"),
     ("texthide (published)", "texthide", {"epsilon": 1.0, "mechanism_options": "k=4,masks=16"}, "none (not DP)"),
+    ("texthide no-masks", "texthide", {"epsilon": 1.0, "mechanism_options": "k=4,masks=0"}, "none (not DP)"),
     ("dchi eta=50 (seed 003)", "dchi", {"mechanism_options": "eta=50"}, "eta = 50 (d_chi)"),
     ("dchi eta=100 (seed 003)", "dchi", {"mechanism_options": "eta=100"}, "eta = 100 (d_chi)"),
 ]
-KNOWN_ISSUES = [
+NOTES = [
     "",
-    "Known issues (open): SUE/OUE/OME rows predict one class (0.4908 is the dev share of one label); suspected cause: the",
-    "160-bit encodings have bits that never vary, and the LDA's tiny ridge (added so that it no longer",
-    "fails with a singular covariance) lets noisy mean estimates of those bits dominate; dpie-*/TextHide",
-    "rows are at or below chance: the run path pairs report j (a mix of k randomly permuted rows,",
-    "times a random sign mask) with record j's own label instead of mixed labels (release_with_labels is",
-    "unused by fed/user.py). The privacy figures of those rows are right; their accuracies are not yet meaningful.",
+    "Reading the table:",
+    "- Classifier: the server's noise-aware LDA with public screening on auto (--screening auto): when the",
+    "  noise of the private class-mean gaps outweighs the public class-mean gaps summed over coordinates, only",
+    "  coordinates whose public gap exceeds that noise are used ('coordinates' column). Only the bit encodings",
+    "  trigger it here: 160 bits share epsilon, so each carries epsilon/160 and the LDA on all 160 is at chance",
+    "  (the 'screening-off' row); screening keeps the one or two sign bits of the leading components.",
+    "- DP instance encoding and TextHide: reports are mixes of k = 4 records times a secret sign mask from a pool",
+    "  of m; labels travel mixed alike (soft labels). A linear model cannot undo unknown sign masks, so the masked",
+    "  rows sit at chance whatever the noise; the no-mask rows (masks = 0: same DP guarantee, the masks are",
+    "  isometries that the accounting never relies on) show what the mixing and the noise cost.",
+    "- Each row is one run (one noise draw); rerunning with another --seed moves accuracies by about +-0.02.",
 ]
 
 REFUSED = [("laplace-seed002", "invalid (seed 002 Thm 3 under-noises by sqrt(d)); refused unless allow_invalid")]
@@ -67,6 +76,13 @@ def _params(values: dict[str, Any]) -> str:
     p = make_plan(RunConfig.from_mapping(values), 2).train.params()
     keep = {k: v for k, v in p.items() if k not in ("mechanism", "mean", "std") and not isinstance(v, list)}
     return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in keep.items())
+
+
+def _coordinates(run: Path) -> str:
+    """Classifier coordinates used / decoded dimension, from the run's last round."""
+    rounds = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    used = next((r["classifier_coordinates"] for r in reversed(rounds) if "classifier_coordinates" in r), None)
+    return "" if used is None else str(used)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs += [(label, {"mechanism": mech, **extra}, claimed) for label, mech, extra, claimed in PUBLISHED]
     rows, baselines, started = [], {}, time.time()
     for i, (label, extra, claimed) in enumerate(jobs):
-        values = {**base, **extra, "out": f"{args.out}/{label.split()[0]}-{claimed.split()[0]}-{extra.get('mechanism_options', '')}"}
-        values["out"] = values["out"].rstrip("-").replace("=", "").replace(",", "_")
+        slug = re.sub(r"[^a-z0-9.]+", "-", f"{label} {claimed.split()[0]} {extra.get('mechanism_options', '')}".lower())
+        values = {**base, **extra, "out": f"{args.out}/{slug.strip('-')}"}
         if i == 0:
             values["nonprivate_baseline"] = True
         try:
@@ -106,14 +122,14 @@ def main(argv: list[str] | None = None) -> int:
             eps = float(summary["epsilon_sentence_max"])
             acc = summary["accuracy_local"]
             acc_text = f"{acc:.4f}" if acc is not None else f"n/a ({len(summary['errors'])} node errors)"
-            row = [label, params, claimed, f"{eps:.4g}", acc_text, f"{summary['seconds']:.0f}"]
+            row = [label, params, claimed, f"{eps:.4g}", acc_text, _coordinates(Path(values["out"])), f"{summary['seconds']:.0f}"]
             if i == 0:
                 baselines = {k: summary.get(k) for k in ("accuracy_public_only", "accuracy_nonprivate")}
         except (ValueError, RuntimeError) as reason:
-            row = [label, "", claimed, "refused", str(reason).split("\n")[0][:140], ""]
+            row = [label, "", claimed, "refused", str(reason).split("\n")[0][:140], "", ""]
         rows.append(row)
         print(" | ".join(row), flush=True)
-    rows += [[label, "", "", "refused", why, ""] for label, why in REFUSED]
+    rows += [[label, "", "", "refused", why, "", ""] for label, why in REFUSED]
     limit = f"{args.train_limit} sampled training records" if args.train_limit else "all 67,349 training records"
     lines = [
         "# Every randomizer on SST-2 (issue 3)",
@@ -128,12 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         f"Baselines (once): public-only {baselines.get('accuracy_public_only', float('nan')):.4f}, "
         f"non-private (clean unprojected MiniLM) {baselines.get('accuracy_nonprivate') or float('nan'):.4f}.",
         "",
-        "| mechanism | parameters | claimed epsilon | true worst-case sentence epsilon | accuracy (local) | run seconds |",
-        "|---|---|---|---|---|---|",
+        "| mechanism | parameters | claimed epsilon | true worst-case sentence epsilon | accuracy (local) | coordinates | run seconds |",
+        "|---|---|---|---|---|---|---|",
         *("| " + " | ".join(r) + " |" for r in rows),
         "",
         f"Command: `python -m simulations.mechanism_table --train-limit {args.train_limit}` ({time.time() - started:.0f} s).",
-        *KNOWN_ISSUES,
+        *NOTES,
     ]
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text("\n".join(lines) + "\n")

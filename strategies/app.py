@@ -12,7 +12,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fed.aggregation import ReportAggregator, fit_clean
 from fed.assets import Assets, build_bundle, default_cache_dir, load_assets, load_public, pack
-from fed.classifier import within_class_covariance
+from fed.classifier import class_means, within_class_covariance
 from fed.dataset import TextDataset
 from fed.encoders.cache import encode_cached
 from fed.config import RunConfig
@@ -96,13 +96,16 @@ def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, st
     """
     cache = default_cache_dir(config)
     preprocess = strategy.plan.train.preprocess
-    target = None
+    target = public_means = None
     if public is not None and public.num_labels == strategy.num_labels:
         x = preprocess(assets.features(public, cache))
         strategy.baselines["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.shrinkage)
+        public_means = class_means(x, public.labels, strategy.num_labels)
         if len(public) >= PUBLIC_ROWS_PER_DIM * strategy.dim:
             target = within_class_covariance(x, public.labels, strategy.num_labels)
-    strategy.aggregator = ReportAggregator(strategy.dim, strategy.num_labels, config.shrinkage, target)
+    strategy.aggregator = ReportAggregator(
+        strategy.dim, strategy.num_labels, config.shrinkage, target, public_means, config.screening
+    )
     if config.nonprivate_baseline:
         population = Population.build(config)
         train, dev = (encode_cached(assets.encoder, d, cache) for d in (population.train, population.dev))

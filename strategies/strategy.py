@@ -134,6 +134,7 @@ class LdpStrategy(Strategy):
         )
         if not self.aggregator.reports:
             return None, MetricRecord({"reports-total": 0})
+        self.round_metrics["classifier_coordinates"] = int(self.aggregator.lda.coordinates().sum())
         return models_to_record({"private": self.aggregator.model()}), MetricRecord(
             {"reports-total": self.aggregator.reports}
         )

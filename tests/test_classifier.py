@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fed.classifier import NoiseAwareLDA, within_class_covariance
+from fed.classifier import NoiseAwareLDA, class_means, within_class_covariance
 from fed.randomizers.labels import RandomizedResponse
 
 
@@ -83,3 +83,37 @@ def test_within_class_covariance_and_target_validation() -> None:
         NoiseAwareLDA(8, 2).update(x[:5], np.array([0, 1, 2, 0, 1]), 0.0)
     with pytest.raises(ValueError, match="NaN"):
         NoiseAwareLDA(8, 2).update(np.full((2, 8), np.nan), np.array([0, 1]), 0.0)
+
+
+def _bit_like(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Two informative 0/1 coordinates and 158 nearly constant ones, as in a fixed-point bit code."""
+    y = rng.integers(0, 2, n)
+    x = (rng.random((n, 160)) < 0.002).astype(float)
+    x[:, :2] = rng.random((n, 2)) < np.where(y == 1, 0.8, 0.2)[:, None]
+    return x, y
+
+
+def test_public_screening_rescues_noise_dominated_reports_and_leaves_the_rest_alone() -> None:
+    rng = np.random.default_rng(4)
+    x, y = _bit_like(40_000, rng)
+    public_x, public_y = _bit_like(2000, rng)
+    test_x, test_y = _bit_like(4000, rng)
+    means = class_means(public_x, public_y, 2)
+    target = within_class_covariance(public_x, public_y, 2)
+    sigma = 20.0  # per-coordinate noise of e.g. SUE at epsilon 8 over 160 bits
+    reports = x + rng.normal(0, sigma, x.shape)
+    acc, used = {}, {}
+    for mode in ("off", "auto", "on"):
+        lda = NoiseAwareLDA(160, 2, target=target, public_means=means, screening=mode)
+        lda.update(reports, y, sigma)
+        acc[mode], used[mode] = (lda.fit().predict(test_x) == test_y).mean(), int(lda.coordinates().sum())
+    assert used == {"off": 160, "auto": 2, "on": 2}
+    assert acc["auto"] > 0.75 and acc["auto"] > acc["off"] + 0.1
+    assert lda.fit().weights[2:].any() == False  # noqa: E712  screened coordinates get zero weight
+    quiet = NoiseAwareLDA(160, 2, target=target, public_means=means, screening="auto")
+    quiet.update(x + rng.normal(0, 0.01, x.shape), y, 0.01)  # noise far below the signal: no screening
+    assert quiet.coordinates().all()
+    with pytest.raises(ValueError, match="screening"):
+        NoiseAwareLDA(160, 2, screening="sometimes")
+    with pytest.raises(ValueError, match="public class means"):
+        NoiseAwareLDA(160, 2, public_means=np.zeros((2, 3)))

@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from clients.app import app as client_app
@@ -58,6 +59,8 @@ def test_every_mechanism_runs_and_its_ledger_charges_the_true_cost(case: str, tm
         out=str(tmp_path), nonprivate_baseline=False,
     )
     values.update(CASES[case])
+    mixup = case in ("dpie-gaussian", "dpie-laplace", "texthide")
+    values["save_reports"] = mixup
     config = RunConfig.from_mapping(values)
     run_local(server_app, client_app, 2, config.to_mapping())
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -79,3 +82,8 @@ def test_every_mechanism_runs_and_its_ledger_charges_the_true_cost(case: str, tm
         assert math.isfinite(summary["epsilon_sentence_max"])
     if case == "ome":
         assert summary["epsilon_sentence_max"] > 1000  # true cost, far above the published 1
+    if mixup:  # labels travel mixed with the reports' own coefficients: soft rows summing to one
+        labels = np.load(tmp_path / "reports.npz")["labels"]
+        assert labels.shape == (summary["releases"], 4)  # the generated corpus has 4 topics
+        np.testing.assert_allclose(labels.sum(axis=1), 1.0)
+        assert ((labels > 0) & (labels < 1)).any()

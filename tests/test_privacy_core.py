@@ -12,8 +12,8 @@ from scipy import stats
 from fed.privacy import gdp
 from fed.privacy.audit import epsilon_lower_bound
 from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, RandomizedResponseEvent, event_from_json
+from fed.privacy.composition import PLD_DISCRETIZATION, PLD_FINE_RELEASES, compose_epsilon
+from fed.privacy.events import GaussianEvent, LaplaceEvent, RandomizedResponseEvent, event_from_json
 from fed.privacy.ledger import Budget, Ledger
 from fed.randomizers.gaussian import GaussianRandomizer, clip_l2
 from fed.randomizers.labels import RandomizedResponse
@@ -163,3 +163,16 @@ def test_attack_on_randomized_response_stays_within_epsilon() -> None:
     alt = rr.release(np.ones(200_000, dtype=int), rng).astype(float)
     bound = epsilon_lower_bound(null, alt, DELTA)
     assert 0.8 < bound <= 1.0
+
+
+def test_pure_composition_past_dp_accounting_overflow_falls_back_to_basic_composition() -> None:
+    # Past a composed epsilon of ~709 dp_accounting's PLD can return inf (exp overflow); the
+    # figure must stay finite: basic composition, still an upper bound.
+    event = LaplaceEvent(sensitivity=15.32, scale=5.106632622959839)  # 3 per release
+    step = PLD_DISCRETIZATION * 297 / PLD_FINE_RELEASES
+    with np.errstate(over="ignore"):
+        assert math.isinf(event.to_pld(step).self_compose(297).get_epsilon_for_delta(1e-5))
+    assert compose_epsilon({event: 297}, 1e-5) == pytest.approx(297 * event.epsilon)
+    assert compose_epsilon({event: 200}, 1e-5) < 200 * event.epsilon  # the PLD is tighter here
+    for n in (296, 400, 1000):  # coarse grid beyond PLD_FINE_RELEASES: fast, finite, below basic
+        assert math.isfinite(compose_epsilon({event: n}, 1e-5)) and compose_epsilon({event: n}, 1e-5) <= n * event.epsilon

@@ -15,11 +15,16 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from fed.privacy import gdp
-from fed.privacy.events import GaussianEvent, PrivacyEvent
+from fed.privacy.events import GaussianEvent, PrivacyEvent, PureEvent
 
 Multiset = frozenset[tuple[PrivacyEvent, int]]
 
 PLD_DISCRETIZATION = 1e-4
+PLD_FINE_RELEASES = 64
+"""Up to this many composed events the PLD grid is PLD_DISCRETIZATION; beyond, it coarsens in
+proportion, so that a user-level figure over thousands of pure-DP releases stays a second's work.
+The discretization is pessimistic, so every figure remains an upper bound; its excess is at most
+about the number of events times the grid step (at 64 events: 0.0064)."""
 
 
 def compose_epsilon(counts: Mapping[PrivacyEvent, int], delta: float) -> float:
@@ -55,8 +60,12 @@ def _compose_cached(multiset: Multiset, delta: float) -> float:
     if basic:
         rest = frozenset((e, n) for e, n in multiset if e not in basic)
         return math.fsum(n * e.basic_epsilon for e, n in basic.items()) + _compose_cached(rest, delta)
+    step = PLD_DISCRETIZATION * max(1.0, sum(counts.values()) / PLD_FINE_RELEASES)
     total = None
     for event, n in sorted(multiset, key=lambda item: repr(item[0])):
-        part = event.to_pld(PLD_DISCRETIZATION).self_compose(n)
+        part = event.to_pld(step).self_compose(n)
         total = part if total is None else total.compose(part)
-    return float(total.get_epsilon_for_delta(delta))
+    # dp_accounting overflows (inf) once the composed epsilon passes ~709 (exp overflow); for
+    # pure events basic composition is then the valid, and there nearly tight, figure.
+    basic_bound = math.fsum(n * e.epsilon for e, n in multiset) if all(isinstance(e, PureEvent) for e in counts) else math.inf
+    return min(float(total.get_epsilon_for_delta(delta)), basic_bound)

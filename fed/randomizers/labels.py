@@ -30,6 +30,11 @@ class RandomizedResponse:
         return self._event
 
     @property
+    def num_values(self) -> int:
+        """Number of label values k."""
+        return self._event.num_values
+
+    @property
     def keep_probability(self) -> float:
         """Probability that the true value is reported."""
         e, k = math.exp(self._event.epsilon), self._event.num_values
