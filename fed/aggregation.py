@@ -47,7 +47,7 @@ class ReportAggregator:
     ) -> None:
         """Decode one batch of reports made by one randomizer and add it."""
         estimates, noise_variance = make_randomizer(randomizer_params).decode(reports)
-        self.lda.update(estimates, labels, float(np.sqrt(noise_variance)), label_transition)
+        self.lda.update(estimates, labels, np.sqrt(noise_variance), label_transition)
         self.reports += len(reports)
 
     def model(self) -> LinearModel:
@@ -62,7 +62,7 @@ class ReportAggregator:
         1/k of one report's: averaging the scores of a linear model is scoring the mean.
         """
         _, noise_variance = make_randomizer(randomizer_params).decode(np.zeros((0, self.lda.dim)))
-        return self.lda.model_for(float(np.sqrt(noise_variance / max(int(answers), 1))))
+        return self.lda.model_for(np.sqrt(np.asarray(noise_variance) / max(int(answers), 1)))
 
 
 def fit_clean(x: np.ndarray, y: np.ndarray, num_classes: int, shrinkage: float) -> LinearModel:

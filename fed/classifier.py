@@ -53,12 +53,14 @@ class NoiseAwareLDA:
         Class means (num_classes, dim) of the server's clean public data, used to screen
         coordinates; None disables screening.
     screening:
-        ``on``: fit on the coordinates whose public class-mean gap exceeds the noise of the
-        private gap estimate (hard thresholding; at least the best coordinate is kept), zero
-        weight elsewhere. ``auto``: screen only when the private gaps are noise-dominated,
-        i.e. their summed noise variance exceeds the summed squared public gaps (e.g. bit
-        encodings, whose hundreds of coordinates each carry a tiny share of epsilon).
-        ``off``: every coordinate.
+        ``on``: fit on the coordinates that maximise the expected Fisher ratio of a discriminant
+        built from noisy class means, D^2 / (D + N), with D = sum over class pairs of the public
+        gap's squared Mahalanobis norm and N = tr(S^-1 V) the spread the noise of the private
+        gap estimates V adds (S: the public within-class covariance, else the denoised one);
+        coordinates are ranked by their own ratio and the best leading set is kept, the rest
+        get zero weight. ``auto``: the same, but only when the noise term outweighs the signal
+        on all coordinates (N > D), e.g. bit encodings, whose hundreds of coordinates each
+        carry a tiny share of epsilon. ``off``: every coordinate.
     """
 
     def __init__(
@@ -83,17 +85,19 @@ class NoiseAwareLDA:
         self.class_sums = np.zeros((num_classes, dim))
         self.class_counts = np.zeros(num_classes)
         self.second_moment = np.zeros((dim, dim))
-        self.noise_variance = 0.0  # sum over reports of the per-coordinate noise variance
+        self.noise_variance = np.zeros(dim)  # per coordinate: sum over reports of its noise variance
         self.count = 0
 
     def update(
         self,
         reports: np.ndarray,
         labels: np.ndarray,
-        noise_std: float,
+        noise_std: float | np.ndarray,
         label_transition: np.ndarray | None = None,
     ) -> None:
         """Add a batch of reports that share one noise scale and one label channel.
+
+        ``noise_std`` is the noise's standard deviation: one number, or one per coordinate.
 
         ``labels`` are class ids, or soft labels of shape (n, num_classes) (e.g. mixup).
         ``label_transition[i, j]`` is P[reported label j | true label i]; None means the
@@ -112,7 +116,7 @@ class NoiseAwareLDA:
         self.class_sums += sums
         self.class_counts += counts
         self.second_moment += reports.T @ reports
-        self.noise_variance += reports.shape[0] * float(noise_std) ** 2
+        self.noise_variance += reports.shape[0] * _per_coordinate(noise_std, self.dim) ** 2
         self.count += reports.shape[0]
 
     def fit(self) -> LinearModel:
@@ -126,22 +130,33 @@ class NoiseAwareLDA:
             return keep
         counts = np.maximum(self.class_counts, 1.0)
         per_report = self.noise_variance / self.count
-        signal, noise = np.zeros(self.dim), np.zeros(self.dim)
-        for a in range(self.num_classes):  # the widest public gap of any class pair, and its noise
-            for b in range(a + 1, self.num_classes):
-                gap = (self.public_means[a] - self.public_means[b]) ** 2
-                wider = gap > signal
-                signal = np.where(wider, gap, signal)
-                noise = np.where(wider, per_report * (1 / counts[a] + 1 / counts[b]), noise)
-        if self.screening == "auto" and noise.sum() <= signal.sum():
+        pairs = [(a, b) for a in range(self.num_classes) for b in range(a + 1, self.num_classes)]
+        gaps = np.array([self.public_means[a] - self.public_means[b] for a, b in pairs])  # (pairs, d)
+        noise = np.array([per_report * (1 / counts[a] + 1 / counts[b]) for a, b in pairs])  # (pairs, d)
+        within = _denoised_within(self.class_sums, self.class_counts, self.second_moment, per_report, self.count)
+        cov = _shrunk(within, per_report, self.target, self.shrinkage, self.count)
+
+        def signal_and_noise(subset: np.ndarray) -> tuple[float, float]:
+            inverse = np.linalg.inv(cov[np.ix_(subset, subset)])
+            g, v = gaps[:, subset], noise[:, subset]
+            return float(np.einsum("pi,ij,pj->", g, inverse, g)), float(v.sum(axis=0) @ np.diag(inverse))
+
+        signal, spread = signal_and_noise(np.arange(self.dim))
+        if self.screening == "auto" and spread <= signal:
             return keep
-        keep = signal > noise
-        if not keep.any():
-            keep[np.argmax(signal - noise)] = True
+        own_signal = (gaps**2).sum(axis=0) / np.diag(cov)
+        own_spread = noise.sum(axis=0) / np.diag(cov)
+        order = np.argsort(-(own_signal**2 / (own_signal + own_spread + 1e-300)), kind="stable")
+        ratios = []
+        for m in range(1, self.dim + 1):
+            d, n = signal_and_noise(order[:m])
+            ratios.append(d * d / (d + n) if d + n > 0 else 0.0)
+        keep = np.zeros(self.dim, dtype=bool)
+        keep[order[: int(np.argmax(ratios)) + 1]] = True
         return keep
 
-    def model_for(self, query_noise_std: float) -> LinearModel:
-        """The discriminant for inputs that carry N(0, query_noise_std^2 I) noise."""
+    def model_for(self, query_noise_std: float | np.ndarray) -> LinearModel:
+        """The discriminant for inputs that carry independent noise of this std (per coordinate)."""
         if self.count == 0:
             raise ValueError("no reports received yet")
         keep = self.coordinates()
@@ -150,11 +165,11 @@ class NoiseAwareLDA:
             self.class_sums[:, keep],
             self.class_counts,
             self.second_moment[np.ix_(keep, keep)],
-            self.noise_variance / self.count,
+            self.noise_variance[keep] / self.count,
             self.count,
             self.shrinkage,
             target,
-            query_noise_std,
+            _per_coordinate(query_noise_std, self.dim)[keep],
         )
         full = np.zeros((self.dim, self.num_classes))
         full[keep] = weights
@@ -165,34 +180,54 @@ def _discriminant(
     class_sums: np.ndarray,
     class_counts: np.ndarray,
     second_moment: np.ndarray,
-    noise_variance: float,
+    noise_variance: np.ndarray,
     count: int,
     shrinkage: float,
     target: np.ndarray | None,
-    query_noise_std: float,
+    query_noise_std: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Weights (d, classes) and bias of the noise-aware discriminant from sufficient statistics."""
-    dim = second_moment.shape[0]
-    eye = np.eye(dim)
+    """Weights (d, classes) and bias of the noise-aware discriminant from sufficient statistics.
+
+    ``noise_variance`` and ``query_noise_std`` are per coordinate (the noise is independent
+    across coordinates).
+    """
     counts = np.maximum(class_counts, 1e-9)
     means = class_sums / counts[:, None]
     priors = np.clip(counts / counts.sum(), 1e-6, None)
-    between = (means * counts[:, None]).T @ means
-    within = _positive_part((second_moment - between) / count - noise_variance * eye)
-    scale = max(np.trace(within) / dim, 1e-12)
-    target = scale * eye if target is None else target
-    report_cov = within + noise_variance * eye
-    weight = shrinkage if shrinkage >= 0 else _ledoit_wolf_weight(report_cov, within, target, count)
-    cov = (1 - weight) * within + weight * target + query_noise_std**2 * eye
-    # A relative ridge of 1e-9 keeps cov invertible when a coordinate never varies in the
-    # reports or the target (e.g. a bit encoding's constant high-order bits).
-    cov += 1e-9 * max(np.trace(cov) / dim, 1e-12) * eye
+    within = _denoised_within(class_sums, class_counts, second_moment, noise_variance, count)
+    report_cov = within + np.diag(noise_variance)
+    cov = _shrunk(within, noise_variance, target, shrinkage, count) + np.diag(query_noise_std**2)
     weights = np.linalg.solve(cov, means.T)
     # mu_c' S^-1 mu_c from estimated means is biased up by tr(S^-1 Cov(mean_c)); under
     # heavy noise that bias, not the data, would pick the class, so it is removed.
     excess = np.trace(np.linalg.solve(cov, report_cov)) / np.maximum(counts, 1.0)
     bias = -0.5 * (np.einsum("kd,dk->k", means, weights) - excess) + np.log(priors)
     return weights, bias
+
+
+def _shrunk(
+    within: np.ndarray, noise_variance: np.ndarray, target: np.ndarray | None, shrinkage: float, count: int
+) -> np.ndarray:
+    """The denoised within-class covariance shrunk towards the target (a scaled identity if None)."""
+    dim = within.shape[0]
+    scale = max(np.trace(within) / dim, 1e-12)
+    target = scale * np.eye(dim) if target is None else target
+    report_cov = within + np.diag(noise_variance)
+    weight = shrinkage if shrinkage >= 0 else _ledoit_wolf_weight(report_cov, within, target, count)
+    cov = (1 - weight) * within + weight * target
+    # A relative ridge of 1e-9 keeps cov invertible when a coordinate never varies in the
+    # reports or the target (e.g. a bit encoding's constant high-order bits).
+    return cov + 1e-9 * max(np.trace(cov) / dim, 1e-12) * np.eye(dim)
+
+
+def _denoised_within(
+    class_sums: np.ndarray, class_counts: np.ndarray, second_moment: np.ndarray, noise_variance: np.ndarray, count: int
+) -> np.ndarray:
+    """Pooled within-class covariance of the clean inputs: the reports' minus the noise, made PSD."""
+    counts = np.maximum(class_counts, 1e-9)
+    means = class_sums / counts[:, None]
+    between = (means * counts[:, None]).T @ means
+    return _positive_part((second_moment - between) / count - np.diag(noise_variance))
 
 
 def class_means(x: np.ndarray, y: np.ndarray, num_classes: int) -> np.ndarray:
@@ -219,6 +254,14 @@ def _ledoit_wolf_weight(report_cov: np.ndarray, within: np.ndarray, target: np.n
     error = (np.trace(report_cov) ** 2 + np.sum(report_cov**2)) / count
     distance = np.sum((within - target) ** 2)
     return float(np.clip(error / distance, 0.0, 1.0)) if distance > 0 else 1.0
+
+
+def _per_coordinate(value: float | np.ndarray, dim: int) -> np.ndarray:
+    """A number or a per-coordinate array as a finite, non-negative array of length ``dim``."""
+    arr = np.broadcast_to(np.asarray(value, dtype=np.float64), (dim,)) if np.ndim(value) == 0 else np.asarray(value, dtype=np.float64)
+    if arr.shape != (dim,) or not np.isfinite(arr).all() or (arr < 0).any():
+        raise ValueError(f"noise std must be a non-negative number or {dim} non-negative numbers")
+    return arr
 
 
 def _soft_labels(labels: np.ndarray, n: int, num_classes: int) -> np.ndarray:

@@ -114,7 +114,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             warm_train_sample_cache(values)
             params = _params(values)
-            t = time.time()
             previous = Path(values["out"]) / "summary.json"
             summary = json.loads(previous.read_text()) if args.resume and previous.is_file() else None
             if summary is None or summary["errors"] or summary["accuracy_local"] is None:

@@ -61,8 +61,9 @@ class Randomizer(ABC):
         """Randomize each row of ``x`` with fresh noise from ``rng``."""
 
     @abstractmethod
-    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
-        """Server side: unbiased estimates of the (clipped) inputs, and the noise variance per coordinate."""
+    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float | np.ndarray]:
+        """Server side: unbiased estimates of the (clipped) inputs, and the noise variance per
+        coordinate (one number, or one per coordinate when it differs between coordinates)."""
 
 
 RANDOMIZERS: dict[str, type[Randomizer]] = {}

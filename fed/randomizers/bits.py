@@ -232,12 +232,14 @@ class BitEncodingRandomizer(Randomizer):
             out[start : start + step] = np.where(chunk > 0.5, u < self.p, u < self.q)
         return out
 
-    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
-        """Unbiased bit estimates (y - q) / (p - q), and the mean per-coordinate noise variance.
+    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Unbiased bit estimates (y - q) / (p - q), and each bit's noise variance.
 
         A reported bit's variance depends on the clean bit b: pi_b (1 - pi_b) / (p - q)^2 with
-        pi_1 = p, pi_0 = q. It is linear in b, so plugging in the unbiased estimate of b gives
-        an unbiased estimate of the noise variance, averaged over the reports and coordinates.
+        pi_1 = p, pi_0 = q. It is linear in b, so the mean estimate of each bit (kept in
+        [0, 1]) gives an unbiased estimate of that bit's noise variance over the reports;
+        without reports, the variance of a bit that is 1 half the time. Per bit, because
+        the probabilities may differ between bits (OME alternates them).
         """
         reports = np.asarray(reports, dtype=np.float64)
         if reports.ndim != 2 or reports.shape[1] != self.num_bits:
@@ -246,8 +248,8 @@ class BitEncodingRandomizer(Randomizer):
         estimate = (reports - self.q) / gap
         var0 = self.q * (1 - self.q) / gap**2
         var1 = self.p * (1 - self.p) / gap**2
-        noise_variance = float(np.mean(var0 + estimate.mean(axis=0) * (var1 - var0))) if len(reports) else float(np.mean(var0))
-        return estimate, noise_variance
+        share = np.clip(estimate.mean(axis=0), 0.0, 1.0) if len(reports) else np.full(self.num_bits, 0.5)
+        return estimate, var0 + share * (var1 - var0)
 
 
 @register
