@@ -192,7 +192,7 @@ HELP: dict[str, str] = {
     "answers": "remote inference: steps repeat until every true query has at least this many answers (k)",
     "inference": "local (users apply the downloaded classifier, free) or remote (privatized queries, costs budget)",
     "shrinkage": "covariance shrinkage of the noise-aware classifier in [0, 1]; negative: automatic (Ledoit-Wolf)",
-    "screening": "classifier coordinates: on = those whose public class gap exceeds the private estimate's noise; auto = on when noise dominates; off = all",
+    "screening": "classifier coordinates: on = those that maximise the expected Fisher ratio (public class means vs the noise); auto = on when noise dominates; off = all",
     "nodes": "Flower nodes hosting the users (user u lives on node u mod nodes)",
     "seed": "run seed: partitions, sampling and every user's noise",
     "out": "run directory (default: runs/<UTC time>)",
