@@ -18,10 +18,11 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from simulations.report_file import write_report
 
 # (mechanism, epsilon, options): the claim each row audits.
 ROWS: list[tuple[str, float, dict[str, Any]]] = [
@@ -90,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Command: `python -m simulations.audit_table` ({time.time() - started:.0f} s).",
     ]
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.report).write_text("\n".join(report) + "\n")
-    print("\n".join(report))
+    write_report(args.report, report)
     return 0
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from simulations.report_file import write_report
+
 from simulations.local_run import run_in_process, single_threaded_blas, warm_train_sample_cache
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -168,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         + ").",
         *NOTES,
     ]
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.report).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.report, lines)
     return 0
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simulations.report_file import write_report
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 # Seed 000 Table 4, SST-2 (their BiLSTM encoder, data and split): epsilon -> (token, latent).
 SEED_TABLE4 = {1.0: (68.23, 76.72), 2.3: (71.33, 78.44), 3.5: (73.32, 78.90), 12.0: (73.51, 80.70), 25.0: (74.20, 81.30)}
@@ -158,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Command: `python -m simulations.token_vs_latent --train-limit {n}` ({time.time() - started:.0f} s; "
         f"clean token-pipeline encoding {encode_seconds:.0f} s).",
     ]
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.report).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.report, lines)
     return 0
 
 
