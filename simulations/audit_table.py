@@ -8,7 +8,7 @@ SUE/OUE and seed 002's Theorem 3 Laplace take epsilon as their published paramet
 TextHide claims nothing. The audited bound of a correct randomizer must stay at or below
 its claim; those of OME (lambda 100) and of seed 002's Laplace exceed theirs.
 
-Rerun (about 5 minutes on 2 cores):
+Rerun (about 2 minutes on 2 cores):
 
     python -m simulations.audit_table
 """

@@ -18,7 +18,7 @@ worst-case sentence-level epsilon is the cost of one release (from the ledger):
 The token rows use a seeded sample of ``--train-limit`` SST-2 training records (each token-level
 release runs MiniLM on noised token vectors); the dev split (872) is the test set. Epsilons
 beyond the seed's table (100 to 10,000) show where the token path starts to learn.
-Rerun: ``python -m simulations.token_vs_latent`` (about 15 minutes on 2 cores).
+Rerun: ``python -m simulations.token_vs_latent`` (about 8 minutes on 2 cores).
 """
 
 from __future__ import annotations
