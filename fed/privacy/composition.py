@@ -14,6 +14,8 @@ import math
 from collections.abc import Mapping
 from functools import lru_cache
 
+import numpy as np
+
 from fed.privacy import gdp
 from fed.privacy.events import GaussianEvent, PrivacyEvent, PureEvent
 
@@ -68,4 +70,6 @@ def _compose_cached(multiset: Multiset, delta: float) -> float:
     # dp_accounting overflows (inf) once the composed epsilon passes ~709 (exp overflow); for
     # pure events basic composition is then the valid, and there nearly tight, figure.
     basic_bound = math.fsum(n * e.epsilon for e, n in multiset) if all(isinstance(e, PureEvent) for e in counts) else math.inf
-    return min(float(total.get_epsilon_for_delta(delta)), basic_bound)
+    with np.errstate(over="ignore"):  # the overflow is the inf handled here
+        epsilon = float(total.get_epsilon_for_delta(delta))
+    return min(epsilon, basic_bound)
