@@ -36,11 +36,11 @@ import numpy as np
 
 from fed.encoders.base import check_pairs
 from fed.encoders.hf import HFEncoder
-from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_target, positive_int
+from fed.randomizers._common import positive_int
 from fed.randomizers.base import check_params
 from fed.randomizers.metric import dchi_noise
+from fed.randomizers.target import CalibrationTarget
 
 KINDS = ("token-gaussian", "token-dchi", "text2text")
 
@@ -132,17 +132,14 @@ class TokenLevelRandomizer:
         ``options``: length, clip (text2text: optional), layer, post_clip, batch_size.
         """
         check_params({"mechanism": kind, **options}, {"length"}, {"clip", "layer", "post_clip", "batch_size"})
-        epsilon, delta = check_target(epsilon, delta)
+        target = CalibrationTarget(epsilon, delta, releases, other_events or {})
         fixed = dict(options)
         probe = cls(encoder, kind, noise=1.0, **fixed)
         if kind == "token-gaussian":
-            sigma = calibrate_gaussian_sigma(epsilon, delta, releases, probe.event.sensitivity, other_events)
-            return cls(encoder, kind, noise=sigma, **fixed)
+            return cls(encoder, kind, noise=target.gaussian_sigma(probe.event.sensitivity), **fixed)
         diameter, tokens = probe.diameter, probe.length
-        eta = calibrate_parameter(
-            lambda e: MetricDPEvent(e, diameter, tokens), epsilon, delta, releases, other_events,
-            epsilon / (diameter * tokens * releases),
-        )
+        start = target.epsilon / (diameter * tokens * target.releases)
+        eta = target.largest(lambda e: MetricDPEvent(e, diameter, tokens), start)
         return cls(encoder, kind, noise=eta, **fixed)
 
     def params(self) -> dict[str, Any]:

@@ -109,19 +109,26 @@ def _pair_case(randomizer: Any, x0: np.ndarray, x1: np.ndarray, llr: Callable[[n
     return scores
 
 
+def _antipodal_llr(randomizer: Any) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
+    """The log-likelihood ratio of a clip-ball randomizer whose worst pair is +-clip on one axis."""
+    if isinstance(randomizer, GaussianRandomizer):
+        return lambda y, x0, x1: gaussian_llr(y, x0, x1, randomizer.sigma)
+    if isinstance(randomizer, LaplaceRandomizer):
+        return lambda y, x0, x1: laplace_llr(y, x0, x1, randomizer.scale)
+    if isinstance(randomizer, DChiRandomizer):
+        return lambda y, x0, x1: dchi_llr(y, x0, x1, randomizer.eta)
+    return None
+
+
 def case_for(randomizer: Any, dim: int, claimed_epsilon: float) -> AuditCase:
     """The worst pair and likelihood-ratio score of a randomizer (or label channel)."""
     name = getattr(randomizer, "name", None) or randomizer.params()["mechanism"]
     e1 = np.zeros((1, dim))
     e1[0, 0] = 1.0
-    if isinstance(randomizer, GaussianRandomizer):
-        c, s = randomizer.clip, randomizer.sigma
-        x0, x1 = c * e1, -c * e1
-        scores = _pair_case(randomizer, x0, x1, lambda y: gaussian_llr(y, x0, x1, s), dim)
-    elif isinstance(randomizer, LaplaceRandomizer):
-        c, b = randomizer.clip, randomizer.scale
-        x0, x1 = c * e1, -c * e1
-        scores = _pair_case(randomizer, x0, x1, lambda y: laplace_llr(y, x0, x1, b), dim)
+    llr = _antipodal_llr(randomizer)
+    if llr is not None:  # the worst pair: opposite points of the clip ball along one axis
+        x0, x1 = randomizer.clip * e1, -randomizer.clip * e1
+        scores = _pair_case(randomizer, x0, x1, lambda y: llr(y, x0, x1), dim)
     elif isinstance(randomizer, Seed002LaplaceRandomizer):
         if dim != randomizer.dim:
             raise ValueError(f"laplace-seed002 was built for dim {randomizer.dim}, audit asks for {dim}")
@@ -129,10 +136,6 @@ def case_for(randomizer: Any, dim: int, claimed_epsilon: float) -> AuditCase:
         x0 = np.full((1, dim), c / math.sqrt(dim))
         x1 = -x0
         scores = _pair_case(randomizer, x0, x1, lambda y: laplace_llr(y, x0, x1, b), dim)
-    elif isinstance(randomizer, DChiRandomizer):
-        c, eta = randomizer.clip, randomizer.eta
-        x0, x1 = c * e1, -c * e1
-        scores = _pair_case(randomizer, x0, x1, lambda y: dchi_llr(y, x0, x1, eta), dim)
     elif isinstance(randomizer, BitEncodingRandomizer):
         x0 = randomizer.mean[None, :].copy()
         x1 = (randomizer.mean - randomizer.std * 2.0**randomizer.integer_bits)[None, :]

@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.privacy.events import PrivacyEvent, check_positive
+from fed.privacy.events import PrivacyEvent
+from fed.randomizers.target import CalibrationTarget
 
 
 class Randomizer(ABC):
@@ -28,8 +29,12 @@ class Randomizer(ABC):
     def from_params(cls, params: Mapping[str, Any]) -> "Randomizer":
         """Build from :meth:`params` output; ValueError naming any bad field."""
 
+    required_options: ClassVar[frozenset[str]] = frozenset()
+    """Options a calibration needs (fixed parameters such as the clip)."""
+    optional_options: ClassVar[frozenset[str]] = frozenset()
+    """Options a calibration accepts besides the required ones."""
+
     @classmethod
-    @abstractmethod
     def calibrated(
         cls,
         epsilon: float,
@@ -40,8 +45,16 @@ class Randomizer(ABC):
     ) -> "Randomizer":
         """The least noisy instance whose ``releases`` runs (plus ``other_events``) meet (epsilon, delta).
 
-        ``options`` holds the parameters that are fixed rather than solved for (e.g. the clip).
+        ``options`` holds the parameters that are fixed rather than solved for (e.g. the clip);
+        a missing or unknown one, or a bad target, is a ValueError naming it.
         """
+        check_params({"mechanism": cls.name, **options}, cls.required_options, cls.optional_options)
+        return cls._calibrate(CalibrationTarget(epsilon, delta, releases, other_events or {}), options)
+
+    @classmethod
+    @abstractmethod
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "Randomizer":
+        """The instance for a validated ``target`` and checked ``options``."""
 
     @abstractmethod
     def params(self) -> dict[str, Any]:
@@ -100,9 +113,3 @@ def check_params(params: Mapping[str, Any], required: set[str], optional: set[st
         raise ValueError(f"{params.get('mechanism')}: missing parameter(s) {sorted(missing)}")
     if unknown := keys - required - set(optional):
         raise ValueError(f"{params.get('mechanism')}: unknown parameter(s) {sorted(unknown)}")
-
-
-def clip_option(mechanism: str, options: Mapping[str, Any]) -> float:
-    """The clipping radius, the only fixed option of a clip-and-noise randomizer's calibration."""
-    check_params({"mechanism": mechanism, **options}, {"clip"})
-    return check_positive("clip", options["clip"])

@@ -30,9 +30,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.privacy.events import BitFlipEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_target, positive_int
+from fed.privacy.events import BitFlipEvent, check_positive
+from fed.randomizers._common import positive_int
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
+from fed.randomizers.target import CalibrationTarget
 
 PUBLISHED_INTEGER_BITS = 4
 PUBLISHED_FRACTION_BITS = 5
@@ -153,6 +154,8 @@ class BitEncodingRandomizer(Randomizer):
 
     # -- construction ---------------------------------------------------------------------
     _extra_params: ClassVar[tuple[str, ...]] = ()
+    required_options = frozenset({"dim"})
+    optional_options = frozenset({"mean", "std", "integer_bits", "fraction_bits"})
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "BitEncodingRandomizer":
@@ -163,32 +166,20 @@ class BitEncodingRandomizer(Randomizer):
         return cls(params["epsilon"], params["dim"], **kwargs, **extra)
 
     @classmethod
-    def calibrated(
-        cls,
-        epsilon: float,
-        delta: float,
-        releases: int,
-        options: Mapping[str, Any],
-        other_events: Mapping[PrivacyEvent, int] | None = None,
-    ) -> "BitEncodingRandomizer":
-        """The largest published epsilon whose TRUE cost over ``releases`` runs meets the target."""
-        check_params(
-            {"mechanism": cls.name, **options}, {"dim", *cls._extra_params}, {"mean", "std", "integer_bits", "fraction_bits"}
-        )
-        epsilon, delta = check_target(epsilon, delta)
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "BitEncodingRandomizer":
+        """The largest published epsilon whose TRUE cost over the planned releases meets the target."""
         fixed = {k.replace("lambda", "lam"): v for k, v in options.items() if k != "dim"}
 
         def build(published: float) -> "BitEncodingRandomizer":
             return cls(published, options["dim"], **fixed)
 
         floor = build(1e-9).true_epsilon
-        if floor * releases >= epsilon:
+        if floor * target.releases >= target.epsilon:
             raise ValueError(
                 f"{cls.name} costs a true epsilon of at least {floor:.4g} per release however small its "
-                f"published epsilon is, so {releases} release(s) cannot meet epsilon {epsilon}"
+                f"published epsilon is, so {target.releases} release(s) cannot meet epsilon {target.epsilon}"
             )
-        published = calibrate_parameter(lambda e: build(e).event, epsilon, delta, releases, other_events, epsilon / releases)
-        return build(published)
+        return build(target.largest(lambda e: build(e).event, target.epsilon / target.releases))
 
     def params(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -284,19 +275,12 @@ class OMERandomizer(BitEncodingRandomizer):
 
     name = "ome"
     _extra_params = ("lambda",)
+    required_options = frozenset({"dim", "lambda"})
 
-    def __init__(
-        self,
-        epsilon: float,
-        dim: int,
-        mean: float | Sequence[float] = 0.0,
-        std: float | Sequence[float] = 1.0,
-        integer_bits: int = PUBLISHED_INTEGER_BITS,
-        fraction_bits: int = PUBLISHED_FRACTION_BITS,
-        lam: float = PUBLISHED_OME_LAMBDA,
-    ) -> None:
+    def __init__(self, *args: Any, lam: float = PUBLISHED_OME_LAMBDA, **kwargs: Any) -> None:
+        """As :class:`BitEncodingRandomizer`, plus the randomization factor ``lam`` (lambda)."""
         self.lam = check_positive("lambda", lam)
-        super().__init__(epsilon, dim, mean, std, integer_bits, fraction_bits)
+        super().__init__(*args, **kwargs)
 
     def _probabilities(self) -> tuple[np.ndarray, np.ndarray]:
         lam, e = self.lam, self.per_bit_budget

@@ -22,12 +22,12 @@ from typing import Any
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent, check_positive
-from fed.randomizers._common import check_releases, check_target
-from fed.randomizers.base import clip_option, register
+from fed.randomizers._common import check_target
+from fed.randomizers.base import register
 from fed.randomizers.gaussian import GaussianRandomizer
+from fed.randomizers.target import CalibrationTarget
 
 
 def classical_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
@@ -99,19 +99,10 @@ class ClassicalGaussianRandomizer(GaussianRandomizer):
     name = "gaussian-classical"
 
     @classmethod
-    def calibrated(
-        cls,
-        epsilon: float,
-        delta: float,
-        releases: int,
-        options: Mapping[str, Any],
-        other_events: Mapping[PrivacyEvent, int] | None = None,
-    ) -> "ClassicalGaussianRandomizer":
-        clip = clip_option(cls.name, options)
-        releases = check_releases(releases)
-        epsilon, delta = check_target(epsilon, delta)
-        eps_left, delta_left = _split_for_other_events(epsilon, delta, other_events)
-        return cls(clip, classical_sigma(eps_left, delta_left, 2 * clip * math.sqrt(releases)))
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "ClassicalGaussianRandomizer":
+        clip = check_positive("clip", options["clip"])
+        eps_left, delta_left = _split_for_other_events(target.epsilon, target.delta, target.other_events)
+        return cls(clip, classical_sigma(eps_left, delta_left, 2 * clip * math.sqrt(target.releases)))
 
 
 @register
@@ -125,20 +116,11 @@ class AnalyticGaussianRandomizer(GaussianRandomizer):
     name = "gaussian-analytic"
 
     @classmethod
-    def calibrated(
-        cls,
-        epsilon: float,
-        delta: float,
-        releases: int,
-        options: Mapping[str, Any],
-        other_events: Mapping[PrivacyEvent, int] | None = None,
-    ) -> "AnalyticGaussianRandomizer":
-        clip = clip_option(cls.name, options)
-        releases = check_releases(releases)
-        epsilon, delta = check_target(epsilon, delta)
-        if any(n > 0 for n in (other_events or {}).values()):
-            return cls(clip, calibrate_gaussian_sigma(epsilon, delta, releases, 2 * clip, other_events))
-        return cls(clip, analytic_sigma(epsilon, delta, 2 * clip * math.sqrt(releases)))
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "AnalyticGaussianRandomizer":
+        clip = check_positive("clip", options["clip"])
+        if target.other_events:
+            return cls(clip, target.gaussian_sigma(2 * clip))
+        return cls(clip, analytic_sigma(target.epsilon, target.delta, 2 * clip * math.sqrt(target.releases)))
 
 
 __all__ = ["AnalyticGaussianRandomizer", "ClassicalGaussianRandomizer", "analytic_sigma", "classical_sigma"]

@@ -37,16 +37,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_target, positive_int
+from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent, PrivacyEvent
+from fed.randomizers._common import positive_int
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
-from fed.randomizers.gaussian import clip_l2
-from fed.randomizers.laplace import clip_l1
+from fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, LAPLACE_NOISE, ClipAndNoise
+from fed.randomizers.target import CalibrationTarget
 
 
 class Mixup:
@@ -93,48 +92,45 @@ class Mixup:
         return np.einsum("jt,jtc->jc", lam, labels[members])
 
 
-class _InstanceEncoding(Randomizer):
-    """Mixup + masks + noise; subclasses choose the clip norm and the noise."""
+class _InstanceEncoding(ClipAndNoise):
+    """Clip, mixup + masks, then noise; subclasses choose the noise kind and the event."""
 
-    name: ClassVar[str]
-    _noise_key: ClassVar[str]
+    required_options = frozenset({"k", "max_coefficient", "masks", "clip"})
 
     def __init__(self, k: int, max_coefficient: float, masks: int, clip: float, noise: float) -> None:
         self.mixup = Mixup(k, max_coefficient, masks)
-        self.clip = check_positive("clip", clip)
-        setattr(self, self._noise_key, check_positive(self._noise_key, noise))
+        super().__init__(clip, noise)
+
+    @property
+    def k(self) -> int:
+        """Records mixed per report."""
+        return self.mixup.k
+
+    @property
+    def max_coefficient(self) -> float:
+        """Largest mixing coefficient c_max."""
+        return self.mixup.max_coefficient
+
+    @property
+    def masks(self) -> int:
+        """Size of the sign-mask pool (0: no masks)."""
+        return self.mixup.masks
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "_InstanceEncoding":
-        check_params(params, {"k", "max_coefficient", "masks", "clip", cls._noise_key})
-        return cls(params["k"], params["max_coefficient"], params["masks"], params["clip"], params[cls._noise_key])
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "mechanism": self.name,
-            "k": self.mixup.k,
-            "max_coefficient": self.mixup.max_coefficient,
-            "masks": self.mixup.masks,
-            "clip": self.clip,
-            self._noise_key: getattr(self, self._noise_key),
-        }
-
-    def _clip(self, x: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def _noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        raise NotImplementedError
-
-    def preprocess(self, x: np.ndarray) -> np.ndarray:
-        """Clipping only: at local inference a clean query is clipped, not mixed."""
-        return self._clip(check_finite_matrix(x))
+    def _probe(cls, options: Mapping[str, Any]) -> "_InstanceEncoding":
+        """An instance with unit noise, for the sensitivity its options imply."""
+        return cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], 1.0)
 
     def release_groups(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Release each of several batches (groups, n, d) independently (used by the audit)."""
+        """Release each of several batches (groups, n, d) independently (used by the audit).
+
+        Clipping only happens here and in :meth:`preprocess`: at local inference a clean
+        query is clipped, not mixed.
+        """
         x = np.asarray(x, dtype=np.float64)
-        clipped = self._clip(x.reshape(-1, x.shape[-1])).reshape(x.shape)
+        clipped = self.noise_kind.clip_rows(x.reshape(-1, x.shape[-1]), self.clip).reshape(x.shape)
         reports, members, lam = self.mixup.mix(clipped, rng)
-        return reports + self._noise(reports.shape, rng), members, lam
+        return self.add_noise(reports, rng), members, lam
 
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         reports, _, _ = self.release_groups(check_finite_matrix(x)[None], rng)
@@ -149,11 +145,7 @@ class _InstanceEncoding(Randomizer):
         (public, or one-hot randomized-response outputs charged in the ledger): mixing them
         is then post-processing and costs nothing more.
         """
-        labels = np.asarray(released_labels, dtype=np.float64)
-        if labels.ndim != 2 or labels.shape[0] != len(x):
-            raise ValueError("released_labels must have shape (n, num_classes) matching the rows of x")
-        reports, members, lam = self.release_groups(check_finite_matrix(x)[None], rng)
-        return reports[0], Mixup.mix_labels(labels, members[0], lam[0])
+        return _mix_with_labels(self, x, released_labels, rng)
 
 
 @register
@@ -161,39 +153,20 @@ class DPInstanceEncodingGaussian(_InstanceEncoding):
     """Seed 002 Algorithm 1 with Gaussian noise, accounted honestly (see module docstring)."""
 
     name = "dpie-gaussian"
-    _noise_key = "sigma"
+    noise_kind = GAUSSIAN_NOISE
+    fields = ("k", "max_coefficient", "masks", "clip", "sigma")
 
     def __init__(self, k: int, max_coefficient: float, masks: int, clip: float, sigma: float) -> None:
         super().__init__(k, max_coefficient, masks, clip, sigma)
 
     @property
     def event(self) -> GaussianEvent:
-        m = self.mixup
-        return GaussianEvent(sensitivity=2 * self.clip * m.max_coefficient * math.sqrt(m.k), sigma=self.sigma)
+        return GaussianEvent(sensitivity=2 * self.clip * self.max_coefficient * math.sqrt(self.k), sigma=self.sigma)
 
     @classmethod
-    def calibrated(
-        cls,
-        epsilon: float,
-        delta: float,
-        releases: int,
-        options: Mapping[str, Any],
-        other_events: Mapping[PrivacyEvent, int] | None = None,
-    ) -> "DPInstanceEncodingGaussian":
-        check_params({"mechanism": cls.name, **options}, {"k", "max_coefficient", "masks", "clip"})
-        probe = cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], 1.0)
-        sigma = calibrate_gaussian_sigma(epsilon, delta, releases, probe.event.sensitivity, other_events)
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "DPInstanceEncodingGaussian":
+        sigma = target.gaussian_sigma(cls._probe(options).event.sensitivity)
         return cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], sigma)
-
-    def _clip(self, x: np.ndarray) -> np.ndarray:
-        return clip_l2(x, self.clip)
-
-    def _noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        return rng.normal(0.0, self.sigma, size=shape)
-
-    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
-        """Mixed, masked reports as they are (they estimate the mixtures), noise variance sigma^2."""
-        return np.asarray(reports, dtype=np.float64), self.sigma**2
 
 
 @register
@@ -201,42 +174,32 @@ class DPInstanceEncodingLaplace(_InstanceEncoding):
     """Seed 002 Algorithm 1 with Laplace noise, made L1-correct: L1 clip, L1 sensitivity."""
 
     name = "dpie-laplace"
-    _noise_key = "scale"
+    noise_kind = LAPLACE_NOISE
+    fields = ("k", "max_coefficient", "masks", "clip", "scale")
 
     def __init__(self, k: int, max_coefficient: float, masks: int, clip: float, scale: float) -> None:
         super().__init__(k, max_coefficient, masks, clip, scale)
 
     @property
     def event(self) -> LaplaceEvent:
-        m = self.mixup
-        return LaplaceEvent(sensitivity=2 * self.clip * m.max_coefficient * m.k, scale=self.scale)
+        return LaplaceEvent(sensitivity=2 * self.clip * self.max_coefficient * self.k, scale=self.scale)
 
     @classmethod
-    def calibrated(
-        cls,
-        epsilon: float,
-        delta: float,
-        releases: int,
-        options: Mapping[str, Any],
-        other_events: Mapping[PrivacyEvent, int] | None = None,
-    ) -> "DPInstanceEncodingLaplace":
-        check_params({"mechanism": cls.name, **options}, {"k", "max_coefficient", "masks", "clip"})
-        epsilon, delta = check_target(epsilon, delta)
-        probe = cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], 1.0)
-        sens = probe.event.sensitivity
-        inverse = calibrate_parameter(
-            lambda x: LaplaceEvent(sens, 1 / x), epsilon, delta, releases, other_events, epsilon / (sens * releases)
-        )
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "DPInstanceEncodingLaplace":
+        sens = cls._probe(options).event.sensitivity
+        inverse = target.largest(lambda x: LaplaceEvent(sens, 1 / x), target.epsilon / (sens * target.releases))
         return cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], 1 / inverse)
 
-    def _clip(self, x: np.ndarray) -> np.ndarray:
-        return clip_l1(x, self.clip)
 
-    def _noise(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-        return rng.laplace(0.0, self.scale, size=shape)
-
-    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
-        return np.asarray(reports, dtype=np.float64), 2 * self.scale**2
+def _mix_with_labels(
+    randomizer: "_InstanceEncoding | TextHideRandomizer", x: np.ndarray, released_labels: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """One release batch and its soft labels, mixed with the same coefficients."""
+    labels = np.asarray(released_labels, dtype=np.float64)
+    if labels.ndim != 2 or labels.shape[0] != len(x):
+        raise ValueError("released_labels must have shape (n, num_classes) matching the rows of x")
+    reports, members, lam = randomizer.release_groups(check_finite_matrix(x)[None], rng)
+    return reports[0], Mixup.mix_labels(labels, members[0], lam[0])
 
 
 @register
@@ -247,6 +210,7 @@ class TextHideRandomizer(Randomizer):
     """
 
     name = "texthide"
+    required_options = frozenset({"k", "masks"})
 
     def __init__(self, k: int, masks: int) -> None:
         self.mixup = Mixup(k, 1.0, positive_int("masks", masks))
@@ -266,10 +230,15 @@ class TextHideRandomizer(Randomizer):
         other_events: Mapping[PrivacyEvent, int] | None = None,
     ) -> "TextHideRandomizer":
         """Only an infinite target is met: TextHide has no DP guarantee."""
-        check_params({"mechanism": cls.name, **options}, {"k", "masks"})
         if not math.isinf(float(epsilon)):
-            raise ValueError(f"texthide has no differential-privacy guarantee; it cannot meet epsilon {epsilon}")
+            return super().calibrated(epsilon, delta, releases, options, other_events)  # refused by _calibrate
+        check_params({"mechanism": cls.name, **options}, cls.required_options)
         return cls(options["k"], options["masks"])
+
+    @classmethod
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "TextHideRandomizer":
+        """Never met: every finite target is refused."""
+        raise ValueError(f"texthide has no differential-privacy guarantee; it cannot meet epsilon {target.epsilon}")
 
     def params(self) -> dict[str, Any]:
         return {"mechanism": self.name, "k": self.mixup.k, "masks": self.mixup.masks}
@@ -291,11 +260,7 @@ class TextHideRandomizer(Randomizer):
         self, x: np.ndarray, released_labels: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
         """Reports and soft labels mixed alike (TextHide's label mixing)."""
-        labels = np.asarray(released_labels, dtype=np.float64)
-        if labels.ndim != 2 or labels.shape[0] != len(x):
-            raise ValueError("released_labels must have shape (n, num_classes) matching the rows of x")
-        reports, members, lam = self.release_groups(check_finite_matrix(x)[None], rng)
-        return reports[0], Mixup.mix_labels(labels, members[0], lam[0])
+        return _mix_with_labels(self, x, released_labels, rng)
 
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
         return np.asarray(reports, dtype=np.float64), 0.0

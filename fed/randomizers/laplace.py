@@ -20,66 +20,36 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.privacy.events import LaplaceEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_target, positive_int
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, clip_option, register
-from fed.randomizers.gaussian import clip_l2
+from fed.privacy.events import LaplaceEvent, check_positive
+from fed.randomizers._common import positive_int
+from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
+from fed.randomizers.clip_and_noise import LAPLACE_NOISE, ClipAndNoise, clip_l1, clip_l2
+from fed.randomizers.target import CalibrationTarget
 
-
-def clip_l1(x: np.ndarray, clip: float) -> np.ndarray:
-    """Scale each row to L1 norm at most ``clip``."""
-    norms = np.abs(x).sum(axis=1, keepdims=True)
-    return x * np.minimum(1.0, clip / np.maximum(norms, 1e-300))
+__all__ = ["LaplaceRandomizer", "Seed002LaplaceRandomizer", "clip_l1"]
 
 
 @register
-class LaplaceRandomizer(Randomizer):
+class LaplaceRandomizer(ClipAndNoise):
     """Clip rows to L1 radius ``clip`` and add i.i.d. Laplace(``scale``); L1 sensitivity 2 * clip."""
 
     name = "laplace"
+    noise_kind = LAPLACE_NOISE
+    fields = ("clip", "scale")
 
     def __init__(self, clip: float, scale: float) -> None:
-        self.clip = check_positive("clip", clip)
-        self.scale = check_positive("scale", scale)
+        super().__init__(clip, scale)
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "LaplaceRandomizer":
-        check_params(params, {"clip", "scale"})
-        return cls(params["clip"], params["scale"])
-
-    @classmethod
-    def calibrated(
-        cls,
-        epsilon: float,
-        delta: float,
-        releases: int,
-        options: Mapping[str, Any],
-        other_events: Mapping[PrivacyEvent, int] | None = None,
-    ) -> "LaplaceRandomizer":
-        clip = clip_option(cls.name, options)
-        epsilon, delta = check_target(epsilon, delta)
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "LaplaceRandomizer":
+        clip = check_positive("clip", options["clip"])
         # x = 1/scale; pure composition gives a starting point that already meets the target.
-        inverse = calibrate_parameter(
-            lambda x: LaplaceEvent(2 * clip, 1 / x), epsilon, delta, releases, other_events, epsilon / (2 * clip * releases)
-        )
+        inverse = target.largest(lambda x: LaplaceEvent(2 * clip, 1 / x), target.epsilon / (2 * clip * target.releases))
         return cls(clip, 1 / inverse)
-
-    def params(self) -> dict[str, Any]:
-        return {"mechanism": self.name, "clip": self.clip, "scale": self.scale}
 
     @property
     def event(self) -> LaplaceEvent:
         return LaplaceEvent(sensitivity=2 * self.clip, scale=self.scale)
-
-    def preprocess(self, x: np.ndarray) -> np.ndarray:
-        return clip_l1(check_finite_matrix(x), self.clip)
-
-    def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = self.preprocess(x)
-        return x + rng.laplace(0.0, self.scale, size=x.shape)
-
-    def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
-        return np.asarray(reports, dtype=np.float64), 2 * self.scale**2
 
 
 @register
@@ -91,6 +61,8 @@ class Seed002LaplaceRandomizer(Randomizer):
     """
 
     name = "laplace-seed002"
+    required_options = frozenset({"clip", "dim"})
+    optional_options = frozenset({"allow_invalid"})
     invalid: ClassVar[bool] = True
     """Marks a published-but-wrong mechanism: a client may refuse it whatever a request says."""
 
@@ -121,22 +93,12 @@ class Seed002LaplaceRandomizer(Randomizer):
         return cls(params["clip"], params["stated_epsilon"], params["dim"], params.get("allow_invalid", False))
 
     @classmethod
-    def calibrated(
-        cls,
-        epsilon: float,
-        delta: float,
-        releases: int,
-        options: Mapping[str, Any],
-        other_events: Mapping[PrivacyEvent, int] | None = None,
-    ) -> "Seed002LaplaceRandomizer":
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "Seed002LaplaceRandomizer":
         """As published: stated epsilon = epsilon / releases (the paper's basic composition).
 
         The returned instance does NOT meet the target; its event says by how much.
         """
-        check_params({"mechanism": cls.name, **options}, {"clip", "dim"}, {"allow_invalid"})
-        epsilon, delta = check_target(epsilon, delta)
-        releases = positive_int("releases", releases)
-        return cls(options["clip"], epsilon / releases, options["dim"], options.get("allow_invalid", False))
+        return cls(options["clip"], target.epsilon / target.releases, options["dim"], options.get("allow_invalid", False))
 
     def params(self) -> dict[str, Any]:
         return {

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import MetricDPEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import calibrate_parameter, check_target
+from fed.privacy.events import MetricDPEvent, check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
-from fed.randomizers.gaussian import clip_l2
+from fed.randomizers.clip_and_noise import clip_l2
+from fed.randomizers.target import CalibrationTarget
 
 
 def dchi_noise(rows: int, dim: int, eta: float, rng: np.random.Generator) -> np.ndarray:
@@ -44,6 +44,8 @@ class DChiRandomizer(Randomizer):
     """
 
     name = "dchi"
+    required_options = frozenset({"clip"})
+    optional_options = frozenset({"post_clip"})
 
     def __init__(self, clip: float, eta: float, post_clip: float | None = None) -> None:
         self.clip = check_positive("clip", clip)
@@ -56,20 +58,9 @@ class DChiRandomizer(Randomizer):
         return cls(params["clip"], params["eta"], params.get("post_clip"))
 
     @classmethod
-    def calibrated(
-        cls,
-        epsilon: float,
-        delta: float,
-        releases: int,
-        options: Mapping[str, Any],
-        other_events: Mapping[PrivacyEvent, int] | None = None,
-    ) -> "DChiRandomizer":
-        check_params({"mechanism": cls.name, **options}, {"clip"}, {"post_clip"})
+    def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "DChiRandomizer":
         clip = check_positive("clip", options["clip"])
-        epsilon, delta = check_target(epsilon, delta)
-        eta = calibrate_parameter(
-            lambda e: MetricDPEvent(e, 2 * clip), epsilon, delta, releases, other_events, epsilon / (2 * clip * releases)
-        )
+        eta = target.largest(lambda e: MetricDPEvent(e, 2 * clip), target.epsilon / (2 * clip * target.releases))
         return cls(clip, eta, options.get("post_clip"))
 
     def params(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ dp_accounting 0.6.0 supports in its RDP accountant only.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -99,25 +99,20 @@ def rdp_fixed_size_epsilon(schedule: Schedule) -> float:
 
 def figures(schedule: Schedule) -> list[AccountantFigure]:
     """PLD and RDP for Poisson sampling; with ``dataset_size``, the fixed-size figures too."""
+    bound = partial(AccountantFigure, version=VERSION, kind="upper bound", delta=schedule.delta)
     base = {"noise_multiplier": schedule.noise_multiplier, "rate": schedule.rate, "steps": schedule.steps}
     result = [
-        AccountantFigure(
+        bound(
             key="pld",
             name="PLD, Poisson sampling",
-            version=VERSION,
-            kind="upper bound",
             epsilon=pld_epsilon(schedule),
-            delta=schedule.delta,
             assumption=UNLINKABLE_POISSON,
             parameters={**base, "value_discretization_interval": PLD_DISCRETIZATION, "pessimistic": True},
         ),
-        AccountantFigure(
+        bound(
             key="rdp",
             name="RDP, Poisson sampling",
-            version=VERSION,
-            kind="upper bound",
             epsilon=rdp_epsilon(schedule),
-            delta=schedule.delta,
             assumption=UNLINKABLE_POISSON,
             parameters={**base, "orders": "dp_accounting default"},
         ),
@@ -126,27 +121,21 @@ def figures(schedule: Schedule) -> list[AccountantFigure]:
         return result
     n = schedule.dataset_size
     fixed = {**base, "dataset_size": n, "sample_size": fixed_size_event(schedule).event.sample_size}
-    result += [
-        AccountantFigure(
+    return [
+        *result,
+        bound(
             key="rdp_fixed_size",
             name="RDP, fixed-size sampling without replacement",
-            version=VERSION,
-            kind="upper bound",
             epsilon=rdp_fixed_size_epsilon(schedule),
-            delta=schedule.delta,
             assumption=UNLINKABLE_FIXED_SIZE,
             parameters=fixed,
         ),
-        AccountantFigure(
+        bound(
             key="pld_fixed_size",
             name="PLD, fixed-size sampling without replacement",
-            version=VERSION,
-            kind="upper bound",
             epsilon=None,
-            delta=schedule.delta,
             assumption=UNLINKABLE_FIXED_SIZE,
             parameters=fixed,
             unavailable=f"{VERSION}'s PLDAccountant does not support SampledWithoutReplacementDpEvent",
         ),
     ]
-    return result

@@ -18,6 +18,7 @@ tighter bound that takes O(T^2) time and overflows for large T), not eq. 10.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -60,28 +61,25 @@ def advanced_epsilon(schedule: Schedule) -> float:
 
 def figures(schedule: Schedule) -> list[AccountantFigure]:
     """The advanced- and basic-composition figures (both upper bounds, both loose)."""
-    parameters = {"noise_multiplier": schedule.noise_multiplier, "rate": schedule.rate, "steps": schedule.steps}
+    bound = partial(
+        AccountantFigure,
+        version=VERSION,
+        kind="upper bound",
+        delta=schedule.delta,
+        assumption=UNLINKABLE_POISSON,
+        parameters={"noise_multiplier": schedule.noise_multiplier, "rate": schedule.rate, "steps": schedule.steps},
+    )
     return [
-        AccountantFigure(
+        bound(
             key="advanced_composition",
             name="advanced composition (seed 000 eq. 10)",
-            version=VERSION,
-            kind="upper bound",
             epsilon=advanced_epsilon(schedule),
-            delta=schedule.delta,
-            assumption=UNLINKABLE_POISSON,
-            parameters=parameters,
             note="baseline: per-step sampling lemma, Dwork-Rothblum-Vadhan composition, delta split optimised",
         ),
-        AccountantFigure(
+        bound(
             key="basic_composition",
             name="basic composition (seed 001)",
-            version=VERSION,
-            kind="upper bound",
             epsilon=basic_epsilon(schedule),
-            delta=schedule.delta,
-            assumption=UNLINKABLE_POISSON,
-            parameters=parameters,
             note="baseline: per-step sampling lemma, epsilons and deltas add up",
         ),
     ]
