@@ -3,6 +3,8 @@
 The server may pre-train a BiLSTM encoder (seed 000, Stage 1) and fit a projection to
 fewer dimensions on public data; both travel to users as one content-addressed bundle
 (a tar archive in a byte array), so a real device needs nothing but the setup message.
+The bundle comes from an untrusted server (design.md section 2b): ``unpack`` refuses
+anything but a plain tar of the known files, and checks every file before it writes one.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import os
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -22,6 +26,7 @@ from fed.config import RunConfig
 from fed.corpus import generate_public_corpus
 from fed.dataset import TextDataset
 from fed.encoders.base import Encoder
+from fed.encoders.bilstm import SAVED_FILES, BiLSTMEncoder, train_bilstm
 from fed.encoders.cache import encode_cached
 from fed.encoders.factory import make_encoder
 from fed.encoders.projection import PCAProjection
@@ -29,6 +34,14 @@ from fed.loaders import load_dataset
 
 PUBLIC_GENERATED_SIZE = 1000
 MAX_BUNDLE_BYTES = 64 * 2**20
+"""Largest bundle a node accepts."""
+MAX_UNPACKED_BYTES = 64 * 2**20
+"""Largest total size of the files in a bundle (a plain tar holds no more than its own size)."""
+MAX_SPEC_CHARS = 200
+"""Longest encoder spec (encoder.txt) a node accepts."""
+BILSTM_FILES = tuple(f"bilstm/{name}" for name in SAVED_FILES)
+BUNDLE_FILES = ("encoder.txt", "projection.npz", *BILSTM_FILES)
+"""The only files a bundle may hold, each at most once."""
 
 
 def default_cache_dir(config: RunConfig) -> Path:
@@ -66,26 +79,26 @@ class Assets:
         return self.projection.apply(x).astype(np.float32) if self.projection else x
 
 
-def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path, progress: bool = False) -> Path:
-    """Server side: fit what the run needs on public data and write it to a folder."""
-    folder = Path(tempfile.mkdtemp(prefix="ldpfed-assets-"))
-    encoder_spec = config.encoder
-    if config.encoder == "bilstm":
-        if public is None:
-            raise ValueError("--encoder bilstm needs public data to pre-train on (--public)")
-        from fed.encoders.bilstm import train_bilstm
+def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path, progress: bool = False) -> np.ndarray:
+    """Server side: fit what the run needs on public data and pack it (see ``pack``).
 
-        train_bilstm(public, seed=config.seed, progress=progress).save(folder / "bilstm")
-        encoder_spec = "bilstm"
-    (folder / "encoder.txt").write_text(encoder_spec)
-    if config.dim:
-        if public is None:
-            raise ValueError("--dim needs public data to fit the projection on (--public)")
-        encoder = _encoder(folder, encoder_spec)
-        PCAProjection.fit(encode_cached(encoder, public, cache_dir, progress=progress), config.dim).save(
-            folder / "projection.npz"
-        )
-    return folder
+    The files are written to a temporary folder, removed before returning.
+    """
+    with tempfile.TemporaryDirectory(prefix="ldpfed-assets-") as temp:
+        folder = Path(temp)
+        if config.encoder == "bilstm":
+            if public is None:
+                raise ValueError("--encoder bilstm needs public data to pre-train on (--public)")
+            train_bilstm(public, seed=config.seed, progress=progress).save(folder / "bilstm")
+        (folder / "encoder.txt").write_text(config.encoder)
+        if config.dim:
+            if public is None:
+                raise ValueError("--dim needs public data to fit the projection on (--public)")
+            encoder = _encoder(folder, config.encoder)
+            PCAProjection.fit(encode_cached(encoder, public, cache_dir, progress=progress), config.dim).save(
+                folder / "projection.npz"
+            )
+        return pack(folder)
 
 
 def pack(folder: Path) -> np.ndarray:
@@ -101,30 +114,119 @@ def pack(folder: Path) -> np.ndarray:
 
 
 def unpack(bundle: np.ndarray, cache_dir: Path) -> Path:
-    """User side: extract a bundle once into the cache (by content hash) and return its folder."""
+    """User side: check a bundle and extract it once into the cache (by content hash).
+
+    Returns the bundle's folder. Raises ValueError, having written nothing, unless the
+    bundle is a plain (uncompressed) tar of at most ``MAX_BUNDLE_BYTES`` whose members are
+    regular files among ``BUNDLE_FILES``, together at most ``MAX_UNPACKED_BYTES``, and each
+    file passes its loader's checks (see ``_check_files``).
+    """
     data = np.asarray(bundle, dtype=np.uint8).tobytes()
     if len(data) > MAX_BUNDLE_BYTES:
         raise ValueError(f"asset bundle of {len(data)} bytes exceeds {MAX_BUNDLE_BYTES}")
     folder = Path(cache_dir) / "assets" / hashlib.sha256(data).hexdigest()[:32]
-    if not (folder / "encoder.txt").is_file():
-        Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=Path(cache_dir), prefix="assets-"))
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-            tar.extractall(staging, filter="data")
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.replace(staging, folder)
-        except OSError:  # another process placed it first
-            shutil.rmtree(staging, ignore_errors=True)
+    if (folder / "encoder.txt").is_file():
+        return folder
+    files = _read_members(data)
+    _check_files(files)
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=Path(cache_dir), prefix="assets-"))
+    try:
+        for name, content in files.items():
+            (staging / name).parent.mkdir(exist_ok=True)
+            (staging / name).write_bytes(content)
+        folder.parent.mkdir(exist_ok=True)
+        os.replace(staging, folder)
+    except OSError:
+        if not (folder / "encoder.txt").is_file():  # unless another process placed it first
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # already gone once renamed into place
     return folder
 
 
 def load_assets(folder: Path) -> Assets:
-    """The encoder and projection a bundle folder describes."""
-    spec = (folder / "encoder.txt").read_text()
-    projection = folder / "projection.npz"
-    return Assets(_encoder(folder, spec), PCAProjection.load(projection) if projection.is_file() else None)
+    """The encoder and projection a bundle folder describes.
+
+    Raises ValueError when the projection does not take the encoder's output dimension
+    (which for a Hugging Face encoder reads its config, not its weights).
+    """
+    spec = _spec((folder / "encoder.txt").read_bytes())
+    encoder = _encoder(folder, spec)
+    path = folder / "projection.npz"
+    projection = PCAProjection.load(path) if path.is_file() else None
+    if projection is not None and projection.input_dim != encoder.dim:
+        raise ValueError(f"projection expects {projection.input_dim} dims, encoder {spec!r} gives {encoder.dim}")
+    return Assets(encoder, projection)
 
 
 def _encoder(folder: Path, spec: str) -> Encoder:
     return make_encoder(f"bilstm:{folder / 'bilstm'}" if spec == "bilstm" else spec)
+
+
+def _spec(data: bytes) -> str:
+    """The encoder spec of encoder.txt: one short printable line."""
+    spec = data.decode("utf-8")
+    if not spec or len(spec) > MAX_SPEC_CHARS or not spec.isprintable():
+        raise ValueError(f"encoder.txt must be one printable line of 1 to {MAX_SPEC_CHARS} characters")
+    return spec
+
+
+def _read_members(data: bytes) -> dict[str, bytes]:
+    """The files of a plain tar archive, each member's header checked before it is read."""
+    files: dict[str, bytes] = {}
+    total = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            for member in tar:
+                name = member.name
+                if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE) or member.issparse():
+                    raise ValueError(f"asset bundle member {name!r} is not a regular file (no links, folders, devices)")
+                path = PurePosixPath(name)
+                if path.is_absolute() or ".." in path.parts:
+                    raise ValueError(f"asset bundle member {name!r} points outside the bundle folder")
+                if name not in BUNDLE_FILES:
+                    raise ValueError(f"asset bundle member {name!r} is unknown; expected some of {BUNDLE_FILES}")
+                if name in files:
+                    raise ValueError(f"asset bundle member {name!r} appears twice")
+                total += member.size
+                if total > MAX_UNPACKED_BYTES:
+                    raise ValueError(f"asset bundle files exceed {MAX_UNPACKED_BYTES} bytes unpacked")
+                handle = tar.extractfile(member)
+                assert handle is not None  # a regular file
+                files[name] = handle.read()
+    except tarfile.TarError as err:
+        raise ValueError(f"asset bundle is not a plain (uncompressed) tar archive: {err}") from err
+    return files
+
+
+def _check_files(files: dict[str, bytes]) -> None:
+    """Refuse (ValueError) a bundle whose files do not load, or do not fit together."""
+    if "encoder.txt" not in files:
+        raise ValueError("asset bundle refused: it has no encoder.txt")
+    with _refusing("encoder.txt"):
+        spec = _spec(files["encoder.txt"])
+    shipped = [name for name in BILSTM_FILES if name in files]
+    dim = None
+    with _refusing("bilstm/"):
+        if spec == "bilstm":
+            missing = [name for name in BILSTM_FILES if name not in files]
+            if missing:
+                raise ValueError(f"encoder.txt says 'bilstm' but the bundle lacks {missing}")
+            dim = BiLSTMEncoder.from_saved({n.removeprefix("bilstm/"): files[n] for n in shipped}).dim
+        elif shipped:
+            raise ValueError(f"the bundle ships {shipped} but encoder.txt names {spec!r}")
+    if "projection.npz" in files:
+        with _refusing("projection.npz"):
+            projection = PCAProjection.load(io.BytesIO(files["projection.npz"]))
+            if dim is not None and projection.input_dim != dim:
+                raise ValueError(f"projection expects {projection.input_dim} dims, the shipped BiLSTM gives {dim}")
+
+
+@contextmanager
+def _refusing(name: str) -> Iterator[None]:
+    """Name the bundle file in a ValueError raised inside."""
+    try:
+        yield
+    except ValueError as err:
+        raise ValueError(f"asset bundle refused, {name}: {err}") from err

@@ -2,12 +2,20 @@
 
 One node hosts one user (deployment) or a cohort of users (scale mode); the code is the
 same. Everything here is plain Python and numpy, so the ClientApp stays a thin adapter.
+
+What a node grants comes from its :class:`~fed.policy.DevicePolicy` (budgets, floors,
+mechanisms, label channel, evaluation), never from the run config; the run's plan only
+supplies what is public protocol (sampling specs, the number of answers per query, the
+preprocess a downloaded classifier expects). Every message that can spend budget is one
+transaction of the node's :class:`~fed.privacy.store.LedgerStore`: check, charge and
+release happen under its write lock and the charge commits before the reply exists.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,16 +24,22 @@ import numpy as np
 from fed.classifier import LinearModel
 from fed.evaluation import local_correct
 from fed.plan import PrivacyPlan
+from fed.policy import DevicePolicy
 from fed.privacy.events import PrivacyEvent
-from fed.requests import RequestRefused, parse_release_request
-from fed.user import BudgetExhausted, Kind, QueriesDone, User, UserRecords, UserState
+from fed.privacy.ledger import Budget, EventCapReached
+from fed.privacy.store import LedgerStore, LedgerTransaction
+from fed.requests import ClientLimits, Refusal, RequestRefused, parse_release_request
+from fed.user import BudgetExhausted, Kind, MemoBook, QueriesDone, User, UserRecords, UserState
 
 MAX_SCORES = 10_000_000
 
 
 @dataclass
 class NodeReply:
-    """Reports of every user that released, plus what the server needs to read them."""
+    """Reports of every user that released, plus what the server needs to read them.
+
+    ``refusals`` maps a user to ``(code, reason)`` (codes: :class:`fed.requests.Refusal`).
+    """
 
     reports: np.ndarray
     labels: np.ndarray
@@ -33,64 +47,134 @@ class NodeReply:
     slots: np.ndarray
     randomizer: dict[str, Any]
     label_channel: dict[str, Any]
-    refusals: dict[int, str] = field(default_factory=dict)
+    refusals: dict[int, tuple[str, str]] = field(default_factory=dict)
     ledgers: dict[int, dict[str, float]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Outcomes:
+    """Evaluation outcomes that leave the node: exact counts (simulation only) or randomized bits.
+
+    ``correct[name]`` counts correct predictions (exact), or reported-correct bits after binary
+    randomized response with ``keep_probability`` (noisy); ``total[name]`` how many queries each covers.
+    """
+
+    correct: dict[str, int]
+    total: dict[str, int]
+    exact: bool
+    keep_probability: float = 1.0
+
+    def estimated_correct(self) -> dict[str, float]:
+        """Unbiased estimates of the correct counts (the counts themselves when exact)."""
+        if self.exact:
+            return {k: float(v) for k, v in self.correct.items()}
+        p = self.keep_probability
+        return {k: (v - (1 - p) * self.total[k]) / (2 * p - 1) for k, v in self.correct.items()}
+
+
 class NodeHost:
-    """A cohort of users on one node, with their ledgers carried between messages.
+    """A cohort of users on one node, with ledgers in the node's store.
 
     Parameters
     ----------
     records:
-        Clean records per hosted user id.
+        Clean records per hosted user id (with stable record ids).
     plan:
-        The run's privacy plan (budget, label channel, the user's noise floors).
+        The run's plan: the public protocol of the run (sampling, answers, preprocess).
+    policy:
+        What the device owner allows (on a simulated node: what the run options grant).
+    store:
+        The node's ledger store.
+    owner:
+        The owner of a user's spending: the user in a simulation, the device on a device
+        (so re-partitioning the device's data into users finds the same spending).
     seed:
-        Run seed (None: noise from the operating system, as on a real device).
-    states:
-        JSON states of the users from earlier messages (ledgers and counters).
+        Run seed (honoured only inside the simulation engine, fed.entropy).
+    sessions:
+        Each user's release counter and remote-inference session from earlier messages.
+    simulation:
+        Whether this node runs in the simulation engine (exact evaluation metrics allowed).
     """
 
     def __init__(
         self,
         records: Mapping[int, UserRecords],
         plan: PrivacyPlan,
+        policy: DevicePolicy,
+        store: LedgerStore,
+        owner: Callable[[int], str],
         seed: int | None,
-        states: Mapping[int, dict[str, Any]] | None = None,
+        sessions: Mapping[int, dict[str, Any]] | None = None,
+        simulation: bool = False,
     ) -> None:
-        states = states or {}
+        self.records = dict(records)
         self.plan = plan
-        self.users = {
-            uid: User(
-                uid,
-                rec,
-                plan.budget,
-                plan.labels,
-                seed,
-                UserState.from_json(states[uid]) if uid in states else None,
-                plan.enforce,
-            )
-            for uid, rec in records.items()
-        }
+        self.policy = policy
+        self.store = store
+        self.owner = owner
+        self.seed = seed
+        self.sessions = {int(k): dict(v) for k, v in (sessions or {}).items()}
+        self.simulation = simulation
+        self.labels = policy.label_channel(plan.labels.num_values)
+        self.budget = Budget(policy.epsilon_sentence, policy.delta, policy.epsilon_user)
+
+    def limits(self, kind: str) -> ClientLimits:
+        """What one request of ``kind`` may ask: the policy's floor, the run's sampling."""
+        return ClientLimits(self.policy.floor(kind), self.policy.delta, sampling=self.plan.sampling_spec(kind))
+
+    @contextmanager
+    def _users(self, tx: LedgerTransaction, uids: list[int]) -> Iterator[Callable[[int], User]]:
+        """Open each user's ledger in turn (saved when the next one opens, and at the end)."""
+        opened: list[User] = []
+
+        def user(uid: int) -> User:
+            if opened:
+                tx.save(opened.pop().state.ledger)
+            records = self.records[uid]
+            ledger = tx.ledger(self.owner(uid), records.record_ids, self.budget, self.policy.max_events)
+            session = self.sessions.get(uid, {})
+            memo = None
+            if self.policy.memoize:
+                owner = self.owner(uid)
+                memo = MemoBook(
+                    lambda key, randomizer: tx.memo(owner, key, randomizer),
+                    lambda key, randomizer, report, label: tx.remember(owner, key, randomizer, report, label),
+                )
+            state = UserState(ledger, int(session.get("calls", 0)), dict(session.get("extra", {})))
+            built = User(uid, records, self.budget, self.labels, self.seed, state, self.policy.enforce, memo)
+            opened.append(built)
+            return built
+
+        yield user
+        if opened:
+            tx.save(opened.pop().state.ledger)
+
+    def _keep(self, user: User) -> None:
+        self.sessions[user.user_id] = user.state.session_json()
 
     def release(self, kind: Kind, raw_request: Mapping[str, Any]) -> NodeReply:
         """Serve a train or query release request; refused requests release nothing.
 
-        Raises RequestRefused for a malformed or hostile request (for every user). A user
-        out of budget is listed in ``refusals`` and the others still answer.
+        Raises RequestRefused for a malformed request, or one the policy does not allow (for
+        every user). A user out of budget is listed in ``refusals`` and the others still answer.
         """
-        request = parse_release_request(raw_request, self.plan.limits(kind))
-        unknown = [u for u in request.users if u not in self.users]
-        if unknown:
-            raise RequestRefused(f"users {unknown[:5]} are not hosted on this node")
+        request = parse_release_request(raw_request, self.limits(kind))
+        reason = self.policy.refusal(request.randomizer)
+        if reason:
+            raise RequestRefused(reason, Refusal.POLICY)
+        self._check_hosted(request.users)
         parts: list[tuple[int, Any]] = []
-        refusals: dict[int, str] = {}
-        for uid in request.users:
-            try:
-                parts.append((uid, self.users[uid].release(kind, request)))
-            except (BudgetExhausted, QueriesDone) as reason:
-                refusals[uid] = str(reason)
+        refusals: dict[int, tuple[str, str]] = {}
+        summaries: dict[int, dict[str, float]] = {}
+        with self.store.transaction() as tx, self._users(tx, list(request.users)) as user_of:
+            for uid in request.users:
+                user = user_of(uid)
+                try:
+                    parts.append((uid, user.release(kind, request)))
+                except (BudgetExhausted, QueriesDone, EventCapReached) as refused:
+                    refusals[uid] = (str(refused.code), str(refused))
+                self._keep(user)
+                summaries[uid] = user.summary(self._train_events(request.randomizer.event))
         dim = request.randomizer.preprocess(np.zeros((1, self.dim))).shape[1]
         reports = np.concatenate([r.reports for _, r in parts]) if parts else np.zeros((0, dim), np.float32)
         sizes = [len(r.reports) for _, r in parts]
@@ -102,21 +186,91 @@ class NodeHost:
             if kind == "query" and parts
             else np.zeros(0, np.int64),
             randomizer=request.randomizer.params(),
-            label_channel=self.plan.labels.params(),
+            label_channel=self.labels.params(),
             refusals=refusals,
-            ledgers={uid: self.users[uid].summary(self._train_events()) for uid in request.users},
+            ledgers=summaries,
         )
 
-    def evaluate(self, models: Mapping[str, LinearModel]) -> tuple[dict[str, int], int]:
-        """Local inference: correct counts of each model on every user's clean queries."""
-        totals: dict[str, int] = {name: 0 for name in models}
-        count = 0
-        for user in self.users.values():
-            x = self.plan.query.preprocess(user.records.query) if len(user.records.query) else user.records.query
-            for name, value in local_correct(models, x, user.records.query_labels).items():
-                totals[name] += value
-            count += len(user.records.query_labels)
-        return totals, count
+    def evaluate(self, models: Mapping[str, LinearModel]) -> Outcomes:
+        """Local inference on every user's clean queries: exact counts in a simulation; on a
+        device only through the policy's evaluation channel (charged per query and model)."""
+        if len(models) > self.policy.max_models:
+            raise RequestRefused(f"{len(models)} models in one message; this device's policy allows {self.policy.max_models}", Refusal.POLICY)
+        correct = {name: 0 for name in models}
+        total = {name: 0 for name in models}
+        if self.simulation:
+            for records in self.records.values():
+                x = self.plan.query.preprocess(records.query) if len(records.query) else records.query
+                for name, value in local_correct(models, x, records.query_labels).items():
+                    correct[name] += value
+                    total[name] += len(records.query_labels)
+            return Outcomes(correct, total, exact=True)
+        channel = self._evaluation_channel()
+
+        def bits(user: User) -> dict[str, np.ndarray]:
+            records = user.records
+            x = self.plan.query.preprocess(records.query) if len(records.query) else records.query
+            return {name: model.predict(x) == records.query_labels for name, model in models.items()}
+
+        return self._noisy_outcomes(channel, bits, correct, total)
+
+    def score(self) -> Outcomes:
+        """Remote-inference outcome summed over the hosted users: exact effort and correct counts in
+        a simulation; on a device only the correct bits, through the evaluation channel."""
+        k = self.plan.upsampling.k
+        if self.simulation:
+            totals: dict[str, int] = {}
+            steps_max = 0
+            with self.store.transaction() as tx, self._users(tx, sorted(self.records)) as user_of:
+                for uid in sorted(self.records):
+                    result = user_of(uid).query_result(k)
+                    steps_max = max(steps_max, result.pop("steps"))
+                    for key, value in result.items():
+                        totals[key] = totals.get(key, 0) + value
+            totals["steps_max"] = steps_max
+            return Outcomes(totals, {}, exact=True)
+        channel = self._evaluation_channel()
+
+        def bits(user: User) -> dict[str, np.ndarray]:
+            return {"remote": user.query_correct()}
+
+        return self._noisy_outcomes(channel, bits, {"remote": 0}, {"remote": 0})
+
+    def _evaluation_channel(self) -> Any:
+        channel = self.policy.evaluation_channel()
+        if channel is None:
+            raise RequestRefused(
+                "evaluation outcomes may not leave this device (policy: evaluation = \"none\")", Refusal.POLICY
+            )
+        return channel
+
+    def _noisy_outcomes(
+        self,
+        channel: Any,
+        bits: Callable[[User], dict[str, np.ndarray]],
+        correct: dict[str, int],
+        total: dict[str, int],
+    ) -> Outcomes:
+        """Binary randomized response on each query's correct bit per model, charged to the query's ledger."""
+        event = channel.event
+        uids = sorted(self.records)
+        with self.store.transaction() as tx, self._users(tx, uids) as user_of:
+            for uid in uids:
+                user = user_of(uid)
+                n_train = len(user.records.train)
+                rng = user.rng()
+                for name, flags in bits(user).items():
+                    ledger = user.state.ledger
+                    ledger.admits([event])
+                    ids = ledger.remaining([event], n_train + np.flatnonzero(flags >= 0)) - n_train
+                    if not len(ids) or not ledger.user_can_afford({event: len(ids)}):
+                        continue
+                    noisy = channel.release(flags[ids].astype(np.int64), rng)
+                    ledger.charge([event], n_train + ids)
+                    correct[name] += int(noisy.sum())
+                    total[name] += int(len(ids))
+                self._keep(user)
+        return Outcomes(correct, total, exact=False, keep_probability=channel.keep_probability)
 
     def answer(self, users: np.ndarray, slots: np.ndarray, scores: np.ndarray) -> list[int]:
         """Remote inference: take the server's scores for released query slots.
@@ -133,40 +287,43 @@ class NodeHost:
             raise RequestRefused("answer scores contain NaN or infinite values")
         if not (np.issubdtype(users.dtype, np.integer) and np.issubdtype(slots.dtype, np.integer)):
             raise RequestRefused("users and slots must be integer arrays")
-        groups: dict[int, np.ndarray] = {}
-        for uid in np.unique(users).tolist():
-            if uid not in self.users:
-                raise RequestRefused(f"answer for a user not hosted here ({uid})")
-            rows = np.flatnonzero(users == uid)
-            self.users[uid].check_answers(slots[rows])
-            groups[uid] = rows
+        self._check_hosted(np.unique(users).tolist())
         k = self.plan.upsampling.k
-        return [uid for uid, rows in groups.items() if self.users[uid].take_answers(slots[rows], scores[rows], k)]
+        finished: list[int] = []
+        uids = np.unique(users).tolist()
+        built: dict[int, User] = {}
+        with self.store.transaction() as tx, self._users(tx, uids) as user_of:
+            for uid in uids:
+                built[uid] = user_of(uid)
+                built[uid].check_answers(slots[users == uid])
+            for uid in uids:
+                if built[uid].take_answers(slots[users == uid], scores[users == uid], k):
+                    finished.append(uid)
+                self._keep(built[uid])
+        return finished
 
-    def score(self) -> dict[str, int]:
-        """Remote-inference outcome summed over the hosted users (a simulation metric)."""
-        totals: dict[str, int] = {}
-        steps_max = 0
-        for user in self.users.values():
-            result = user.query_result(self.plan.upsampling.k)
-            steps_max = max(steps_max, result.pop("steps"))
-            for key, value in result.items():
-                totals[key] = totals.get(key, 0) + value
-        totals["steps_max"] = steps_max
-        return totals
+    def ledgers(self) -> dict[int, dict[str, Any]]:
+        """Full ledgers of the hosted users (each event and its count per record)."""
+        uids = sorted(self.records)
+        out: dict[int, dict[str, Any]] = {}
+        with self.store.transaction() as tx, self._users(tx, uids) as user_of:
+            for uid in uids:
+                out[uid] = user_of(uid).state.ledger.to_json()
+        return out
 
-    def _train_events(self) -> list[PrivacyEvent]:
-        """What one planned training release costs a record (representation and label)."""
-        label = self.plan.labels.event
-        return [self.plan.train.event] + ([label] if label is not None else [])
+    def _check_hosted(self, users: Any) -> None:
+        unknown = [u for u in users if u not in self.records]
+        if unknown:
+            raise RequestRefused(f"users {unknown[:5]} are not hosted on this node")
 
-    def states(self) -> dict[int, dict[str, Any]]:
-        """JSON states of every hosted user, to be kept until the next message."""
-        return {uid: user.state.to_json() for uid, user in self.users.items()}
+    def _train_events(self, representation: PrivacyEvent) -> list[PrivacyEvent]:
+        """What one training release costs a record (representation and label)."""
+        label = self.labels.event
+        return [representation] + ([label] if label is not None else [])
 
-    def states_json(self) -> str:
-        """:meth:`states` as one JSON string."""
-        return json.dumps({str(k): v for k, v in self.states().items()})
+    def sessions_json(self) -> str:
+        """Every hosted user's counter and session as one JSON string (kept in the node's state)."""
+        return json.dumps({str(k): v for k, v in self.sessions.items()})
 
     @property
     def model_dim(self) -> int:
@@ -176,12 +333,11 @@ class NodeHost:
     @property
     def dim(self) -> int:
         """Dimension of the clean records (after any shipped projection)."""
-        user = next(iter(self.users.values()))
-        return user.records.train.shape[1]
+        return next(iter(self.records.values())).train.shape[1]
 
 
-def states_from_json(text: str) -> dict[int, dict[str, Any]]:
-    """Inverse of :meth:`NodeHost.states_json`."""
+def sessions_from_json(text: str) -> dict[int, dict[str, Any]]:
+    """Inverse of :meth:`NodeHost.sessions_json`."""
     return {int(k): v for k, v in json.loads(text).items()}
 
 

@@ -77,64 +77,6 @@ def planned_train_releases(config: RunConfig) -> int:
     return max(1, int(binom.ppf(1 - config.delta, config.rounds, train_rate(config))))
 
 
-NO_CLIP = frozenset({"sue", "oue", "ome", "texthide"})
-"""Mechanisms without an input clip (bit encodings z-score and clip in their own units; TextHide does not clip)."""
-
-NEEDS_DIM = frozenset({"sue", "oue", "ome", "laplace-seed002"})
-"""Mechanisms whose parameters include the input dimension (--dim, unless given in the options)."""
-
-MIXUP_DEFAULTS: dict[str, dict[str, Any]] = {
-    "texthide": {"k": 4, "masks": 16},
-    "dpie-gaussian": {"k": 4, "masks": 16, "max_coefficient": 1.0},
-    "dpie-laplace": {"k": 4, "masks": 16, "max_coefficient": 1.0},
-}
-"""Published (m = 16, k = 4) TextHide defaults; max_coefficient 1 is the no-assumption worst case."""
-
-NOISE_KEYS: dict[str, str] = {
-    "gaussian": "sigma", "gaussian-classical": "sigma", "gaussian-analytic": "sigma", "dpie-gaussian": "sigma",
-    "laplace": "scale", "dpie-laplace": "scale", "dchi": "eta",
-}
-"""The parameter that fixes a mechanism's noise: given in --mechanism-options, it is used as is."""
-
-
-def mechanism_options(config: RunConfig) -> dict[str, Any]:
-    """The randomizer's fixed options: --clip (where it has one), defaults, then --mechanism-options."""
-    name = config.mechanism
-    options: dict[str, Any] = {} if name in NO_CLIP else {"clip": config.clip}
-    options.update(MIXUP_DEFAULTS.get(name, {}))
-    if name in NEEDS_DIM and config.dim:
-        options["dim"] = config.dim
-    options.update(config.mechanism_option_values)
-    if name in NEEDS_DIM and "dim" not in options:
-        raise ValueError(f"--mechanism {name} needs the input dimension: give --dim > 0 or dim=<d> in --mechanism-options")
-    return options
-
-
-def fixed_parameters(config: RunConfig, options: dict[str, Any]) -> dict[str, Any] | None:
-    """Parameters of a mechanism run at fixed (published) values, or None when it is calibrated.
-
-    Fixed: TextHide (no DP guarantee), OME with ``lambda`` given (as published: --epsilon is its
-    published epsilon), and any mechanism whose noise parameter (``NOISE_KEYS``) is given.
-    """
-    name = config.mechanism
-    if name == "texthide":
-        return options
-    if name == "ome" and "lambda" in options:
-        return {"epsilon": config.epsilon, **options}
-    if NOISE_KEYS.get(name) in options:
-        return options
-    return None
-
-
-def claimed_epsilon(config: RunConfig, randomizer: Randomizer) -> float | None:
-    """What a fixed-parameter mechanism claims per release (None where it claims nothing)."""
-    event = randomizer.event
-    for attr in ("claimed_epsilon", "epsilon_per_token"):
-        if hasattr(event, attr):
-            return float(getattr(event, attr))
-    return None
-
-
 @lru_cache(maxsize=64)
 def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> PrivacyPlan:
     """Calibrate (or take --sigma) and set the per-record and per-user budgets.
@@ -190,24 +132,23 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
             "releases": k,
         }
 
+    options = cls.run_options(config.clip, config.dim, config.mechanism_option_values)
     if config.sigma > 0:
-        train = query = cls.from_params({"mechanism": config.mechanism, "clip": config.clip, "sigma": config.sigma})
+        train = query = cls.from_params({"mechanism": config.mechanism, **options, "sigma": config.sigma})
         calibrations = {"train": figure(train, "train"), "query": figure(query, "query")}
         epsilon = max(c["epsilon"] for c in calibrations.values())
         for c in calibrations.values():
             c["target_epsilon"] = None
         return PrivacyPlan(train, query, labels, Budget(epsilon, config.delta, user_epsilon), calibrations=calibrations, **common)
-    options = mechanism_options(config)
-    fixed = fixed_parameters(config, options)
+    fixed = cls.fixed_params(config.epsilon, options)
     if fixed is not None:
         # Published/fixed parameters: --epsilon is (at most) the claimed figure; the budget is
         # the TRUE cost of the planned releases, from the randomizer's own event.
-        train = query = cls.from_params({"mechanism": config.mechanism, **fixed})
+        train = query = cls.from_params(fixed)
         calibrations = {"train": figure(train, "train"), "query": figure(query, "query")}
-        claimed = claimed_epsilon(config, train)
         for c in calibrations.values():
             c["target_epsilon"] = None
-            c["claimed_epsilon"] = claimed
+            c["claimed_epsilon"] = train.claimed_epsilon
         epsilon = max(c["epsilon"] for c in calibrations.values())
         budget = Budget(epsilon * (1 + 1e-9) if math.isfinite(epsilon) else epsilon, config.delta, user_epsilon)
         return PrivacyPlan(train, query, labels, budget, calibrations=calibrations, **common)
@@ -216,7 +157,7 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
 
         def amplified(steps: int, rate: float) -> Randomizer:
             z = calibrate_noise_multiplier("pld", config.epsilon, config.delta, steps, rate).noise_multiplier
-            return cls.from_params({"mechanism": config.mechanism, "clip": config.clip, "sigma": z * sensitivity})
+            return cls.from_params({"mechanism": config.mechanism, **options, "sigma": z * sensitivity})
 
         train = amplified(train_steps, rate_train)
         query = amplified(query_steps, rate_query)

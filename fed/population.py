@@ -15,6 +15,7 @@ from fed.config import RunConfig
 from fed.dataset import TextDataset
 from fed.loaders import load_dataset
 from fed.partition import partition
+from fed.record_ids import record_ids
 from fed.user import UserRecords
 
 
@@ -51,15 +52,28 @@ class Population:
 
 
 def user_records(
-    population: Population, train_x: np.ndarray, dev_x: np.ndarray, users: list[int]
+    population: Population,
+    train_x: np.ndarray,
+    dev_x: np.ndarray,
+    users: list[int],
+    secret: bytes | None = None,
 ) -> dict[int, UserRecords]:
-    """Clean records of the given users from the features of the train and dev splits."""
+    """Clean records of the given users from the features of the train and dev splits.
+
+    With ``secret``, every record carries its stable id (fed.record_ids) for the ledger store.
+    """
+    train_ids = dev_ids = None
+    if secret is not None:
+        train_ids, dev_ids = record_ids(population.train, secret), record_ids(population.dev, secret)
     return {
         u: UserRecords(
             train=train_x[population.train_parts[u]],
             train_labels=population.train.labels[population.train_parts[u]],
             query=dev_x[population.query_parts[u]],
             query_labels=population.dev.labels[population.query_parts[u]],
+            ids=None
+            if secret is None
+            else np.concatenate([train_ids[population.train_parts[u]], dev_ids[population.query_parts[u]]]),
         )
         for u in users
     }

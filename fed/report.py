@@ -4,14 +4,16 @@ Every accountant is computed for the same run and shown together: the worst-case
 GDP + CLT (seed 000 eqs. 8 and 9, an estimate), the amplified PLD and RDP bounds, the PRV
 accountant's lower bound, estimate and upper bound, and basic and advanced composition.
 Each figure carries its name, version, kind, parameters and assumption, and whether this
-run enforced it.
+run enforced it. With randomized-response labels every training release also releases its
+label once: each figure composes those label events too, or, where its accountant cannot,
+is marked as covering the reports alone (``labels_excluded``), and the report lists which.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -20,7 +22,7 @@ from fed.config import RunConfig
 from fed.plan import PrivacyPlan
 from fed.privacy.accountants import all_figures, clt, enforced
 from fed.privacy.accountants.base import SHORT_ASSUMPTION, AccountantFigure, Schedule
-from fed.privacy.events import GaussianEvent
+from fed.privacy.events import GaussianEvent, PrivacyEvent
 from fed.privacy.ledger import Ledger
 from fed.sampling import amplified_rate
 
@@ -31,16 +33,16 @@ ENFORCED_KEY = {"worst-case": "worst_case_actual", "amplified": "pld"}
 class LedgerFigures:
     """Per-user figures, recomputed by the server from the ledgers it collected.
 
-    ``sentence`` and ``user`` are worst-case epsilons; ``amplified`` is each user's
-    sentence-level amplified PLD bound over the steps it served (NaN where no bound applies).
+    ``sentence`` and ``user`` are worst-case epsilons; :meth:`amplified` gives each user's
+    sentence-level amplified PLD bound over the steps it served.
     """
 
     sentence: np.ndarray
     user: np.ndarray
     releases: int
-    amplified: np.ndarray
     steps: dict[str, int]
     max_record_releases: dict[str, int]
+    ledgers: tuple[Ledger, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
     def from_ledgers(
@@ -52,9 +54,8 @@ class LedgerFigures:
         """
         train_counts = train_counts or {}
         parsed = {uid: Ledger.from_json(data) for uid, data in ledgers.items()}
-        amplified, steps, most = [], {"train": 0, "query": 0}, {"train": 0, "query": 0}
+        steps, most = {"train": 0, "query": 0}, {"train": 0, "query": 0}
         for uid, ledger in parsed.items():
-            amplified.append(_amplified(ledger))
             for kind in steps:
                 steps[kind] = max(steps[kind], sum(n for _, _, n in ledger.step_log(kind)))
             per_record = ledger.counts.max(axis=0) if ledger.counts.size else np.zeros(ledger.num_records, np.int64)
@@ -65,20 +66,27 @@ class LedgerFigures:
             sentence=np.array([ledger.sentence_epsilon() for ledger in parsed.values()]),
             user=np.array([ledger.user_epsilon() for ledger in parsed.values()]),
             releases=sum(ledger.releases() for ledger in parsed.values()),
-            amplified=np.array(amplified, dtype=np.float64),
             steps=steps,
             max_record_releases=most,
+            ledgers=tuple(parsed.values()),
         )
 
+    def amplified(self, labels: PrivacyEvent | None) -> np.ndarray:
+        """Each user's sentence-level amplified PLD bound (NaN where no bound applies).
 
-def _amplified(ledger: Ledger) -> float:
+        ``labels`` is the label event each training report carries (None: public labels).
+        """
+        return np.array([_amplified(ledger, labels) for ledger in self.ledgers], dtype=np.float64)
+
+
+def _amplified(ledger: Ledger, labels: PrivacyEvent | None) -> float:
+    delta = ledger.budget.delta
     try:
-        return max(
-            enforced.pld_epsilon(enforced.entries(ledger.step_log(kind)), ledger.budget.delta)
-            for kind in ("train", "query")
-        )
+        train = enforced.pld_epsilon(enforced.entries(ledger.step_log("train")), delta, labels)
+        query = enforced.pld_epsilon(enforced.entries(ledger.step_log("query")), delta)
     except ValueError:
         return math.nan
+    return max(train, query)
 
 
 def schedules(
@@ -88,6 +96,7 @@ def schedules(
 
     T is the largest number of steps any user served; the rate is the per-record release
     probability per step (fixed-size m of n: m / n for the user with the fewest records).
+    Training releases carry the run's label event (randomized response), query releases none.
     """
     result: dict[str, Schedule] = {}
     if not all(isinstance(r.event, GaussianEvent) for r in (plan.train, plan.query)):
@@ -108,6 +117,7 @@ def schedules(
             config.delta,
             releases=min(figures.max_record_releases["train"], figures.steps["train"]),
             dataset_size=size,
+            labels=plan.labels.event,
         )
     if figures.steps["query"]:
         event = plan.query.event
@@ -131,6 +141,7 @@ def accountant_figures(config: RunConfig, plan: PrivacyPlan, schedule: Schedule,
     the run enforces the amplified bound instead); k = T is an upper bound for the schedule;
     the quantile row is a prediction (an estimate). The query CLT row uses each item's real
     rate p_query; seed 000's eq. 9 with rate q * p_query is added beside it when q < 1.
+    Rows whose accountant cannot compose the schedule's label events carry ``labels_excluded``.
     """
     absl = logging.getLogger("absl")
     level = absl.level
@@ -180,7 +191,8 @@ def summary(
     found = schedules(config, plan, figures, train_counts)
     accountants = {kind: accountant_figures(config, plan, s, kind) for kind, s in found.items()}
     clt_train = next((f for f in accountants.get("train", []) if f["key"] == "clt"), None)
-    amplified = figures.amplified[np.isfinite(figures.amplified)]
+    amplified = figures.amplified(plan.labels.event)
+    amplified = amplified[np.isfinite(amplified)]
     worst = float(figures.sentence.max(initial=0.0))
     amplified_max = float(amplified.max(initial=0.0)) if amplified.size else None
     return {
@@ -210,6 +222,11 @@ def summary(
         "calibration": plan.calibrations,
         "schedules": {kind: s.to_json() for kind, s in found.items()},
         "accountants": accountants,
+        "accountants_excluding_labels": {
+            kind: [f["key"] for f in rows if f["labels_excluded"]]
+            for kind, rows in accountants.items()
+            if any(f["labels_excluded"] for f in rows)
+        },
         "remote_inference": inference,
         "seconds": seconds,
     }
@@ -239,6 +256,7 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
         else "worst-case ledger: the composition of every actual release of a record (sampling never lowers it)"
     )
     amplified = result["epsilon_amplified_pld_max"]
+    with_labels = "" if config.label_epsilon is None else "; labels included"
     lines = [
         first_line(config),
         "",
@@ -255,7 +273,7 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
         f"| inference up-sampling | q = {plan.upsampling.q:g}, p_query = {plan.upsampling.p:g}, k = {plan.upsampling.k} |",
         f"| sentence-level epsilon, worst case (max over users) | {result['epsilon_sentence_max']:.4f} |",
         f"| sentence-level epsilon, worst case (median over users) | {result['epsilon_sentence_median']:.4f} |",
-        f"| sentence-level epsilon, amplified PLD bound (max over users; assumes unlinkable reports) | "
+        f"| sentence-level epsilon, amplified PLD bound (max over users; assumes unlinkable reports{with_labels}) | "
         f"{'n/a' if amplified is None else f'{amplified:.4f}'} |",
         f"| user-level epsilon, worst case (max over users) | {result['epsilon_user_max']:.4f} |",
         f"| user-level epsilon, worst case (median over users) | {result['epsilon_user_median']:.4f} |",
@@ -302,6 +320,7 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
         "- unlinkable (every amplified figure): the server cannot link a report to its record. The GDP + CLT "
         "figure is an **estimate**, not a bound (a central-limit approximation that under-states the amplified "
         "epsilon at finite T). PLD, RDP and the PRV upper bound are upper bounds under that assumption.",
+        *_label_lines(plan, result["accountants"]),
     ]
     inference = result.get("remote_inference")
     if inference:
@@ -318,6 +337,27 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
             "true release is charged to the worst-case ledger. The server is not told which slots are true.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _label_lines(plan: PrivacyPlan, accountants: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The report's section on which accountant rows compose the label releases (none for public labels)."""
+    event = plan.labels.event
+    if event is None:
+        return []
+    excluded = {f["name"]: f["labels_excluded"] for rows in accountants.values() for f in rows if f["labels_excluded"]}
+    included = sorted({f["name"] for f in accountants.get("train", []) if not f["labels_excluded"]})
+    return [
+        "",
+        "## Labels in the accountants",
+        "",
+        f"Every training release also releases the record's label once through {event.num_values}-ary randomized "
+        f"response (epsilon {event.epsilon:g}), charged to the same ledger. Training rows that compose these label "
+        f"releases: {', '.join(included)}.",
+        "",
+        "Rows marked **labels EXCLUDED** cover the reports alone and under-state the cost of the releases:",
+        "",
+        *(f"- {name}: {reason}." for name, reason in excluded.items()),
+    ]
 
 
 def _fmt(value: Any) -> str:

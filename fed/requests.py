@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from fed.privacy.composition import compose_epsilon
@@ -17,8 +18,27 @@ from fed.randomizers.base import Randomizer, make_randomizer
 MAX_PARAMS_CHARS = 10_000
 
 
+class Refusal(StrEnum):
+    """Why a node or a user refused: the code travels with the reason text, and callers read the code."""
+
+    MALFORMED = "malformed"
+    """The request is not one the protocol accepts (missing field, wrong type or shape, NaN)."""
+    POLICY = "policy"
+    """The device owner's policy does not allow it (mechanism, noise floor, evaluation, caps)."""
+    BUDGET = "budget"
+    """No budget left for it."""
+    DONE = "done"
+    """Nothing left to release (every true query has its answers, or the user holds no such records)."""
+    NOT_SET_UP = "not-set-up"
+    """The node has not received a valid setup yet."""
+
+
 class RequestRefused(ValueError):
-    """A request the user will not serve; the message names the problem."""
+    """A request the user will not serve; the message names the problem, ``code`` classifies it."""
+
+    def __init__(self, reason: str, code: Refusal = Refusal.MALFORMED) -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -84,7 +104,8 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
     if cost > limits.max_release_epsilon * (1 + 1e-9):
         raise RequestRefused(
             f"one release through {randomizer.params()} costs epsilon {cost:.4g}, above this "
-            f"user's floor of {limits.max_release_epsilon:.4g} per release (noise too low)"
+            f"user's floor of {limits.max_release_epsilon:.4g} per release (noise too low)",
+            Refusal.POLICY,
         )
     return ReleaseRequest(users=tuple(users), randomizer=randomizer, records=records, sampling=sampling)
 

@@ -21,17 +21,20 @@ steps so far, plus this one, stays within budget (fed.privacy.accountants.enforc
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from fed.entropy import generator
 from fed.privacy.accountants import enforced
 from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import Budget, Ledger
+from fed.privacy.store import Memo
 from fed.randomizers.base import Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.requests import ReleaseRequest, RequestRefused
+from fed.requests import Refusal, ReleaseRequest, RequestRefused
 from fed.sampling import TrainSampling, UpSampling
 
 Kind = Literal["train", "query"]
@@ -40,9 +43,13 @@ Kind = Literal["train", "query"]
 class BudgetExhausted(RuntimeError):
     """The user has no budget left for the request; it refuses instead of releasing."""
 
+    code = Refusal.BUDGET
+
 
 class QueriesDone(RuntimeError):
     """Every true query already has its k answers (or the user has none); nothing to release."""
+
+    code = Refusal.DONE
 
 
 PENDING_FICTITIOUS, PENDING_ANSWERED = -1, -2
@@ -56,11 +63,31 @@ class UserRecords:
     train_labels: np.ndarray
     query: np.ndarray
     query_labels: np.ndarray
+    ids: np.ndarray | None = None
+    """Stable id of every record (training first, then queries); default: their positions."""
 
     @property
     def num_records(self) -> int:
         """Training plus query records (ledger ids: training first, then queries)."""
         return len(self.train) + len(self.query)
+
+    @property
+    def record_ids(self) -> np.ndarray:
+        """:attr:`ids`, or the positions as strings when none were given."""
+        return self.ids if self.ids is not None else np.arange(self.num_records).astype(str).astype(object)
+
+
+class MemoBook:
+    """Stored reports of one user (RAPPOR's permanent randomized response), read and written in its transaction.
+
+    Parameters
+    ----------
+    get, put:
+        ``get(record_id, randomizer_key) -> Memo | None`` and ``put(record_id, randomizer_key, report, label)``.
+    """
+
+    def __init__(self, get: Any, put: Any) -> None:
+        self.get, self.put = get, put
 
 
 @dataclass
@@ -76,20 +103,16 @@ class Release:
 
 @dataclass
 class UserState:
-    """What a user keeps between requests: its ledger and a release counter."""
+    """What a user holds while serving a request: its ledger (from the node's store), a release counter
+    and its remote-inference session (both kept between messages in the node's state)."""
 
     ledger: Ledger
     calls: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        """Plain-JSON form (for the Flower node state and ledgers.json)."""
-        return {"ledger": self.ledger.to_json(), "calls": self.calls, "extra": self.extra}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "UserState":
-        """Rebuild from :meth:`to_json` output."""
-        return cls(Ledger.from_json(data["ledger"]), data["calls"], data.get("extra", {}))
+    def session_json(self) -> dict[str, Any]:
+        """The counter and session as plain JSON (the ledger lives in the node's store)."""
+        return {"calls": self.calls, "extra": self.extra}
 
 
 class User:
@@ -106,12 +129,14 @@ class User:
     labels:
         How training labels leave the user (public, or randomized response).
     seed:
-        Run seed for reproducible noise; None draws from the operating system.
+        Run seed; honoured only inside the simulation engine (fed.entropy), else the OS draws.
     state:
         Ledger and counter carried over from earlier requests.
     enforce:
         ``worst-case`` (the ledger of actual releases) or ``amplified`` (the PLD bound of
         the Poisson-sampled schedule of steps served so far).
+    memo:
+        Stored reports to answer repeated requests from at no cost (None: every release is fresh).
     """
 
     def __init__(
@@ -123,6 +148,7 @@ class User:
         seed: int | None,
         state: UserState | None = None,
         enforce: str = "worst-case",
+        memo: MemoBook | None = None,
     ) -> None:
         if enforce not in ("worst-case", "amplified"):
             raise ValueError(f"enforce must be worst-case or amplified, got {enforce!r}")
@@ -131,6 +157,7 @@ class User:
         self.labels = labels
         self.seed = seed
         self.enforce = enforce
+        self.memo = memo
         self.state = state or UserState(Ledger(records.num_records, budget))
         if self.state.ledger.num_records != records.num_records:
             raise ValueError("the stored ledger does not match this user's records")
@@ -140,7 +167,8 @@ class User:
 
         Raises BudgetExhausted (or QueriesDone), having released nothing, when the user
         cannot or need not release anything. A Poisson step that samples no record releases
-        an empty batch and still counts as a step.
+        an empty batch and still counts as a step. A record already released under the same
+        randomizer is answered from its stored report, at no cost, when memoization is on.
         """
         if kind == "query":
             return self.query_step(request)
@@ -153,31 +181,69 @@ class User:
         ledger = self.state.ledger
         if not len(pool):
             raise BudgetExhausted(f"user {self.user_id}: holds no train records")
+        memo_key = self._memo_key(randomizer)
+        stored = self._stored(pool, memo_key)
         if self.enforce == "amplified":
+            if len(pool) < 2:
+                raise BudgetExhausted(
+                    f"user {self.user_id}: amplified enforcement needs at least 2 training records "
+                    "(the report of a user's only record is linked to it)"
+                )
             self._check_amplified("train", request.sampling, randomizer.event)
             candidates = pool
         else:
-            candidates = ledger.remaining(events, pool)
+            candidates = np.union1d(ledger.remaining(events, pool), list(stored))
         if not len(candidates):
             raise BudgetExhausted(f"user {self.user_id}: no train record has budget left")
-        rng = self._rng()
+        rng = self.rng()
         chosen = sampling.select(candidates, request.records, rng)
-        needed = int(getattr(getattr(randomizer, "mixup", None), "k", 1))  # records mixed per report
-        if needed > 1 and len(chosen) < needed:
-            raise BudgetExhausted(f"user {self.user_id}: {randomizer.name} mixes {needed} records per report, {len(chosen)} chosen")
-        if not ledger.user_can_afford(events, len(chosen)):
+        fresh = np.array([i for i in chosen.tolist() if i not in stored], dtype=np.int64)
+        needed = randomizer.records_per_report
+        if needed > 1 and len(fresh) < needed:
+            raise BudgetExhausted(f"user {self.user_id}: {randomizer.name} mixes {needed} records per report, {len(fresh)} chosen")
+        user_events = self._user_events(randomizer, len(fresh), labels=True)
+        if not ledger.user_can_afford(user_events):
             raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
-        labels = self.labels.release(self.records.train_labels[chosen], rng)
-        if hasattr(randomizer, "release_with_labels"):
-            # Mixup mechanisms mix the released labels with the reports' own coefficients.
-            one_hot = np.eye(self.labels.num_values)[labels]
-            reports, labels = randomizer.release_with_labels(self.records.train[chosen], one_hot, rng)
-        else:
-            reports = randomizer.release(self.records.train[chosen], rng)
-        ledger.charge(events, chosen)
+        ledger.admits([*events, *user_events])
+        labels = self.labels.release(self.records.train_labels[fresh], rng)
+        reports, labels = randomizer.release_with_labels(self.records.train[fresh], labels, self.labels.num_values, rng)
+        ledger.charge(events, fresh, user_events)
         ledger.log_step("train", request.sampling, randomizer.event)
+        self._remember(fresh, memo_key, reports, labels)
         self.state.calls += 1
+        reused = [i for i in chosen.tolist() if i in stored]
+        if reused:
+            reports = np.vstack([reports, np.stack([stored[i].report for i in reused])])
+            labels = np.concatenate([labels, np.array([stored[i].label for i in reused], dtype=np.int64)])
         return Release(self.user_id, reports.astype(np.float32), labels, events)
+
+    def _user_events(self, randomizer: Randomizer, reports: int, labels: bool) -> dict[PrivacyEvent, int]:
+        """The user-level cost of ``reports`` reports (each one run of its noise; and of a label)."""
+        cost = {randomizer.user_event: reports}
+        if labels and self.labels.event is not None:
+            cost[self.labels.event] = cost.get(self.labels.event, 0) + reports
+        return cost
+
+    def _memo_key(self, randomizer: Randomizer) -> str | None:
+        """The key of stored reports under ``randomizer`` (None: no memoization for it)."""
+        if self.memo is None or randomizer.records_per_report != 1:
+            return None
+        return json.dumps({"randomizer": randomizer.params(), "labels": self.labels.params()}, sort_keys=True)
+
+    def _stored(self, records: np.ndarray, memo_key: str | None) -> dict[int, Memo]:
+        """Stored reports of ``records`` (indices) under ``memo_key``."""
+        if memo_key is None:
+            return {}
+        ids = self.records.record_ids
+        found = {int(i): self.memo.get(str(ids[i]), memo_key) for i in records.tolist()}
+        return {i: m for i, m in found.items() if m is not None}
+
+    def _remember(self, records: np.ndarray, memo_key: str | None, reports: np.ndarray, labels: np.ndarray | None) -> None:
+        if memo_key is None:
+            return
+        ids = self.records.record_ids
+        for row, i in enumerate(records.tolist()):
+            self.memo.put(str(ids[i]), memo_key, reports[row], None if labels is None else int(labels[row]))
 
     # -- remote inference with up-sampling (seed 000 Alg. 3) ----------------------------
     def query_step(self, request: ReleaseRequest) -> Release:
@@ -197,37 +263,56 @@ class User:
         if (counts >= up.k).all():
             raise QueriesDone(f"user {self.user_id}: every true query has {up.k} answers")
         ledger = self.state.ledger
+        memo_key = self._memo_key(randomizer)
+        stored = self._stored(n_train + np.flatnonzero(counts < up.k), memo_key)
         if self.enforce == "amplified":
+            if n_true + up.fictitious(n_true) < 2:
+                raise BudgetExhausted(
+                    f"user {self.user_id}: amplified enforcement needs at least 2 query items "
+                    "(the report of a user's only query is linked to it)"
+                )
             self._check_amplified("query", request.sampling, event)
-        elif not len(ledger.remaining([event], n_train + np.flatnonzero(counts < up.k))):
+        elif not len(ledger.remaining([event], n_train + np.flatnonzero(counts < up.k))) and not stored:
             raise BudgetExhausted(f"user {self.user_id}: no query short of {up.k} answers has budget left")
-        rng = self._rng()
+        rng = self.rng()
         n_fict = up.fictitious(n_true)
         sampled = np.flatnonzero(rng.random(n_true + n_fict) < up.p)
         true_items = sampled[sampled < n_true]
         fict_items = sampled[sampled >= n_true] - n_true
         stand_ins = 0
         if self.enforce == "worst-case":
-            allowed = ledger.remaining([event], n_train + true_items) - n_train
+            affordable = ledger.remaining([event], n_train + true_items) - n_train
+            allowed = np.array([i for i in true_items.tolist() if i in affordable or n_train + i in stored], np.int64)
             stand_ins = len(true_items) - len(allowed)
             true_items = allowed
-        if not ledger.user_can_afford([event], len(true_items)):
+        reused = np.array([n_train + i in stored for i in true_items.tolist()], dtype=bool)
+        fresh_true = true_items[~reused]
+        user_events = self._user_events(randomizer, len(fresh_true), labels=False)
+        if not ledger.user_can_afford(user_events):
             raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
+        ledger.admits([event, *user_events])
         fictitious = np.vstack(
             [self._fictitious(randomizer, n_fict)[fict_items], self._directions(randomizer, stand_ins, rng)]
         )
-        clean = np.vstack([self.records.query[true_items], fictitious])
         items = np.concatenate([true_items, np.full(len(fictitious), PENDING_FICTITIOUS)]).astype(np.int64)
+        fresh = np.concatenate([~reused, np.ones(len(fictitious), dtype=bool)])
+        clean = np.vstack([self.records.query[true_items], fictitious])
         order = rng.permutation(len(items))
-        reports = randomizer.release(clean[order], rng)
-        ledger.charge([event], n_train + true_items)
+        released = randomizer.release(clean[order][fresh[order]], rng)
+        reports = np.zeros((len(items), released.shape[1]), dtype=np.float32)
+        reports[fresh[order]] = released
+        for position in np.flatnonzero(~fresh[order]).tolist():
+            reports[position] = stored[n_train + int(items[order][position])].report
+        ledger.charge([event], n_train + fresh_true, user_events)
         ledger.log_step("query", request.sampling, event)
+        new_true = np.flatnonzero(fresh[order] & (items[order] >= 0))
+        self._remember(n_train + items[order][new_true], memo_key, reports[new_true], None)
         st["pending"] = items[order].tolist()
         st["steps"] += 1
         st["released_true"] += int(len(true_items))
         st["released_fictitious"] += int(len(fictitious))
         self.state.calls += 1
-        return Release(self.user_id, reports.astype(np.float32), None, [event], np.arange(len(items), dtype=np.int64))
+        return Release(self.user_id, reports, None, [event], np.arange(len(items), dtype=np.int64))
 
     def check_answers(self, slots: np.ndarray) -> None:
         """RequestRefused unless every slot is a distinct, released, not yet answered one."""
@@ -288,11 +373,21 @@ class User:
             "released_fictitious": int(st["released_fictitious"]),
         }
 
+    def query_correct(self) -> np.ndarray:
+        """Per true query: 1 if the combined remote answer is correct, 0 if not, -1 if unanswered."""
+        st = self._query_state()
+        counts = np.asarray(st["counts"], dtype=np.int64)
+        flags = np.full(len(self.records.query), -1, dtype=np.int64)
+        if st["sums"]:
+            predicted = np.asarray(st["sums"]).argmax(axis=1)
+            flags[counts > 0] = (predicted == self.records.query_labels)[counts > 0]
+        return flags
+
     def _query_state(self) -> dict[str, Any]:
         n_true = len(self.records.query)
         st = self.state.extra.get("queries")
         if st is None:
-            seed = int(self._rng(stream=1).integers(2**63 - 1))
+            seed = int(self.rng(stream=1).integers(2**63 - 1))
             st = {
                 "fictitious_seed": seed,
                 "sums": [],
@@ -352,8 +447,7 @@ class User:
             figures["train_records_left"] = float(len(ledger.remaining(train_events, np.arange(len(self.records.train)))))
         return figures
 
-    def _rng(self, stream: int = 0) -> np.random.Generator:
-        if self.seed is None:
-            return np.random.default_rng()
+    def rng(self, stream: int = 0) -> np.random.Generator:
+        """The generator of this user's next draw (the run seed only inside the simulation engine)."""
         key = (self.user_id, self.state.calls) if stream == 0 else (self.user_id, self.state.calls, stream)
-        return np.random.default_rng(np.random.SeedSequence(entropy=self.seed, spawn_key=key))
+        return generator(self.seed, key)

@@ -3,12 +3,19 @@
 For fast tests of app logic (ms per message) and for sweeps that run many small runs in one process. Mirrors Flower semantics we rely on:
 per-node Context (state persists across messages), node_config partition-id/num-partitions,
 exceptions in ClientApp -> error reply with code 2 (CLIENT_APP_RAISED_EXCEPTION).
+
+With ``engine=True`` (the default) the grid plays the simulation engine: every ClientApp call
+runs inside :func:`fed.entropy.simulation_engine`, so nodes seed noise from the run seed and
+take their policy from the run options. With ``engine=False`` the nodes behave as devices
+(their ``node_config`` names policy, state folder and data).
 """
 from __future__ import annotations
 
 import copy
+import secrets
 import traceback
 import uuid
+from contextlib import nullcontext
 from collections.abc import Iterable
 
 from flwr.app import Context, Error, Message, RecordDict
@@ -18,14 +25,20 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
+from fed.entropy import simulation_engine
+
 
 class LocalGrid(Grid):
-    def __init__(self, client_app: ClientApp, num_nodes: int, run_config: dict, run_id: int = 1):
+    def __init__(self, client_app: ClientApp, num_nodes: int, run_config: dict, run_id: int | None = None,
+                 engine: bool = True, node_configs: list[dict] | None = None):
         self.client_app = client_app
+        self.engine = engine
+        run_id = secrets.randbits(62) if run_id is None else run_id
         self._run = Run.create_empty(run_id)
         self.node_ctx = {
             1000 + i: Context(run_id=run_id, node_id=1000 + i,
-                              node_config={"partition-id": i, "num-partitions": num_nodes},
+                              node_config={"partition-id": i, "num-partitions": num_nodes,
+                                           **(node_configs[i] if node_configs else {})},
                               state=RecordDict(), run_config=dict(run_config))
             for i in range(num_nodes)
         }
@@ -55,7 +68,8 @@ class LocalGrid(Grid):
                               message_type=msg.metadata.message_type)
             inbound.metadata.__dict__["_message_id"] = mid
             try:
-                reply = self.client_app(inbound, ctx)
+                with simulation_engine() if self.engine else nullcontext():
+                    reply = self.client_app(inbound, ctx)
             except Exception as ex:  # same shape as Flower: code 2 + "<class ...>:<'msg'>"
                 reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
                                       reason=f"{type(ex)}:<'{ex}'>\n{traceback.format_exc()}"),
@@ -71,7 +85,7 @@ class LocalGrid(Grid):
         return self.pull_messages(self.push_messages(messages))
 
 
-def run_local(server_app: ServerApp, client_app: ClientApp, num_nodes: int, run_config: dict) -> LocalGrid:
-    grid = LocalGrid(client_app, num_nodes, run_config)
-    server_app(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=dict(run_config)))
+def run_local(server_app: ServerApp, client_app: ClientApp, num_nodes: int, run_config: dict, **grid_options) -> LocalGrid:
+    grid = LocalGrid(client_app, num_nodes, run_config, **grid_options)
+    server_app(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=dict(run_config)))
     return grid

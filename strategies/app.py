@@ -11,7 +11,7 @@ from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fed.aggregation import ReportAggregator, fit_clean
-from fed.assets import Assets, build_bundle, default_cache_dir, load_assets, load_public, pack
+from fed.assets import Assets, build_bundle, default_cache_dir, load_assets, load_public, unpack
 from fed.classifier import class_means, within_class_covariance
 from fed.dataset import TextDataset
 from fed.encoders.cache import encode_cached
@@ -50,11 +50,11 @@ def run(grid: Grid, config: RunConfig) -> Path:
     print(f"ldpfed: run directory {record.out}", flush=True)
     cache = default_cache_dir(config)
     public = load_public(config)
-    folder = build_bundle(config, public, cache)
-    assets = load_assets(folder)
+    bundle = build_bundle(config, public, cache)
+    assets = load_assets(unpack(bundle, cache))  # the server's own bundle passes the checks its users make
 
     strategy = LdpStrategy(config, record, baselines={})
-    strategy.setup(grid, pack(folder), expected_nodes=config.nodes, timeout=TIMEOUT_S)
+    strategy.setup(grid, bundle, expected_nodes=config.nodes, timeout=TIMEOUT_S)
     _baselines(config, assets, public, strategy)
 
     strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.rounds, timeout=TIMEOUT_S)

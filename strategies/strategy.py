@@ -8,23 +8,22 @@ message names the users it addresses.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from clients.wire import is_refusal, models_to_record, record_to_reply
+from clients import protocol
 from fed.aggregation import ReportAggregator
 from fed.classifier import LinearModel
 from fed.config import RunConfig
-from fed.evaluation import accuracy
 from fed.plan import PrivacyPlan, make_plan
-from fed.node import NodeReply
+from fed.node import NodeReply, Outcomes
+from fed.requests import Refusal
 from fed.randomizers import make_randomizer
 from fed.randomizers.labels import make_label_release
 from fed.run_record import RunRecord
@@ -72,19 +71,21 @@ class LdpStrategy(Strategy):
             nodes = list(grid.get_node_ids())
         if not nodes:
             raise RuntimeError("no Flower node connected")
-        content = RecordDict({"assets": ArrayRecord({"bundle": Array(bundle)})})
-        messages = [Message(content, dst_node_id=n, message_type="query.setup") for n in nodes]
+        content = protocol.setup_request(bundle)
+        messages = [Message(content, dst_node_id=n, message_type=protocol.SETUP) for n in nodes]
         for reply in grid.send_and_receive(messages, timeout=timeout):
             if reply.has_error():
                 raise RuntimeError(f"node {reply.metadata.src_node_id} failed setup: {reply.error.reason}")
-            info = reply.content["node"]
-            for uid in info["users"]:
-                self.node_of[int(uid)] = reply.metadata.src_node_id
-            if "query-counts" in info:
-                self.train_counts.update(zip(map(int, info["users"]), map(int, info["train-counts"])))
-                self.query_counts.update(zip(map(int, info["users"]), map(int, info["query-counts"])))
-            if info["users"]:
-                self.dim, self.num_labels = int(info["dim"]), int(info["num-labels"])
+            refused = protocol.read_refusal(reply.content)
+            if refused is not None:
+                raise RuntimeError(f"node {reply.metadata.src_node_id} refused setup ({refused[0]}): {refused[1]}")
+            info = protocol.read_setup_reply(reply.content)
+            for uid in info.users:
+                self.node_of[uid] = reply.metadata.src_node_id
+            self.train_counts.update(zip(info.users, info.train_counts))
+            self.query_counts.update(zip(info.users, info.query_counts))
+            if info.users:
+                self.dim, self.num_labels = info.dim, info.num_labels
         missing = set(range(self.config.users)) - set(self.node_of)
         if missing:
             raise RuntimeError(f"{len(missing)} users are hosted by no node (e.g. {sorted(missing)[:5]})")
@@ -106,12 +107,8 @@ class LdpStrategy(Strategy):
         size = len(available) if not self.config.users_per_round else min(self.config.users_per_round, len(available))
         sampled = np.sort(self.rng.choice(available, size=size, replace=False)) if size else available
         self.round_metrics = {"round": server_round, "users_sampled": int(size)}
-        request = {
-            "randomizer": json.dumps(self.plan.train.params()),
-            "records": self.config.records_per_user_round,
-            "sampling": self.plan.train_sampling.spec,
-        }
-        return self._per_node(sampled.tolist(), "train", request)
+        request = (self.plan.train.params(), self.config.records_per_user_round, self.plan.train_sampling.spec)
+        return self._per_node(sampled.tolist(), protocol.TRAIN, *request)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -119,7 +116,7 @@ class LdpStrategy(Strategy):
         """Add every received report to the classifier's statistics and refit it."""
         received = refused = 0
         for reply in self._ok(replies):
-            data = record_to_reply(reply.content)
+            data = protocol.read_release_reply(reply.content)
             self.summaries.update(data.ledgers)
             self.exhausted.update(data.refusals)
             refused += len(data.refusals)
@@ -135,7 +132,7 @@ class LdpStrategy(Strategy):
         if not self.aggregator.reports:
             return None, MetricRecord({"reports-total": 0})
         self.round_metrics["classifier_coordinates"] = int(self.aggregator.lda.coordinates().sum())
-        return models_to_record({"private": self.aggregator.model()}), MetricRecord(
+        return protocol.models_record({"private": self.aggregator.model()}), MetricRecord(
             {"reports-total": self.aggregator.reports}
         )
 
@@ -147,17 +144,13 @@ class LdpStrategy(Strategy):
         models = dict(self.baselines)
         if self.aggregator.reports:
             models["private"] = self.aggregator.model()
-        content = RecordDict({"models": models_to_record(models)})
-        return [Message(content, dst_node_id=n, message_type="evaluate") for n in sorted(set(self.node_of.values()))]
+        content = protocol.evaluate_request(models)
+        return [Message(content, dst_node_id=n, message_type=protocol.EVALUATE) for n in sorted(set(self.node_of.values()))]
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        """Pool local-inference accuracy and record the round."""
-        counts, totals = [], []
-        for reply in self._ok(replies):
-            metrics = reply.content["metrics"]
-            counts.append({k.removeprefix("correct."): int(v) for k, v in metrics.items() if k.startswith("correct.")})
-            totals.append(int(metrics["total"]))
-        acc = accuracy(counts, totals)
+        """Pool local-inference accuracy (exact in a simulation, estimated from randomized bits on devices)."""
+        outcomes = [protocol.read_outcomes_reply(reply.content) for reply in self._ok(replies)]
+        acc = pooled_accuracy(outcomes)
         eps = [s["epsilon_sentence"] for s in self.summaries.values()]
         self.round_metrics.update(
             {
@@ -185,7 +178,7 @@ class LdpStrategy(Strategy):
         users say when each of their true queries has k answers, or refuse once their budget
         is spent. At the end every node reports the outcome (a simulation metric).
         """
-        request = {"randomizer": json.dumps(self.plan.query.params()), "records": 0, "sampling": self.plan.upsampling.spec}
+        request = (self.plan.query.params(), 0, self.plan.upsampling.spec)
         model = self.aggregator.model_for_reports(self.plan.query.params(), answers=self.plan.upsampling.k)
         active = sorted(u for u in self.node_of if self.query_counts.get(u, 1) > 0)
         max_steps = 10 * self.plan.query_steps + 10
@@ -196,32 +189,34 @@ class LdpStrategy(Strategy):
             steps += 1
             replied: set[int] = set()
             answers = []
-            for reply in self._ok(grid.send_and_receive(self._per_node(active, "query.release", request), timeout=timeout)):
+            for reply in self._ok(grid.send_and_receive(self._per_node(active, protocol.RELEASE, *request), timeout=timeout)):
                 replied.add(reply.metadata.src_node_id)
-                data = record_to_reply(reply.content)
+                data = protocol.read_release_reply(reply.content)
                 self.summaries.update(data.ledgers)
                 stopped.update(data.refusals)
                 if not len(data.reports):
                     continue
                 reports_total += len(data.reports)
-                arrays = ArrayRecord(
-                    {"users": Array(data.users), "slots": Array(data.slots), "scores": Array(model.scores(self._decode(data)))}
-                )
-                answers.append(
-                    Message(RecordDict({"answers": arrays}), dst_node_id=reply.metadata.src_node_id, message_type="query.answer")
-                )
+                content = protocol.answer_request(data.users, data.slots, model.scores(self._decode(data)))
+                answers.append(Message(content, dst_node_id=reply.metadata.src_node_id, message_type=protocol.ANSWER))
             finished: set[int] = set()
             for reply in self._ok(grid.send_and_receive(answers, timeout=timeout)):
-                finished.update(int(u) for u in json.loads(str(reply.content["answered"]["finished"])))
+                finished.update(protocol.read_answer_reply(reply.content))
             active = [u for u in active if u not in stopped and u not in finished and self.node_of[u] in replied]
         nodes = sorted(set(self.node_of.values()))
-        messages = [Message(RecordDict(), dst_node_id=n, message_type="query.score") for n in nodes]
+        messages = [Message(RecordDict(), dst_node_id=n, message_type=protocol.SCORE) for n in nodes]
         totals: dict[str, int] = {}
         for reply in self._ok(grid.send_and_receive(messages, timeout=timeout)):
-            for key, value in reply.content["metrics"].items():
+            outcomes = protocol.read_outcomes_reply(reply.content)
+            if not outcomes.exact:  # a device: only a randomized estimate of correct answers
+                estimate = outcomes.estimated_correct()["remote"]
+                totals["correct"] = totals.get("correct", 0) + round(estimate)
+                totals["total"] = totals.get("total", 0) + outcomes.total["remote"]
+                continue
+            for key, value in outcomes.correct.items():
                 totals[key] = max(totals.get(key, 0), int(value)) if key == "steps_max" else totals.get(key, 0) + int(value)
         total = totals.get("total", 0)
-        budget_stops = sum(1 for reason in stopped.values() if "budget" in reason)
+        budget_stops = sum(1 for code, _ in stopped.values() if code == Refusal.BUDGET)
         return {
             "accuracy": totals.get("correct", 0) / total if total else None,
             "accuracy_single_answer": totals.get("correct_single", 0) / total if total else None,
@@ -242,26 +237,24 @@ class LdpStrategy(Strategy):
     def collect_ledgers(self, grid: Grid, timeout: float) -> dict[int, dict[str, Any]]:
         """Every user's full ledger (each event and its count per record)."""
         nodes = sorted(set(self.node_of.values()))
-        messages = [Message(RecordDict(), dst_node_id=n, message_type="query.ledger") for n in nodes]
+        messages = [Message(RecordDict(), dst_node_id=n, message_type=protocol.LEDGER) for n in nodes]
         ledgers: dict[int, dict[str, Any]] = {}
         for reply in self._ok(grid.send_and_receive(messages, timeout=timeout)):
-            ledgers.update({int(k): v for k, v in json.loads(str(reply.content["ledgers"]["json"])).items()})
+            ledgers.update(protocol.read_ledger_reply(reply.content))
         return dict(sorted(ledgers.items()))
 
     # -- helpers -----------------------------------------------------------------------
     def _decode(self, data: NodeReply) -> np.ndarray:
         return make_randomizer(data.randomizer).decode(data.reports)[0]
 
-    def _per_node(self, users: list[int], message_type: str, request: dict[str, Any]) -> list[Message]:
+    def _per_node(
+        self, users: list[int], message_type: str, randomizer: dict[str, Any], records: int, sampling: str
+    ) -> list[Message]:
         by_node: dict[int, list[int]] = {}
         for uid in users:
             by_node.setdefault(self.node_of[uid], []).append(int(uid))
         return [
-            Message(
-                RecordDict({"request": ConfigRecord({"users": group, **request})}),
-                dst_node_id=node,
-                message_type=message_type,
-            )
+            Message(protocol.release_request(group, randomizer, records, sampling), dst_node_id=node, message_type=message_type)
             for node, group in sorted(by_node.items())
         ]
 
@@ -270,7 +263,18 @@ class LdpStrategy(Strategy):
         for reply in replies:
             if reply.has_error():
                 self.errors.append(f"node {reply.metadata.src_node_id}: {reply.error.reason}")
-            elif is_refusal(reply.content):
-                self.errors.append(f"node {reply.metadata.src_node_id} refused: {reply.content['meta']['reason']}")
+            elif (refused := protocol.read_refusal(reply.content)) is not None:
+                self.errors.append(f"node {reply.metadata.src_node_id} refused ({refused[0]}): {refused[1]}")
             else:
                 yield reply
+
+
+def pooled_accuracy(outcomes: Iterable[Outcomes]) -> dict[str, float]:
+    """Accuracy per model pooled over nodes: estimated correct counts over the queries they cover."""
+    correct: dict[str, float] = {}
+    total: dict[str, int] = {}
+    for outcome in outcomes:
+        for name, value in outcome.estimated_correct().items():
+            correct[name] = correct.get(name, 0.0) + value
+            total[name] = total.get(name, 0) + outcome.total[name]
+    return {name: correct[name] / total[name] for name in correct if total[name]}

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from fed.config import RunConfig
+from fed.plan import make_plan
+from fed.randomizers.auditing import build_for_audit
 from simulations.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,3 +67,18 @@ def test_command_line_entry_point_prints_the_table() -> None:
         check=True,
     ).stdout
     assert "claim violated" in out and "ome" in out
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace", "dchi", "sue", "oue", "ome", "dpie-gaussian", "dpie-laplace", "texthide"])
+def test_the_audit_builds_what_a_run_builds(mechanism: str) -> None:
+    # One release per record, same clip, dim and (default) options: the plan's randomizer is the audited one.
+    config = RunConfig(mechanism=mechanism, epsilon=1.0, clip=1.0, dim=16)
+    plan = make_plan(config, 2)
+    case = build_for_audit(mechanism, 1.0, config.delta, 16, {"clip": 1.0})
+    assert case.randomizer.params() == plan.train.params()
+    claimed = plan.calibrations["train"].get("claimed_epsilon") or plan.calibrations["train"]["target_epsilon"]
+    assert case.claimed_epsilon == (math.inf if claimed is None else claimed)
+    if mechanism == "dpie-gaussian":  # TextHide's published k and masks; no assumption on the coefficients
+        assert {k: case.randomizer.params()[k] for k in ("k", "masks", "max_coefficient")} == {
+            "k": 4, "masks": 16, "max_coefficient": 1.0
+        }

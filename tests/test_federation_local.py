@@ -105,9 +105,9 @@ def test_no_raw_text_or_clean_vector_leaves_a_client(canary_data: Path, tmp_path
 def _node(canary_data: Path, tmp_path: Path) -> tuple[LocalGrid, dict]:
     config = _config(canary_data, tmp_path / "run")
     grid = LocalGrid(client_app, 1, {**config, "nodes": 1})
-    from fed.assets import build_bundle, pack
+    from fed.assets import build_bundle
 
-    bundle = pack(build_bundle(RunConfig.from_mapping(config), None, Path(tmp_path)))
+    bundle = build_bundle(RunConfig.from_mapping(config), None, Path(tmp_path))
     setup = Message(RecordDict({"assets": ArrayRecord({"bundle": Array(bundle)})}), dst_node_id=1000, message_type="query.setup")
     (reply,) = grid.send_and_receive([setup])
     assert not reply.has_error(), reply.error.reason if reply.has_error() else ""

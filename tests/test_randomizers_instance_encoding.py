@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from fed.classifier import NoiseAwareLDA
-from fed.privacy.composition import compose_epsilon
+from fed.privacy.composition import compose_epsilon, gaussian_mu
 from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent
 from fed.privacy.ledger import Budget, Ledger
 from fed.randomizers import make_randomizer
@@ -95,12 +95,48 @@ def test_soft_labels_are_mixed_alike_and_train_the_classifier() -> None:
     rng = np.random.default_rng(7)
     labels = rng.integers(2, size=400)
     x = rng.normal(size=(400, 3)) + 3.0 * labels[:, None]
-    reports, soft = randomizer.release_with_labels(x, np.eye(2)[labels], rng)
+    reports, soft = randomizer.release_with_labels(x, labels, 2, rng)
     assert soft.shape == (400, 2)
     np.testing.assert_allclose(soft.sum(axis=1), 1.0)
+    assert randomizer.records_per_report == 2 and TextHideRandomizer(k=3, masks=2).records_per_report == 3
     lda = NoiseAwareLDA(3, 2)
     lda.update(reports, soft, noise_std=0.1)
     assert (lda.fit().predict(x) == labels).mean() > 0.9
+
+
+def test_labels_of_an_unmixed_randomizer_travel_as_they_are() -> None:
+    randomizer = make_randomizer({"mechanism": "gaussian", "clip": 1.0, "sigma": 1.0})
+    labels = np.array([1, 0, 2])
+    reports, released = randomizer.release_with_labels(np.zeros((3, 4)), labels, 3, np.random.default_rng(0))
+    assert reports.shape == (3, 4) and released is labels
+    assert randomizer.records_per_report == 1 and randomizer.user_event == randomizer.event
+
+
+@pytest.mark.parametrize(
+    "k,cmax,epsilon,reports,ledger_figure,true_figure",
+    [(4, 0.25, 6.0, 7, 20.1, 52.8), (30, 1 / 30, 8.0, 30, 79.7, 1461.0)],
+)
+def test_user_event_is_one_report_shifted_by_2c(
+    k: int, cmax: float, epsilon: float, reports: int, ledger_figure: float, true_figure: float
+) -> None:
+    # All of a user's records may differ: each report (its records share its noise) moves by at
+    # most 2C, so n reports are GDP with mu = sqrt(n) 2C / sigma; composing the per-record event
+    # over the records would understate it by the factor c_max sqrt(k).
+    clip = 1.5
+    randomizer = DPInstanceEncodingGaussian.calibrated(
+        epsilon, DELTA, 1, {"k": k, "max_coefficient": cmax, "masks": 16, "clip": clip}
+    )
+    assert randomizer.user_event == GaussianEvent(sensitivity=2 * clip, sigma=randomizer.sigma)
+    mu = math.sqrt(reports) * 2 * clip / randomizer.sigma
+    assert gaussian_mu({randomizer.user_event: reports}) == pytest.approx(mu, rel=1e-12)
+    closed_form = compose_epsilon({GaussianEvent(mu, 1.0): 1}, DELTA)  # the GDP curve of mu
+    user_level = compose_epsilon({randomizer.user_event: reports}, DELTA)
+    assert user_level == pytest.approx(closed_form, rel=1e-9)
+    assert user_level == pytest.approx(true_figure, rel=1e-3)
+    assert compose_epsilon({randomizer.event: reports}, DELTA) == pytest.approx(ledger_figure, rel=2e-3)
+    laplace = DPInstanceEncodingLaplace(k=k, max_coefficient=cmax, masks=16, clip=clip, scale=2.0)
+    assert laplace.user_event == LaplaceEvent(sensitivity=2 * clip, scale=2.0)  # L1: sum_t lambda_t 2C1 = 2C1
+    assert TextHideRandomizer(k=k, masks=16).user_event == NoPrivacyEvent("texthide")
 
 
 def test_fast_audits_of_dp_instance_encoding_stay_within_the_claim() -> None:

@@ -11,8 +11,11 @@ reads them back.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-from collections.abc import Sequence
+import pickle
+import zipfile
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -23,6 +26,13 @@ from torch import nn
 from fed.dataset import TextDataset
 from fed.encoders.base import check_pairs
 from fed.encoders.vocab import Vocab
+
+SAVED_FILES = ("config.json", "vocab.json", "weights.pt")
+"""What ``BiLSTMEncoder.save`` writes."""
+MAX_PARAMETERS = 2**24
+"""Most weights a loaded BiLSTM may have (64 MiB of float32)."""
+MAX_TOKENS = 4096
+"""Largest ``max_length`` a loaded BiLSTM may ask for."""
 
 
 class BiLSTMNet(nn.Module):
@@ -130,16 +140,77 @@ class BiLSTMEncoder:
 
     @classmethod
     def load(cls, folder: str | Path) -> BiLSTMEncoder:
-        """Read an encoder written by ``save``."""
+        """Read an encoder written by ``save`` (checked as in ``from_saved``)."""
         folder = Path(folder)
-        missing = [n for n in ("config.json", "vocab.json", "weights.pt") if not (folder / n).is_file()]
+        missing = [n for n in SAVED_FILES if not (folder / n).is_file()]
         if missing:
             raise FileNotFoundError(f"{folder} is not a saved BiLSTM encoder: missing {', '.join(missing)}")
-        config = json.loads((folder / "config.json").read_text())
-        vocab = Vocab(tuple(json.loads((folder / "vocab.json").read_text(encoding="utf-8"))))
+        return cls.from_saved({n: (folder / n).read_bytes() for n in SAVED_FILES}, name=f"bilstm:{folder}")
+
+    @classmethod
+    def from_saved(cls, files: Mapping[str, bytes], name: str = "bilstm") -> BiLSTMEncoder:
+        """An encoder from the contents of the files ``save`` writes, read as untrusted input.
+
+        Raises ValueError unless config.json holds four positive integers within
+        ``MAX_PARAMETERS`` and ``MAX_TOKENS``, vocab.json exactly ``vocab_size`` distinct
+        strings, and weights.pt (uncompressed) exactly the finite float32 tensors of the
+        shapes the config implies.
+        """
+        config = _read_config(files["config.json"])
+        tokens = json.loads(files["vocab.json"].decode("utf-8"))
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            raise ValueError("vocab.json must be a list of strings")
+        vocab = Vocab(tuple(tokens))
+        if len(vocab) != config["vocab_size"]:
+            raise ValueError(f"vocab.json has {len(vocab)} tokens, config.json says {config['vocab_size']}")
+        with torch.device("meta"):  # shapes only, nothing allocated
+            expected = BiLSTMNet(config["vocab_size"], config["embed_dim"], config["hidden"]).state_dict()
+        size = sum(tensor.numel() for tensor in expected.values())
+        if size > MAX_PARAMETERS:
+            raise ValueError(f"config.json implies {size} weights, more than {MAX_PARAMETERS}")
+        state = _read_weights(files["weights.pt"])
+        if set(state) != set(expected):
+            raise ValueError(f"weights.pt holds {sorted(map(str, state))}, expected {sorted(expected)}")
+        for key, tensor in state.items():
+            if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float32:
+                raise ValueError(f"weights.pt: {key} is not a float32 tensor")
+            if tensor.shape != expected[key].shape:
+                shapes = f"{tuple(tensor.shape)}, expected {tuple(expected[key].shape)}"
+                raise ValueError(f"weights.pt: {key} has shape {shapes}")
+            if not torch.isfinite(tensor).all():
+                raise ValueError(f"weights.pt: {key} is not finite (NaN or inf)")
         net = BiLSTMNet(config["vocab_size"], config["embed_dim"], config["hidden"])
-        net.load_state_dict(torch.load(folder / "weights.pt", weights_only=True))
-        return cls(net, vocab, config["max_length"], name=f"bilstm:{folder}")
+        net.load_state_dict(state)
+        return cls(net, vocab, config["max_length"], name=name)
+
+
+def _read_config(data: bytes) -> dict[str, int]:
+    """config.json: exactly the four sizes, each a positive integer within the caps."""
+    config = json.loads(data.decode("utf-8"))
+    keys = ["embed_dim", "hidden", "max_length", "vocab_size"]
+    if not isinstance(config, dict) or sorted(config) != keys:
+        raise ValueError(f"config.json must be an object with exactly the keys {keys}")
+    if not all(type(config[k]) is int and 1 <= config[k] <= MAX_PARAMETERS for k in keys):
+        raise ValueError(f"config.json values must be positive integers up to {MAX_PARAMETERS}, got {config}")
+    if not 2 <= config["max_length"] <= MAX_TOKENS:
+        raise ValueError(f"config.json max_length must lie in [2, {MAX_TOKENS}], got {config['max_length']}")
+    return config
+
+
+def _read_weights(data: bytes) -> dict[str, torch.Tensor]:
+    """A state dict from torch.save's zip format, every entry stored and within the file,
+    so that what torch allocates is bounded by the file's size."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for info in archive.infolist():
+                if info.compress_type != zipfile.ZIP_STORED or info.header_offset + info.file_size > len(data):
+                    raise ValueError(f"weights.pt entry {info.filename} is compressed or larger than the file")
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except (zipfile.BadZipFile, pickle.UnpicklingError, RuntimeError, EOFError, KeyError, TypeError) as err:
+        raise ValueError(f"weights.pt is not a saved torch state dict: {err}") from err
+    if not isinstance(state, dict):
+        raise ValueError("weights.pt must hold a state dict")
+    return state
 
 
 def train_bilstm(

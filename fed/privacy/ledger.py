@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +41,19 @@ class Budget:
             raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
 
 
+class EventCapReached(ValueError):
+    """A release would add a distinct event past the ledger's cap; nothing was charged."""
+
+    code = "policy"
+
+
 class Ledger:
     """Per-record counts of privacy events for one user, with budget checks.
+
+    Records with the same content (the same stable record id) share one column: spending
+    follows the sentence, however many times it appears. The user-level account counts
+    each report's user-level event (a mixup report mixes several records but is one run
+    of its noise), separately from the per-record counts.
 
     Parameters
     ----------
@@ -50,49 +61,81 @@ class Ledger:
         Number of records the user holds (public, as is the dataset size).
     budget:
         The budgets enforced before any release.
+    columns:
+        The column of each record (records sharing content share a column); default: one each.
+    max_events:
+        Most distinct events the ledger may hold (None: no cap).
     """
 
-    def __init__(self, num_records: int, budget: Budget) -> None:
+    def __init__(
+        self, num_records: int, budget: Budget, columns: np.ndarray | None = None, max_events: int | None = None
+    ) -> None:
         if num_records < 0:
             raise ValueError("num_records must be non-negative")
         self.num_records = int(num_records)
         self.budget = budget
+        self.columns = np.arange(self.num_records) if columns is None else np.asarray(columns, dtype=np.int64)
+        if self.columns.shape != (self.num_records,):
+            raise ValueError(f"columns must give one column per record, got shape {self.columns.shape}")
+        self.num_columns = int(self.columns.max(initial=-1)) + 1
+        self.max_events = max_events
         self.events: list[PrivacyEvent] = []
-        self.counts = np.zeros((0, self.num_records), dtype=np.int64)
+        self.counts = np.zeros((0, self.num_columns), dtype=np.int64)
+        self.user_counts: Counter[PrivacyEvent] = Counter()
         self.steps: dict[tuple[str, str, PrivacyEvent], int] = {}
 
     # -- queries -----------------------------------------------------------------------
+    def record_counts(self) -> np.ndarray:
+        """Counts per event and record (events x records; records sharing content show the same)."""
+        return self.counts[:, self.columns]
+
     def record_epsilons(self) -> np.ndarray:
         """Sentence-level epsilon of every record at the budget's delta."""
-        eps = np.zeros(self.num_records)
-        if self.counts.size == 0:
-            return eps
-        columns, inverse = np.unique(self.counts, axis=1, return_inverse=True)
-        values = [self._compose_column(columns[:, j]) for j in range(columns.shape[1])]
-        return np.asarray(values)[inverse.reshape(-1)]
+        eps = np.zeros(self.num_columns)
+        if self.counts.size:
+            columns, inverse = np.unique(self.counts, axis=1, return_inverse=True)
+            values = [self._compose_column(columns[:, j]) for j in range(columns.shape[1])]
+            eps = np.asarray(values)[inverse.reshape(-1)]
+        return eps[self.columns]
 
     def sentence_epsilon(self) -> float:
         """Worst-case sentence-level epsilon: the maximum over records."""
         return float(self.record_epsilons().max(initial=0.0))
 
     def user_epsilon(self) -> float:
-        """User-level epsilon: the composition of every release."""
-        return self._compose_column(self.counts.sum(axis=1))
+        """User-level epsilon: the composition of every report's user-level event."""
+        return compose_epsilon(+self.user_counts, self.budget.delta)
 
     def releases(self) -> int:
-        """Number of record releases so far."""
+        """Number of record releases so far (one per record and event)."""
         return int(self.counts.sum())
 
+    def admits(self, events: Sequence[PrivacyEvent]) -> None:
+        """EventCapReached if charging ``events`` would hold more distinct events than the cap."""
+        new = {e for e in events if e not in self.events and e not in self.user_counts}
+        held = len(set(self.events) | set(self.user_counts))
+        if self.max_events is not None and held + len(new) > self.max_events:
+            raise EventCapReached(
+                f"the ledger holds {held} distinct privacy events; {len(new)} more would pass the policy's cap of {self.max_events}"
+            )
+
     def remaining(self, events: Sequence[PrivacyEvent], candidates: np.ndarray) -> np.ndarray:
-        """The candidate record ids that can afford one more release costing ``events``."""
+        """The candidate record ids that can afford one more release costing ``events``.
+
+        Of several candidates with the same content only the first is returned, so that
+        releasing every returned id charges each column at most once.
+        """
         candidates = self._check_ids(candidates)
-        known = [*self.events, *(e for e in dict.fromkeys(events) if e not in self.events)]
-        after = np.zeros((len(known), candidates.size), dtype=np.int64)
-        after[: len(self.events)] = self.counts[:, candidates]
-        for event in events:
-            after[known.index(event)] += 1
         if not candidates.size:
             return candidates
+        _, first = np.unique(self.columns[candidates], return_index=True)
+        candidates = candidates[np.sort(first)]
+        cols = self.columns[candidates]
+        known = [*self.events, *(e for e in dict.fromkeys(events) if e not in self.events)]
+        after = np.zeros((len(known), candidates.size), dtype=np.int64)
+        after[: len(self.events)] = self.counts[:, cols]
+        for event in events:
+            after[known.index(event)] += 1
         columns, inverse = np.unique(after, axis=1, return_inverse=True)
         ok = np.array(
             [
@@ -102,22 +145,28 @@ class Ledger:
         )
         return candidates[ok[inverse.reshape(-1)]]
 
-    def user_can_afford(self, events: Sequence[PrivacyEvent], count: int) -> bool:
-        """Whether ``count`` more releases costing ``events`` stay within the user-level budget."""
+    def user_can_afford(self, user_events: Mapping[PrivacyEvent, int]) -> bool:
+        """Whether more reports costing ``user_events`` (event -> count) stay within the user-level budget."""
         if math.isinf(self.budget.epsilon_user):
             return True
-        total = Counter(dict(zip(self.events, self.counts.sum(axis=1).tolist())))
-        for event in events:
-            total[event] += count
-        return compose_epsilon(total, self.budget.delta) <= self.budget.epsilon_user
+        return compose_epsilon(+(self.user_counts + Counter(user_events)), self.budget.delta) <= self.budget.epsilon_user
 
     # -- updates -----------------------------------------------------------------------
-    def charge(self, events: Sequence[PrivacyEvent], record_ids: np.ndarray) -> None:
-        """Record one release costing ``events`` on each record id (ids may repeat)."""
+    def charge(
+        self, events: Sequence[PrivacyEvent], record_ids: np.ndarray, user_events: Mapping[PrivacyEvent, int] | None = None
+    ) -> None:
+        """Record one release costing ``events`` on each record id, and the reports' user-level events.
+
+        ``user_events`` (event -> number of reports) defaults to one ``events`` per record id.
+        """
         record_ids = self._check_ids(record_ids)
+        if user_events is None:
+            user_events = {event: int(record_ids.size) for event in events}
+        self.admits([*events, *user_events])
         for event in events:
             row = self._row(event)
-            np.add.at(self.counts[row], record_ids, 1)
+            np.add.at(self.counts[row], self.columns[record_ids], 1)
+        self.user_counts.update({e: int(n) for e, n in user_events.items() if n})
 
     def log_step(self, kind: str, sampling: str, event: PrivacyEvent) -> None:
         """Record that the user served one step of ``kind`` sampled by ``sampling`` through ``event``."""
@@ -130,7 +179,8 @@ class Ledger:
 
     # -- serialisation -----------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        """Each distinct event and how many times each record used it, plus the budget."""
+        """Each distinct event and how many times each record used it, the user-level account, the budget."""
+        counts = self.record_counts()
         return {
             "num_records": self.num_records,
             "budget": {
@@ -138,10 +188,8 @@ class Ledger:
                 "epsilon_user": self.budget.epsilon_user,
                 "delta": self.budget.delta,
             },
-            "events": [
-                {"event": e.to_json(), "counts_per_record": self.counts[i].tolist()}
-                for i, e in enumerate(self.events)
-            ],
+            "events": [{"event": e.to_json(), "counts_per_record": counts[i].tolist()} for i, e in enumerate(self.events)],
+            "user_events": [{"event": e.to_json(), "reports": n} for e, n in self.user_counts.items()],
             "steps": [
                 {"kind": k, "sampling": s, "event": e.to_json(), "steps": n} for (k, s, e), n in self.steps.items()
             ],
@@ -149,12 +197,14 @@ class Ledger:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Ledger":
-        """Rebuild a ledger from :meth:`to_json` output."""
+        """Rebuild a ledger from :meth:`to_json` output (one column per record)."""
         ledger = cls(data["num_records"], Budget(**data["budget"]))
         for entry in data["events"]:
             ledger.events.append(event_from_json(entry["event"]))
         rows = [entry["counts_per_record"] for entry in data["events"]]
         ledger.counts = np.asarray(rows, dtype=np.int64).reshape(len(rows), ledger.num_records)
+        for entry in data["user_events"]:
+            ledger.user_counts[event_from_json(entry["event"])] += int(entry["reports"])
         for entry in data.get("steps", []):
             ledger.steps[(entry["kind"], entry["sampling"], event_from_json(entry["event"]))] = int(entry["steps"])
         return ledger
@@ -170,7 +220,7 @@ class Ledger:
         if event in self.events:
             return self.events.index(event)
         self.events.append(event)
-        self.counts = np.vstack([self.counts, np.zeros((1, self.num_records), dtype=np.int64)])
+        self.counts = np.vstack([self.counts, np.zeros((1, self.num_columns), dtype=np.int64)])
         return len(self.events) - 1
 
     def _compose_column(self, column: np.ndarray) -> float:

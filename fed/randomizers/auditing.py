@@ -20,8 +20,11 @@ Worst pairs (C: the clip radius, d: the dimension):
 - texthide: the same with no noise at all;
 - label channels: labels 0 and 1.
 
-``claimed_epsilon`` is what a mechanism states: the target it was calibrated to, or for
-``ome`` and ``laplace-seed002`` the epsilon their papers claim.
+:func:`build_for_audit` builds a registry mechanism exactly as a run does
+(:meth:`~fed.randomizers.base.Randomizer.run_options` with the class's default options,
+then fixed parameters or a calibration for one release), so the audit examines what runs.
+Its claimed epsilon is the calibration target, or what fixed (published) parameters state
+(``ome``: its published epsilon; ``texthide``: nothing, epsilon = inf).
 """
 
 from __future__ import annotations
@@ -44,10 +47,10 @@ from fed.privacy.audit import (
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
 from fed.randomizers import RANDOMIZERS
-from fed.randomizers.bits import BitEncodingRandomizer, OMERandomizer, PUBLISHED_OME_LAMBDA
+from fed.randomizers.bits import BitEncodingRandomizer
 from fed.randomizers.exponential import ExponentialMechanism
 from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.instance_encoding import TextHideRandomizer, _InstanceEncoding
+from fed.randomizers.instance_encoding import _Mixing
 from fed.randomizers.labels import RandomizedResponse
 from fed.randomizers.laplace import LaplaceRandomizer, Seed002LaplaceRandomizer
 from fed.randomizers.metric import DChiRandomizer
@@ -55,32 +58,26 @@ from fed.randomizers.metric import DChiRandomizer
 Scores = Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 _CHUNK_ELEMENTS = 1 << 22
 
-AUDITABLE = (
-    "gaussian",
-    "gaussian-analytic",
-    "gaussian-classical",
-    "laplace",
-    "laplace-seed002",
-    "dchi",
-    "sue",
-    "oue",
-    "ome",
-    "dpie-gaussian",
-    "dpie-laplace",
-    "texthide",
-    "randomized-response",
-    "exponential",
-)
+LABEL_CHANNELS: dict[str, Callable[[float, int], RandomizedResponse | ExponentialMechanism]] = {
+    "randomized-response": RandomizedResponse,
+    "exponential": ExponentialMechanism,
+}
+AUDITABLE: tuple[str, ...] = (*RANDOMIZERS, *LABEL_CHANNELS)
 
 
 @dataclass
 class AuditCase:
-    """A configuration to audit: what it claims, what it is charged, and how to score releases."""
+    """A configuration to audit: the randomizer (or label channel), what it claims, how to score releases."""
 
     mechanism: str
     claimed_epsilon: float
-    event: PrivacyEvent
+    randomizer: Any
     scores: Scores
+
+    @property
+    def event(self) -> PrivacyEvent:
+        """What one release is charged: the randomizer's own event."""
+        return self.randomizer.event
 
 
 def _repeated_scores(
@@ -142,7 +139,7 @@ def case_for(randomizer: Any, dim: int, claimed_epsilon: float) -> AuditCase:
         b0, b1 = randomizer.preprocess(x0)[0], randomizer.preprocess(x1)[0]
         p, q = randomizer.p, randomizer.q
         scores = _pair_case(randomizer, x0, x1, lambda y: bitflip_llr(y, b0, b1, p, q), randomizer.num_bits)
-    elif isinstance(randomizer, (_InstanceEncoding, TextHideRandomizer)):
+    elif isinstance(randomizer, _Mixing):
         scores = _mixup_scores(randomizer, dim)
     elif isinstance(randomizer, (RandomizedResponse, ExponentialMechanism)):
         logt = np.log(randomizer.transition_matrix())
@@ -156,11 +153,11 @@ def case_for(randomizer: Any, dim: int, claimed_epsilon: float) -> AuditCase:
         name = "randomized-response" if isinstance(randomizer, RandomizedResponse) else "exponential"
     else:
         raise ValueError(f"no audit for {type(randomizer).__name__}")
-    return AuditCase(name, float(claimed_epsilon), randomizer.event, scores)
+    return AuditCase(name, float(claimed_epsilon), randomizer, scores)
 
 
-def _mixup_scores(randomizer: Any, dim: int) -> Scores:
-    k = randomizer.mixup.k
+def _mixup_scores(randomizer: _Mixing, dim: int) -> Scores:
+    k = randomizer.records_per_report
     clip = getattr(randomizer, "clip", 1.0)
     masked = randomizer.mixup.masks > 0
     x0 = np.zeros((k, dim))
@@ -214,45 +211,29 @@ def accounted_epsilon(event: PrivacyEvent, delta: float) -> float:
 def build_for_audit(
     mechanism: str, epsilon: float, delta: float, dim: int, options: Mapping[str, Any] | None = None
 ) -> AuditCase:
-    """The configuration the audit command examines, built from a target or a published claim.
+    """The configuration the audit command examines, built as a run with these settings builds it.
 
-    Correct randomizers are calibrated to (epsilon, delta) for one release and claim that
-    epsilon. ``ome`` is built exactly as published (its epsilon parameter, lambda = 100
-    unless ``options['lambda']``) and ``laplace-seed002`` as seed 002 Theorem 3 (stated
-    epsilon); both claim the published epsilon. ``sue`` / ``oue`` take epsilon as their
-    published parameter too. ``texthide`` claims nothing (epsilon = inf).
+    ``options`` holds ``clip`` (default 1) and what a run's ``--mechanism-options`` would;
+    the class's :meth:`~fed.randomizers.base.Randomizer.run_options` add its defaults and
+    ``dim``. Calibrated mechanisms are calibrated to (epsilon, delta) for one release and
+    claim epsilon; fixed ones (:meth:`~fed.randomizers.base.Randomizer.fixed_params`) claim
+    what their parameters state, else what their event costs. Invalid mechanisms
+    (``laplace-seed002``) are built with ``allow_invalid``: the audit exists to expose them.
+    Label channels (``randomized-response``, ``exponential``) take ``labels`` (default 2).
     """
     opts = dict(options or {})
-    clip = float(opts.get("clip", 1.0))
-    if mechanism in ("randomized-response", "exponential"):
-        labels = int(opts.get("labels", 2))
-        channel = RandomizedResponse(epsilon, labels) if mechanism == "randomized-response" else ExponentialMechanism(epsilon, labels)
-        return case_for(channel, dim, epsilon)
+    if mechanism in LABEL_CHANNELS:
+        return case_for(LABEL_CHANNELS[mechanism](epsilon, int(opts.get("labels", 2))), dim, epsilon)
     if mechanism not in RANDOMIZERS:
         raise ValueError(f"unknown mechanism {mechanism!r}; auditable: {', '.join(AUDITABLE)}")
     cls = RANDOMIZERS[mechanism]
-    if mechanism == "laplace-seed002":
-        randomizer: Any = Seed002LaplaceRandomizer(clip, epsilon, dim, allow_invalid=True)
-    elif issubclass(cls, BitEncodingRandomizer):
-        bits = {k: int(opts[k]) for k in ("integer_bits", "fraction_bits") if k in opts}
-        if cls is OMERandomizer:
-            randomizer = OMERandomizer(epsilon, dim, lam=float(opts.get("lambda", PUBLISHED_OME_LAMBDA)), **bits)
-        else:
-            randomizer = cls(epsilon, dim, **bits)
-    elif mechanism == "texthide":
-        randomizer = TextHideRandomizer(int(opts.get("k", 4)), int(opts.get("masks", 16)))
-        return case_for(randomizer, dim, math.inf)
-    elif issubclass(cls, _InstanceEncoding):
-        mix = {
-            "k": int(opts.get("k", 4)),
-            "max_coefficient": float(opts.get("max_coefficient", 0.5)),
-            "masks": int(opts.get("masks", 0)),
-            "clip": clip,
-        }
-        randomizer = cls.calibrated(epsilon, delta, 1, mix)
-    elif mechanism == "dchi":
-        extra = {"post_clip": float(opts["post_clip"])} if opts.get("post_clip") else {}
-        randomizer = cls.calibrated(epsilon, delta, 1, {"clip": clip, **extra})
-    else:
-        randomizer = cls.calibrated(epsilon, delta, 1, {"clip": clip})
-    return case_for(randomizer, dim, epsilon)
+    clip = float(opts.pop("clip", 1.0))
+    if cls.invalid:
+        opts["allow_invalid"] = True
+    run_options = cls.run_options(clip, dim, opts)
+    fixed = cls.fixed_params(epsilon, run_options)
+    if fixed is None:
+        return case_for(cls.calibrated(epsilon, delta, 1, run_options), dim, epsilon)
+    randomizer = cls.from_params(fixed)
+    claimed = randomizer.claimed_epsilon
+    return case_for(randomizer, dim, accounted_epsilon(randomizer.event, delta) if claimed is None else claimed)

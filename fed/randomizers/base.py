@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,10 +20,21 @@ from fed.randomizers.target import CalibrationTarget
 class Randomizer(ABC):
     """Turns clean inputs into reports; one call is one run per row.
 
-    ``event`` states what one run costs a record; the ledger is fed only from it.
+    ``event`` states what one run costs a record; the ledger is fed only from it. What a run
+    needs to know about a mechanism lives here too: the options its settings give it
+    (:meth:`run_options`), whether its noise is fixed or calibrated (:meth:`fixed_params`),
+    how many records one report mixes and what one report costs at user level.
     """
 
     name: ClassVar[str]
+    noise_key: ClassVar[str | None] = None
+    """The parameter that sets the noise (sigma, scale, eta): given in a run's options, it is used as is."""
+    default_options: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+    """Options a run uses unless it gives them (published defaults)."""
+    sigma_settable: ClassVar[bool] = False
+    """A Gaussian on one record per report: ``--sigma`` sets its noise and ``--enforce amplified`` applies."""
+    invalid: ClassVar[bool] = False
+    """A published-but-wrong mechanism: built only when asked for (``allow_invalid``); a client may refuse it."""
 
     @classmethod
     @abstractmethod
@@ -56,6 +68,31 @@ class Randomizer(ABC):
     def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "Randomizer":
         """The instance for a validated ``target`` and checked ``options``."""
 
+    @classmethod
+    def run_options(cls, clip: float, dim: int, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The options a run's settings give this mechanism.
+
+        The clip (where the class takes one), :attr:`default_options`, the input dimension
+        ``dim`` (where the class takes one; 0: none), then the run's own ``options``.
+        """
+        out: dict[str, Any] = {"clip": clip} if "clip" in cls.required_options else {}
+        out.update(cls.default_options)
+        needs_dim = "dim" in cls.required_options
+        if needs_dim and dim:
+            out["dim"] = dim
+        out.update(options)
+        if needs_dim and "dim" not in out:
+            raise ValueError(f"{cls.name} needs the input dimension: give --dim > 0 or dim=<d> in --mechanism-options")
+        return out
+
+    @classmethod
+    def fixed_params(cls, epsilon: float, options: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Parameters to run at as given, or None when the noise is to be calibrated to ``epsilon``.
+
+        Fixed when ``options`` (from :meth:`run_options`) give the noise parameter :attr:`noise_key`.
+        """
+        return {"mechanism": cls.name, **options} if cls.noise_key in options else None
+
     @abstractmethod
     def params(self) -> dict[str, Any]:
         """Plain-JSON parameters, including ``mechanism``."""
@@ -72,6 +109,31 @@ class Randomizer(ABC):
     @abstractmethod
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Randomize each row of ``x`` with fresh noise from ``rng``."""
+
+    def release_with_labels(
+        self, x: np.ndarray, labels: np.ndarray, num_labels: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Reports of the rows of ``x`` and the labels that travel with them.
+
+        ``labels`` are class ids in [0, num_labels) that have already left the user (public,
+        or randomized response charged in the ledger); here they travel as they are.
+        """
+        return self.release(x, rng), labels
+
+    @property
+    def records_per_report(self) -> int:
+        """Records mixed into one report; a release needs at least this many rows."""
+        return 1
+
+    @property
+    def user_event(self) -> PrivacyEvent:
+        """The privacy event one REPORT costs at user level (all of a user's records may differ)."""
+        return self.event
+
+    @property
+    def claimed_epsilon(self) -> float | None:
+        """The epsilon that fixed (published) parameters state per release; None where they state none."""
+        return None
 
     @abstractmethod
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float | np.ndarray]:

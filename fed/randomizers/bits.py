@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -201,8 +202,13 @@ class BitEncodingRandomizer(Randomizer):
     @property
     def event(self) -> BitFlipEvent:
         return BitFlipEvent(
-            protocol=self.name, epsilon=self.true_epsilon, claimed_epsilon=self.epsilon, bits=self.num_bits
+            protocol=self.name, epsilon=self.true_epsilon, claimed_epsilon=self.claimed_epsilon, bits=self.num_bits
         )
+
+    @property
+    def claimed_epsilon(self) -> float:
+        """The published epsilon (the protocol's parameter)."""
+        return self.epsilon
 
     # -- data path ------------------------------------------------------------------------
     def preprocess(self, x: np.ndarray) -> np.ndarray:
@@ -276,6 +282,12 @@ class OMERandomizer(BitEncodingRandomizer):
     name = "ome"
     _extra_params = ("lambda",)
     required_options = frozenset({"dim", "lambda"})
+    default_options = MappingProxyType({"lambda": PUBLISHED_OME_LAMBDA})
+
+    @classmethod
+    def fixed_params(cls, epsilon: float, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Always as published: ``epsilon`` is OME's published parameter (its true cost is its event's)."""
+        return {"mechanism": cls.name, "epsilon": epsilon, **options}
 
     def __init__(self, *args: Any, lam: float = PUBLISHED_OME_LAMBDA, **kwargs: Any) -> None:
         """As :class:`BitEncodingRandomizer`, plus the randomization factor ``lam`` (lambda)."""

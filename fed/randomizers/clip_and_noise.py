@@ -55,6 +55,11 @@ class ClipAndNoise(Randomizer):
     fields: ClassVar[tuple[str, ...]]
     required_options: ClassVar[frozenset[str]] = frozenset({"clip"})
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "noise_kind" in cls.__dict__:
+            cls.noise_key = cls.noise_kind.key
+
     def __init__(self, clip: float, noise: float) -> None:
         self.clip = check_positive("clip", clip)
         setattr(self, self.noise_kind.key, check_positive(self.noise_kind.key, noise))

@@ -20,6 +20,7 @@ class GaussianRandomizer(ClipAndNoise):
     name = "gaussian"
     noise_kind = GAUSSIAN_NOISE
     fields = ("clip", "sigma")
+    sigma_settable = True
 
     def __init__(self, clip: float, sigma: float) -> None:
         super().__init__(clip, sigma)

@@ -28,6 +28,13 @@ coefficients). Labels are mixed with the same coefficients by :meth:`release_wit
 from labels that were already released (public, or randomized response charged in the
 ledger), which makes them post-processing.
 
+User level (all of a user's records may differ): the records of one report share its
+noise, and the report moves by m * sum_t lambda_t (x_t - x_t'), whose norm is at most
+sum_t lambda_t * 2C = 2C (coefficients are non-negative and sum to 1, masks are
+isometries, in L2 and in L1). So ``user_event`` is one report's GaussianEvent(2C, sigma)
+or LaplaceEvent(2C1, scale), composed over the reports; the per-record events above,
+composed over the records, would understate it by the factor c_max sqrt(k) (Gaussian).
+
 ``texthide`` (Huang et al. 2020, (m, k)-TextHide): the same mixing with c_max = 1 and a pool
 of m masks, no clipping, no noise: no DP at all, so its event is NoPrivacyEvent (epsilon =
 infinity) and no finite budget ever admits it.
@@ -36,7 +43,9 @@ infinity) and no finite budget ever admits it.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -46,6 +55,11 @@ from fed.randomizers._common import positive_int
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, LAPLACE_NOISE, ClipAndNoise
 from fed.randomizers.target import CalibrationTarget
+
+PUBLISHED_K = 4
+"""Records per report of (m, k)-TextHide as published (Huang et al. 2020)."""
+PUBLISHED_MASKS = 16
+"""Size m of TextHide's sign-mask pool as published."""
 
 
 class Mixup:
@@ -92,10 +106,43 @@ class Mixup:
         return np.einsum("jt,jtc->jc", lam, labels[members])
 
 
-class _InstanceEncoding(ClipAndNoise):
-    """Clip, mixup + masks, then noise; subclasses choose the noise kind and the event."""
+class _Mixing(Randomizer):
+    """What the mixup randomizers share: k records per report, soft labels mixed like the reports."""
+
+    mixup: Mixup
+
+    @abstractmethod
+    def release_groups(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Release each of several batches (groups, n, d) independently: reports, members, coefficients."""
+
+    @property
+    def records_per_report(self) -> int:
+        return self.mixup.k
+
+    def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.release_groups(check_finite_matrix(x)[None], rng)[0][0]
+
+    def release_with_labels(
+        self, x: np.ndarray, labels: np.ndarray, num_labels: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Reports and soft labels (n, num_labels): the one-hot ``labels`` mixed with each report's coefficients.
+
+        ``labels`` must have already left the user (public, or randomized-response outputs
+        charged in the ledger): mixing them is then post-processing and costs nothing more.
+        """
+        labels = np.asarray(labels)
+        if labels.shape != (len(x),):
+            raise ValueError(f"labels must be one class id per row of x, got shape {labels.shape} for {len(x)} rows")
+        reports, members, lam = self.release_groups(check_finite_matrix(x)[None], rng)
+        return reports[0], Mixup.mix_labels(np.eye(num_labels)[labels], members[0], lam[0])
+
+
+class _InstanceEncoding(_Mixing, ClipAndNoise):
+    """Clip, mixup + masks, then noise; subclasses choose the noise kind and the events."""
 
     required_options = frozenset({"k", "max_coefficient", "masks", "clip"})
+    default_options = MappingProxyType({"k": PUBLISHED_K, "masks": PUBLISHED_MASKS, "max_coefficient": 1.0})
+    """TextHide's published k and m; max_coefficient 1 is the no-assumption worst case."""
 
     def __init__(self, k: int, max_coefficient: float, masks: int, clip: float, noise: float) -> None:
         self.mixup = Mixup(k, max_coefficient, masks)
@@ -132,21 +179,6 @@ class _InstanceEncoding(ClipAndNoise):
         reports, members, lam = self.mixup.mix(clipped, rng)
         return self.add_noise(reports, rng), members, lam
 
-    def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        reports, _, _ = self.release_groups(check_finite_matrix(x)[None], rng)
-        return reports[0]
-
-    def release_with_labels(
-        self, x: np.ndarray, released_labels: np.ndarray, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Reports and soft labels mixed alike.
-
-        ``released_labels`` (n, num_classes) must be labels that already left the user
-        (public, or one-hot randomized-response outputs charged in the ledger): mixing them
-        is then post-processing and costs nothing more.
-        """
-        return _mix_with_labels(self, x, released_labels, rng)
-
 
 @register
 class DPInstanceEncodingGaussian(_InstanceEncoding):
@@ -162,6 +194,11 @@ class DPInstanceEncodingGaussian(_InstanceEncoding):
     @property
     def event(self) -> GaussianEvent:
         return GaussianEvent(sensitivity=2 * self.clip * self.max_coefficient * math.sqrt(self.k), sigma=self.sigma)
+
+    @property
+    def user_event(self) -> GaussianEvent:
+        """One report at user level: its records share its noise and move it by at most 2C."""
+        return GaussianEvent(sensitivity=2 * self.clip, sigma=self.sigma)
 
     @classmethod
     def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "DPInstanceEncodingGaussian":
@@ -184,6 +221,11 @@ class DPInstanceEncodingLaplace(_InstanceEncoding):
     def event(self) -> LaplaceEvent:
         return LaplaceEvent(sensitivity=2 * self.clip * self.max_coefficient * self.k, scale=self.scale)
 
+    @property
+    def user_event(self) -> LaplaceEvent:
+        """One report at user level: its records share its noise and move it by at most 2C1 in L1."""
+        return LaplaceEvent(sensitivity=2 * self.clip, scale=self.scale)
+
     @classmethod
     def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "DPInstanceEncodingLaplace":
         sens = cls._probe(options).event.sensitivity
@@ -191,19 +233,8 @@ class DPInstanceEncodingLaplace(_InstanceEncoding):
         return cls(options["k"], options["max_coefficient"], options["masks"], options["clip"], 1 / inverse)
 
 
-def _mix_with_labels(
-    randomizer: "_InstanceEncoding | TextHideRandomizer", x: np.ndarray, released_labels: np.ndarray, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """One release batch and its soft labels, mixed with the same coefficients."""
-    labels = np.asarray(released_labels, dtype=np.float64)
-    if labels.ndim != 2 or labels.shape[0] != len(x):
-        raise ValueError("released_labels must have shape (n, num_classes) matching the rows of x")
-    reports, members, lam = randomizer.release_groups(check_finite_matrix(x)[None], rng)
-    return reports[0], Mixup.mix_labels(labels, members[0], lam[0])
-
-
 @register
-class TextHideRandomizer(Randomizer):
+class TextHideRandomizer(_Mixing):
     """(m, k)-TextHide: mixup of k records with uniform-simplex coefficients and one of m sign masks.
 
     No noise and no clipping: not differentially private (NoPrivacyEvent, epsilon = inf).
@@ -211,6 +242,12 @@ class TextHideRandomizer(Randomizer):
 
     name = "texthide"
     required_options = frozenset({"k", "masks"})
+    default_options = MappingProxyType({"k": PUBLISHED_K, "masks": PUBLISHED_MASKS})
+
+    @classmethod
+    def fixed_params(cls, epsilon: float, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Always: no noise to calibrate."""
+        return {"mechanism": cls.name, **options}
 
     def __init__(self, k: int, masks: int) -> None:
         self.mixup = Mixup(k, 1.0, positive_int("masks", masks))
@@ -252,15 +289,6 @@ class TextHideRandomizer(Randomizer):
 
     def release_groups(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.mixup.mix(np.asarray(x, dtype=np.float64), rng)
-
-    def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return self.release_groups(check_finite_matrix(x)[None], rng)[0][0]
-
-    def release_with_labels(
-        self, x: np.ndarray, released_labels: np.ndarray, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Reports and soft labels mixed alike (TextHide's label mixing)."""
-        return _mix_with_labels(self, x, released_labels, rng)
 
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
         return np.asarray(reports, dtype=np.float64), 0.0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -63,8 +63,7 @@ class Seed002LaplaceRandomizer(Randomizer):
     name = "laplace-seed002"
     required_options = frozenset({"clip", "dim"})
     optional_options = frozenset({"allow_invalid"})
-    invalid: ClassVar[bool] = True
-    """Marks a published-but-wrong mechanism: a client may refuse it whatever a request says."""
+    invalid = True
 
     def __init__(self, clip: float, stated_epsilon: float, dim: int, allow_invalid: bool = False) -> None:
         if allow_invalid is not True:
@@ -86,6 +85,11 @@ class Seed002LaplaceRandomizer(Randomizer):
     def true_epsilon(self) -> float:
         """Pure epsilon actually achieved: sqrt(dim) * stated epsilon."""
         return self.event.epsilon
+
+    @property
+    def claimed_epsilon(self) -> float:
+        """The epsilon Theorem 3 states."""
+        return self.stated_epsilon
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "Seed002LaplaceRandomizer":

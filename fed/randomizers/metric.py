@@ -44,6 +44,7 @@ class DChiRandomizer(Randomizer):
     """
 
     name = "dchi"
+    noise_key = "eta"
     required_options = frozenset({"clip"})
     optional_options = frozenset({"post_clip"})
 
@@ -73,6 +74,11 @@ class DChiRandomizer(Randomizer):
     @property
     def event(self) -> MetricDPEvent:
         return MetricDPEvent(eta=self.eta, diameter=2 * self.clip, tokens=1)
+
+    @property
+    def claimed_epsilon(self) -> float:
+        """The per-token epsilon eta * 2C that a given eta states."""
+        return self.event.epsilon_per_token
 
     def preprocess(self, x: np.ndarray) -> np.ndarray:
         return clip_l2(check_finite_matrix(x), self.clip)

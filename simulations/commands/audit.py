@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--epsilon",
         type=float,
         required=True,
-        help="claimed epsilon: the calibration target, or the published epsilon of ome, sue, oue and laplace-seed002",
+        help="claimed epsilon: the calibration target (laplace-seed002: its stated epsilon), or the published epsilon of ome",
     )
     parser.add_argument("--delta", type=float, default=1e-5, help="delta of the claim (default 1e-5)")
     parser.add_argument("--dim", type=int, default=384, help="representation dimension (default 384, MiniLM)")
@@ -28,12 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=50_000, help="releases drawn on each input (default 50000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence of the lower bound (default 0.95)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--lambda", dest="lam", type=float, help="OME randomization factor (default: published 100)")
-    parser.add_argument("--integer-bits", type=int, help="fixed-point integer bits m (default: published 4)")
-    parser.add_argument("--fraction-bits", type=int, help="fixed-point fraction bits n (default: published 5)")
-    parser.add_argument("--k", type=int, help="records per mixup for dpie-* and texthide (default 4)")
-    parser.add_argument("--max-coefficient", type=float, help="largest mixup coefficient for dpie-* (default 0.5)")
-    parser.add_argument("--masks", type=int, help="sign-mask pool size (dpie-* default 0, texthide default 16)")
+    parser.add_argument("--lambda", dest="lam", type=float, help="OME randomization factor (default: as runs use it)")
+    parser.add_argument("--integer-bits", type=int, help="fixed-point integer bits m (default: as runs use it)")
+    parser.add_argument("--fraction-bits", type=int, help="fixed-point fraction bits n (default: as runs use it)")
+    parser.add_argument("--k", type=int, help="records per mixup for dpie-* and texthide (default: as runs use it)")
+    parser.add_argument("--max-coefficient", type=float, help="largest mixup coefficient for dpie-* (default: as runs use it)")
+    parser.add_argument("--masks", type=int, help="sign-mask pool size for dpie-* and texthide (default: as runs use it)")
     parser.add_argument("--post-clip", type=float, help="dchi: clip of the noisy vector (seed 003 eq. 3)")
     parser.add_argument("--labels", type=int, help="number of label values for label channels (default 2)")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -77,17 +77,19 @@ def run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         case = build_for_audit(name, args.epsilon, args.delta, args.dim, options)
         result = audit(case, args.delta, args.samples, np.random.default_rng(args.seed + offset), args.confidence)
-        rows.append({**result.to_json(), "params": _params(case), "seconds": round(time.perf_counter() - started, 2)})
+        rows.append(
+            {
+                **result.to_json(),
+                "params": case.event.to_json(),
+                "randomizer": case.randomizer.params(),
+                "seconds": round(time.perf_counter() - started, 2),
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2, default=_json_default))
     else:
         _print_table(rows, args)
     return 0
-
-
-def _params(case: object) -> dict:
-    event = getattr(case, "event")
-    return event.to_json()
 
 
 def _json_default(value: object) -> object:

@@ -4,6 +4,10 @@ Only the worst-case ledger is enforced (design.md section 2); the amplified figu
 server cannot link a report to its record and are reported beside it. Modules, one per family:
 ``worst_case``, ``clt`` (seed 000 eqs. 8 and 9, an estimate), ``composition_baselines`` (basic
 and advanced composition), ``amplified`` (dp_accounting PLD and RDP) and ``prv``.
+
+With randomized-response labels (``Schedule.labels``) every figure composes each release's
+label event, except where an accountant cannot (GDP + CLT, RDP, PRV): those cover the reports
+alone and say so in their name and ``labels_excluded``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ __all__ = ["AccountantFigure", "Schedule", "all_figures", "figures_over_steps"]
 def all_figures(schedule: Schedule, include_prv: bool = True) -> list[AccountantFigure]:
     """Every accountant's figure for ``schedule``: worst case, CLT, PLD, RDP, PRV, baselines.
 
-    The CLT figure's note gains how far it falls below the PLD upper bound for this schedule.
+    The CLT figure's note gains how far it falls below the PLD upper bound for this schedule
+    (when both cover the same releases: the CLT leaves labels out, the PLD bound does not).
     """
     result = [*worst_case.figures(schedule), clt.figure(schedule), *amplified.figures(schedule)]
     if include_prv:
@@ -42,7 +47,7 @@ def figures_over_steps(
 
 def _with_clt_gap(figure: AccountantFigure, figures: list[AccountantFigure]) -> AccountantFigure:
     pld = next(f for f in figures if f.key == "pld")
-    if figure.key != "clt" or not pld.epsilon or figure.epsilon is None:
+    if figure.key != "clt" or not pld.epsilon or figure.epsilon is None or figure.labels_excluded:
         return figure
     gap = 1 - figure.epsilon / pld.epsilon
     return replace(figure, note=f"{figure.note}; here {gap:.1%} below the PLD upper bound")

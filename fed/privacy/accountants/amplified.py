@@ -4,13 +4,23 @@ Poisson sampling: T self-compositions of ``PoissonSampledDpEvent(q*p, GaussianDp
 under ADD_OR_REMOVE_ONE, as dp_accounting defines it. Fixed-size sampling without replacement
 (m of n records per step, replace-one neighbours): ``SampledWithoutReplacementDpEvent``, which
 dp_accounting 0.6.0 supports in its RDP accountant only.
+
+Labels. With randomized-response labels a sampled record releases its report and its label
+together, so one step is the Poisson-sampled composition of the two. dp_accounting 0.6.0 has
+no event for that: its PLDAccountant samples only Gaussian and Laplace events, its
+RdpAccountant only Gaussian ones, and both take randomized response under replace-one
+neighbours only. The PLD figure builds that step's PLD itself (:func:`step_pld`) from
+dp_accounting's pessimistic PLDs; the RDP figures cannot include the labels and say so.
 """
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache, partial
 
 import dp_accounting
+import numpy as np
+from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from fed.privacy.accountants.base import (
@@ -19,15 +29,25 @@ from fed.privacy.accountants.base import (
     AccountantFigure,
     Schedule,
     package_version,
+    reports_only,
 )
 from fed.privacy.composition import PLD_DISCRETIZATION
+from fed.privacy.events import PrivacyEvent
 
 VERSION = package_version("dp-accounting")
 Relation = dp_accounting.NeighboringRelation
+RDP_NO_LABELS = (
+    "dp_accounting's RdpAccountant samples Gaussian events only and takes randomized response under "
+    "replace-one neighbours only, so it cannot compose a report sampled together with its label"
+)
+LABELS_NOTE = (
+    "includes each report's label: one step is the Poisson-sampled composition of the Gaussian report and "
+    "the label's randomized response, its PLD built by ldpfed from dp_accounting's pessimistic PLDs"
+)
 
 
 def poisson_event(schedule: Schedule) -> dp_accounting.DpEvent:
-    """T steps of the Poisson-sampled Gaussian at the per-record rate q*p."""
+    """T steps of the Poisson-sampled Gaussian at the per-record rate q*p (reports only, no labels)."""
     step = dp_accounting.PoissonSampledDpEvent(schedule.rate, dp_accounting.GaussianDpEvent(schedule.noise_multiplier))
     return dp_accounting.SelfComposedDpEvent(step, schedule.steps)
 
@@ -57,33 +77,88 @@ def rdp_accountant() -> dp_accounting.PrivacyAccountant:
 def pld_epsilon(schedule: Schedule, value_discretization_interval: float = PLD_DISCRETIZATION) -> float:
     """Pessimistic PLD epsilon of the Poisson-sampled schedule (an upper bound at any interval).
 
-    A coarser interval is faster and more pessimistic (1e-3 vs 1e-4: about 10 times faster and
-    within 0.05% at p = 0.01, T <= 10^4). Memoised per (z, rate, T, delta, interval).
+    With ``schedule.labels`` every step releases the sampled record's label too. A coarser
+    interval is faster and more pessimistic (1e-3 vs 1e-4: about 10 times faster and within
+    0.05% at p = 0.01, T <= 10^4). Memoised per (z, rate, T, delta, interval, labels).
     """
     return _pld_epsilon(
-        schedule.noise_multiplier, schedule.rate, schedule.steps, schedule.delta, value_discretization_interval
+        schedule.noise_multiplier,
+        schedule.rate,
+        schedule.steps,
+        schedule.delta,
+        value_discretization_interval,
+        schedule.labels,
     )
 
 
 @lru_cache(maxsize=4096)
-def _pld_epsilon(noise_multiplier: float, rate: float, steps: int, delta: float, interval: float) -> float:
-    # What PLDAccountant.compose(poisson_event(...)).get_epsilon(delta) computes, step for step,
-    # with the one-step PLD memoised: a user's budget check at step T reuses it for every T.
+def _pld_epsilon(
+    noise_multiplier: float, rate: float, steps: int, delta: float, interval: float, labels: PrivacyEvent | None
+) -> float:
+    # Without labels, what PLDAccountant.compose(poisson_event(...)).get_epsilon(delta) computes, step
+    # for step, with the one-step PLD memoised: a user's budget check at step T reuses it for every T.
     composed = pld_lib.identity(value_discretization_interval=interval).compose(
-        _step_pld(noise_multiplier, rate, interval).self_compose(steps)
+        step_pld(noise_multiplier, rate, labels, interval).self_compose(steps)
     )
     return float(composed.get_epsilon_for_delta(delta))
 
 
 @lru_cache(maxsize=256)
-def _step_pld(noise_multiplier: float, rate: float, interval: float) -> "pld_lib.PrivacyLossDistribution":
-    """The pessimistic PLD of one Poisson-sampled Gaussian step, as PLDAccountant builds it."""
-    return pld_lib.from_gaussian_mechanism(
-        standard_deviation=noise_multiplier,
-        value_discretization_interval=interval,
-        sampling_prob=rate,
-        neighboring_relation=Relation.ADD_OR_REMOVE_ONE,
+def step_pld(
+    noise_multiplier: float, rate: float, labels: PrivacyEvent | None, interval: float = PLD_DISCRETIZATION
+) -> pld_lib.PrivacyLossDistribution:
+    """The pessimistic PLD of one Poisson-sampled step: the report and, with ``labels``, its label.
+
+    Without labels it is PLDAccountant's own. With labels, one unsampled release is the
+    composition of the Gaussian (z, unit shift) and the label event (replace-one), and the
+    step is that release Poisson-sampled at ``rate`` (:func:`poisson_sampled`); at rate 1 it is
+    the release itself, the worst-case ledger's cost of one release.
+    """
+    if labels is None:
+        return pld_lib.from_gaussian_mechanism(
+            standard_deviation=noise_multiplier,
+            value_discretization_interval=interval,
+            sampling_prob=rate,
+            neighboring_relation=Relation.ADD_OR_REMOVE_ONE,
+        )
+    release = pld_lib.from_gaussian_mechanism(
+        standard_deviation=noise_multiplier, value_discretization_interval=interval
+    ).compose(labels.to_pld(interval))
+    return release if rate == 1 else poisson_sampled(release, rate)
+
+
+def poisson_sampled(release: pld_lib.PrivacyLossDistribution, rate: float) -> pld_lib.PrivacyLossDistribution:
+    """The pessimistic PLD of ``release`` run on a record Poisson-sampled at ``rate`` < 1.
+
+    ``release`` is read as its pair (A, B): A the record's output, B the reference record's,
+    with loss l = log(A/B), l's law under A its removal PMF and under B that law times e^-l
+    (B's remaining mass lies where A has none). Sampling gives the pair (rA + (1-r)B, B) for
+    removal and (B, rA + (1-r)B) for addition (the dominating pairs of Poisson subsampling, Zhu,
+    Dong and Wang 2022), with losses +-log(1 - r + r e^l); they are rounded up onto the grid,
+    which keeps the bound pessimistic.
+    """
+    pmf = release._pmf_remove.to_dense_pmf()  # dp_accounting has no public accessor for a PLD's PMF
+    interval = pmf._discretization
+    loss = (pmf._lower_loss + np.arange(pmf.size)) * interval
+    under_a = np.maximum(pmf._probs, 0.0)
+    with np.errstate(divide="ignore"):
+        under_b = np.exp(np.minimum(np.log(under_a) - loss, 0.0))
+    b_only = max(0.0, 1.0 - float(under_b.sum()))
+    floor = math.log1p(-rate)  # the sampled loss of an outcome B alone gives
+    sampled = np.append(np.logaddexp(floor, math.log(rate) + loss), floor)
+    remove = _rounded_up(sampled, np.append(rate * under_a + (1 - rate) * under_b, (1 - rate) * b_only), interval)
+    add = _rounded_up(-sampled, np.append(under_b, b_only), interval)
+    return pld_lib.PrivacyLossDistribution(
+        pld_pmf.DensePLDPmf(interval, *remove, rate * pmf._infinity_mass, pessimistic_estimate=True),
+        pld_pmf.DensePLDPmf(interval, *add, 0.0, pessimistic_estimate=True),
     )
+
+
+def _rounded_up(losses: np.ndarray, masses: np.ndarray, interval: float) -> tuple[int, np.ndarray]:
+    """(lowest grid index, dense masses) of ``masses`` at ``losses`` rounded up onto the grid."""
+    index = np.ceil(losses / interval).astype(np.int64)
+    low = int(index.min())
+    return low, np.bincount(index - low, weights=masses)
 
 
 def rdp_epsilon(schedule: Schedule) -> float:
@@ -108,13 +183,18 @@ def figures(schedule: Schedule) -> list[AccountantFigure]:
             epsilon=pld_epsilon(schedule),
             assumption=UNLINKABLE_POISSON,
             parameters={**base, "value_discretization_interval": PLD_DISCRETIZATION, "pessimistic": True},
+            note="" if schedule.labels is None else LABELS_NOTE,
         ),
-        bound(
-            key="rdp",
-            name="RDP, Poisson sampling",
-            epsilon=rdp_epsilon(schedule),
-            assumption=UNLINKABLE_POISSON,
-            parameters={**base, "orders": "dp_accounting default"},
+        reports_only(
+            bound(
+                key="rdp",
+                name="RDP, Poisson sampling",
+                epsilon=rdp_epsilon(schedule),
+                assumption=UNLINKABLE_POISSON,
+                parameters={**base, "orders": "dp_accounting default"},
+            ),
+            schedule,
+            RDP_NO_LABELS,
         ),
     ]
     if schedule.dataset_size is None:
@@ -123,12 +203,16 @@ def figures(schedule: Schedule) -> list[AccountantFigure]:
     fixed = {**base, "dataset_size": n, "sample_size": fixed_size_event(schedule).event.sample_size}
     return [
         *result,
-        bound(
-            key="rdp_fixed_size",
-            name="RDP, fixed-size sampling without replacement",
-            epsilon=rdp_fixed_size_epsilon(schedule),
-            assumption=UNLINKABLE_FIXED_SIZE,
-            parameters=fixed,
+        reports_only(
+            bound(
+                key="rdp_fixed_size",
+                name="RDP, fixed-size sampling without replacement",
+                epsilon=rdp_fixed_size_epsilon(schedule),
+                assumption=UNLINKABLE_FIXED_SIZE,
+                parameters=fixed,
+            ),
+            schedule,
+            RDP_NO_LABELS,
         ),
         bound(
             key="pld_fixed_size",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
+
+from fed.privacy.events import PrivacyEvent
 
 Kind = Literal["enforced", "upper bound", "estimate", "lower bound"]
 
@@ -58,6 +60,9 @@ class Schedule:
         The number of times the record was actually released, when known (worst-case ledger).
     dataset_size:
         Number of records n, which enables fixed-size sampling figures (m = round(q*p*n)).
+    labels:
+        The label channel's event when every release of the record also releases its label
+        once (k-ary randomized response); None when labels are public.
     """
 
     noise_multiplier: float
@@ -67,6 +72,7 @@ class Schedule:
     q: float = 1.0
     releases: int | None = None
     dataset_size: int | None = None
+    labels: PrivacyEvent | None = None
 
     def __post_init__(self) -> None:
         _check_range("noise_multiplier", self.noise_multiplier, 0.0, math.inf, low_open=True)
@@ -87,8 +93,9 @@ class Schedule:
         return self.q * self.p
 
     def to_json(self) -> dict[str, Any]:
-        """Plain-JSON parameters, with the per-record rate."""
-        return {**asdict(self), "rate": self.rate}
+        """Plain-JSON parameters, with the per-record rate and the label event's description."""
+        labels = None if self.labels is None else self.labels.to_json()
+        return {**asdict(self), "labels": labels, "rate": self.rate}
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,8 @@ class AccountantFigure:
     """One accountant's epsilon for a schedule, with what it is and what it assumes.
 
     ``key`` is a stable machine name; ``epsilon`` is None exactly when ``unavailable`` gives
-    the reason.
+    the reason. ``labels_excluded`` says why the figure leaves out the schedule's label
+    releases (None: it includes them, or the labels are public).
     """
 
     key: str
@@ -109,6 +117,7 @@ class AccountantFigure:
     parameters: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     unavailable: str | None = None
+    labels_excluded: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain-JSON form; infinite epsilon is written as the string 'inf'."""
@@ -116,6 +125,18 @@ class AccountantFigure:
         if data["epsilon"] is not None and math.isinf(data["epsilon"]):
             data["epsilon"] = "inf"
         return data
+
+
+def reports_only(figure: AccountantFigure, schedule: Schedule, reason: str) -> AccountantFigure:
+    """``figure`` marked as leaving out the schedule's label releases (unchanged for public labels)."""
+    if schedule.labels is None:
+        return figure
+    return replace(
+        figure,
+        name=f"{figure.name} [reports only: labels EXCLUDED]",
+        labels_excluded=reason,
+        note=f"labels excluded ({reason}), so this under-states the cost of the releases; {figure.note}".rstrip("; "),
+    )
 
 
 def _check_range(

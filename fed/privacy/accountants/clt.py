@@ -5,7 +5,9 @@ trade-off function is r*G_mu + (1 - r)*Id. Bu et al. (2020)'s CLT says the T-fol
 composition tends to G_mu_tot with mu_tot = r * sqrt(T * (exp(mu^2) - 1)), read at delta by
 eq. 5. This is a limit, not a bound: at finite T it under-states the true amplified epsilon,
 so every figure from here is labelled an estimate. Hand-written because no library
-implements this CLT (dp_accounting has neither GDP nor the CLT).
+implements this CLT (dp_accounting has neither GDP nor the CLT). It covers Gaussian steps
+only: a schedule whose releases carry randomized-response labels gets a figure for the
+reports alone, marked as leaving the labels out.
 """
 
 from __future__ import annotations
@@ -13,13 +15,17 @@ from __future__ import annotations
 import math
 
 from fed.privacy import gdp
-from fed.privacy.accountants.base import UNLINKABLE_POISSON, AccountantFigure, Schedule
+from fed.privacy.accountants.base import UNLINKABLE_POISSON, AccountantFigure, Schedule, reports_only
 
 VERSION = "closed form (ldpfed, seed 000 eqs. 5, 8, 9)"
 NOTE = (
     "approximation, not a bound: the central limit theorem's limit under-states the amplified "
     "epsilon at finite T (measured against the PLD upper bound: by ~11% at p=0.01, T=1000, "
     "z=1 and by up to ~80% at small T)"
+)
+NO_LABELS = (
+    "eqs. 8 and 9 are the central limit theorem for sampled Gaussian (GDP) steps; a step that also releases "
+    "a randomized-response label is not of that form"
 )
 
 
@@ -40,9 +46,9 @@ def epsilon(schedule: Schedule) -> float:
 
 
 def figure(schedule: Schedule) -> AccountantFigure:
-    """The GDP + CLT figure; eq. 8 when q = 1 (training), eq. 9 otherwise (inference)."""
+    """The GDP + CLT figure; eq. 8 when q = 1 (training), eq. 9 otherwise (inference); reports only."""
     equation = "eq. 8, training" if schedule.q == 1 else "eq. 9, inference"
-    return AccountantFigure(
+    estimate = AccountantFigure(
         key="clt",
         name=f"GDP + CLT (seed 000 {equation})",
         version=VERSION,
@@ -58,3 +64,4 @@ def figure(schedule: Schedule) -> AccountantFigure:
         },
         note=NOTE,
     )
+    return reports_only(estimate, schedule, NO_LABELS)

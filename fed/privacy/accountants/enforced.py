@@ -8,15 +8,17 @@ records are only touched by training steps, query records by query steps):
   dp_accounting's ``PoissonSampledDpEvent(rate, GaussianDpEvent(z))`` with z = sigma /
   sensitivity and rate = the spec's per-step probability of releasing one given record
   (``poisson:<p>`` -> p, ``all`` -> 1, ``upsample:<q>:<p>:<k>`` -> p);
-- the groups are composed by a pessimistic PLD accountant at the same discretization as the
-  reported PLD figure and the calibration, so a run calibrated for T steps is never refused
-  at step T or earlier by discretization error;
+- the groups' pessimistic PLDs are composed, as dp_accounting's PLD accountant composes them,
+  at the same discretization as the reported PLD figure and the calibration, so a run
+  calibrated for T steps is never refused at step T or earlier by discretization error;
 - every step counts, whether or not the record was sampled in it (the sampling coins are
   secret), and the budget check runs before the step: the step is served only when the
   bound over the steps so far plus this one stays within the sentence-level budget.
 
 This bound assumes the server cannot link a report to its record; the worst-case ledger is
-still kept and reported beside it.
+still kept and reported beside it. Enforcing it requires public labels (the run refuses
+randomized-response labels with it); the report's per-user amplified figure passes the label
+event of a randomized-response run, so that its training steps carry the labels.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 import dp_accounting
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from fed.privacy.accountants import amplified
 from fed.privacy.accountants.base import Schedule
+from fed.privacy.composition import PLD_DISCRETIZATION
 from fed.privacy.events import GaussianEvent, PrivacyEvent
 from fed.sampling import amplified_rate
 
@@ -53,17 +57,20 @@ def entries(log: Iterable[tuple[str, PrivacyEvent, int]]) -> tuple[Entry, ...]:
 
 
 @lru_cache(maxsize=4096)
-def pld_epsilon(groups: tuple[Entry, ...], delta: float) -> float:
-    """Pessimistic PLD epsilon of the composed groups (0 for no steps)."""
+def pld_epsilon(groups: tuple[Entry, ...], delta: float, labels: PrivacyEvent | None = None) -> float:
+    """Pessimistic PLD epsilon of the composed groups (0 for no steps).
+
+    ``labels``: the label event every report of these steps carries (None: public labels).
+    """
     if not groups:
         return 0.0
     if len(groups) == 1:
         rate, z, steps = groups[0]
-        return amplified.pld_epsilon(Schedule(z, rate, steps, delta))
-    accountant = amplified.pld_accountant()
+        return amplified.pld_epsilon(Schedule(z, rate, steps, delta, labels=labels))
+    composed = pld_lib.identity(value_discretization_interval=PLD_DISCRETIZATION)
     for rate, z, steps in groups:
-        accountant.compose(amplified.poisson_event(Schedule(z, rate, steps, delta)))
-    return float(accountant.get_epsilon(delta))
+        composed = composed.compose(amplified.step_pld(z, rate, labels).self_compose(steps))
+    return float(composed.get_epsilon_for_delta(delta))
 
 
 def within_budget(groups: tuple[Entry, ...], delta: float, budget: float) -> bool:

@@ -2,12 +2,21 @@
 
 Uses the ``prv-accountant`` package, which gives a lower bound, an estimate and an upper bound
 on epsilon for the Poisson-sampled Gaussian (add-or-remove). It applies to Poisson sampling
-only. When the package is missing or fails, the figures say so instead of giving numbers.
+only, and has no sampled randomized response: with randomized-response labels the figures cover
+the reports alone and say so. When the package is missing or fails, the figures say so instead
+of giving numbers.
 """
 
 from __future__ import annotations
 
-from fed.privacy.accountants.base import UNLINKABLE_POISSON, AccountantFigure, Kind, Schedule, package_version
+from fed.privacy.accountants.base import (
+    UNLINKABLE_POISSON,
+    AccountantFigure,
+    Kind,
+    Schedule,
+    package_version,
+    reports_only,
+)
 
 VERSION = package_version("prv-accountant")
 EPS_ERROR = 0.01
@@ -16,6 +25,10 @@ ROWS: tuple[tuple[str, str, Kind], ...] = (
     ("prv_lower", "PRV accountant, lower", "lower bound"),
     ("prv_estimate", "PRV accountant, estimate", "estimate"),
     ("prv_upper", "PRV accountant, upper", "upper bound"),
+)
+NO_LABELS = (
+    "prv-accountant has the Poisson-subsampled Gaussian but no sampled randomized response, so it cannot "
+    "compose a report sampled together with its label"
 )
 
 
@@ -46,7 +59,7 @@ def epsilons(schedule: Schedule) -> tuple[float, float, float]:
 
 
 def figures(schedule: Schedule) -> list[AccountantFigure]:
-    """Lower bound, estimate and upper bound, or three 'unavailable' entries with the reason."""
+    """Lower bound, estimate and upper bound (reports only), or three 'unavailable' entries with the reason."""
     parameters = {
         "noise_multiplier": schedule.noise_multiplier,
         "rate": schedule.rate,
@@ -63,16 +76,20 @@ def figures(schedule: Schedule) -> list[AccountantFigure]:
     except (ValueError, FloatingPointError, RuntimeError, AssertionError) as error:
         reason = f"prv-accountant failed on this schedule: {type(error).__name__}: {error}"
     return [
-        AccountantFigure(
-            key=key,
-            name=name,
-            version=VERSION,
-            kind=kind,
-            epsilon=value,
-            delta=schedule.delta,
-            assumption=UNLINKABLE_POISSON,
-            parameters=parameters,
-            unavailable=reason,
+        reports_only(
+            AccountantFigure(
+                key=key,
+                name=name,
+                version=VERSION,
+                kind=kind,
+                epsilon=value,
+                delta=schedule.delta,
+                assumption=UNLINKABLE_POISSON,
+                parameters=parameters,
+                unavailable=reason,
+            ),
+            schedule,
+            NO_LABELS,
         )
         for (key, name, kind), value in zip(ROWS, values, strict=True)
     ]

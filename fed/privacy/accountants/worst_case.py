@@ -1,7 +1,9 @@
 """The worst-case ledger's figure for a schedule: no amplification, k releases of the record.
 
 A record released k times costs ``compose_epsilon({event: k}, delta)``, exact GDP for the
-Gaussian. Which k is reported is stated in each figure:
+Gaussian; with randomized-response labels each release also releases the label once, so
+the record costs ``compose_epsilon({event: k, label event: k}, delta)`` (a PLD, as the
+ledger composes it). Which k is reported is stated in each figure:
 
 - ``releases``: the count the record actually had, when the schedule knows it;
 - the (1 - delta)-quantile of Binomial(T, q*p): a record's release count exceeds it with
@@ -16,10 +18,10 @@ from scipy.stats import binom
 
 from fed.privacy.accountants.base import WORST_CASE, AccountantFigure, Schedule
 from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent
+from fed.privacy.events import GaussianEvent, PrivacyEvent
 
 NAME = "worst-case ledger"
-VERSION = "ldpfed exact GDP (fed.privacy.composition)"
+VERSION = "ldpfed fed.privacy.composition (exact GDP; pessimistic PLD with labels)"
 
 
 def quantile_releases(schedule: Schedule) -> int:
@@ -27,9 +29,17 @@ def quantile_releases(schedule: Schedule) -> int:
     return int(binom.ppf(1 - schedule.delta, schedule.steps, schedule.rate))
 
 
-def epsilon_for_releases(noise_multiplier: float, releases: int, delta: float) -> float:
-    """Worst-case epsilon of ``releases`` Gaussian releases (sensitivity 1, sigma = noise multiplier)."""
-    return compose_epsilon({GaussianEvent(1.0, noise_multiplier): releases}, delta)
+def epsilon_for_releases(
+    noise_multiplier: float, releases: int, delta: float, labels: PrivacyEvent | None = None
+) -> float:
+    """Worst-case epsilon of ``releases`` Gaussian releases (sensitivity 1, sigma = noise multiplier).
+
+    With ``labels``, each release also runs the label event once.
+    """
+    counts: dict[PrivacyEvent, int] = {GaussianEvent(1.0, noise_multiplier): releases}
+    if labels is not None:
+        counts[labels] = releases
+    return compose_epsilon(counts, delta)
 
 
 def figures(schedule: Schedule) -> list[AccountantFigure]:
@@ -49,6 +59,7 @@ def figures(schedule: Schedule) -> list[AccountantFigure]:
         )
     )
     choices.append(("worst_case_all_steps", "k = T", schedule.steps, "k = T: the record released at every step"))
+    labelled = "" if schedule.labels is None else "; each release also releases the record's label (included)"
     return [
         AccountantFigure(
             key=key,
@@ -57,9 +68,13 @@ def figures(schedule: Schedule) -> list[AccountantFigure]:
             kind="enforced",
             delta=schedule.delta,
             assumption=WORST_CASE,
-            parameters={"noise_multiplier": schedule.noise_multiplier, "releases": k},
-            epsilon=epsilon_for_releases(schedule.noise_multiplier, k, schedule.delta),
-            note=meaning,
+            parameters={
+                "noise_multiplier": schedule.noise_multiplier,
+                "releases": k,
+                **({} if schedule.labels is None else {"label_releases": k}),
+            },
+            epsilon=epsilon_for_releases(schedule.noise_multiplier, k, schedule.delta, schedule.labels),
+            note=meaning + labelled,
         )
         for key, label, k, meaning in choices
     ]

@@ -1,0 +1,240 @@
+"""The ldpfed node protocol on one page: every message a node accepts, and what it returns.
+
+Both apps import this module: the ServerApp encodes requests and decodes replies, the
+ClientApp decodes requests and encodes replies. Every ``read_*`` of a request is run on the
+node against untrusted content and raises :class:`fed.requests.RequestRefused` (code
+``malformed``) on anything it does not expect; the node then replies :func:`refusal`.
+
+| message type | request | reply |
+|---|---|---|
+| ``query.setup`` | the asset bundle (uint8 tar) | :class:`NodeInfo`: hosted users, dimension, labels, public sizes |
+| ``train`` | :func:`release_request` | :func:`release_reply` (reports, labels, per-user refusals and ledger figures) |
+| ``query.release`` | :func:`release_request` | :func:`release_reply` (reports under opaque slots) |
+| ``query.answer`` | :func:`answer_request` | users whose queries all have k answers |
+| ``query.score`` | nothing | :class:`fed.node.Outcomes` of remote inference |
+| ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.node.Outcomes` of local inference |
+| ``query.ledger`` | nothing | every hosted user's ledger |
+
+Any of them may be answered by :func:`refusal` (a code from :class:`fed.requests.Refusal` and a
+reason); per-user refusals inside a release reply carry the same codes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from fed.classifier import LinearModel
+from fed.node import NodeReply, Outcomes
+from fed.requests import RequestRefused
+
+SETUP = "query.setup"
+TRAIN = "train"
+RELEASE = "query.release"
+ANSWER = "query.answer"
+SCORE = "query.score"
+EVALUATE = "evaluate"
+LEDGER = "query.ledger"
+MAX_JSON_CHARS = 100_000_000
+
+
+# -- setup -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeInfo:
+    """What a node says about itself at setup (dataset sizes are public, design.md section 2)."""
+
+    users: list[int]
+    dim: int
+    num_labels: int
+    train_counts: list[int]
+    query_counts: list[int]
+
+
+def setup_request(bundle: np.ndarray) -> RecordDict:
+    """The asset bundle as a setup request."""
+    return RecordDict({"assets": ArrayRecord({"bundle": Array(np.asarray(bundle, dtype=np.uint8))})})
+
+
+def read_setup_request(content: RecordDict) -> np.ndarray:
+    """The bundle bytes of a setup request."""
+    bundle = _array(content, "assets", "bundle")
+    if bundle.dtype != np.uint8 or bundle.ndim != 1:
+        raise RequestRefused(f"the asset bundle must be a 1-D uint8 array, got {bundle.dtype} of shape {bundle.shape}")
+    return bundle
+
+
+def setup_reply(info: NodeInfo) -> RecordDict:
+    """A node's introduction."""
+    return RecordDict({"node": ConfigRecord({k.replace("_", "-"): v for k, v in asdict(info).items()})})
+
+
+def read_setup_reply(content: RecordDict) -> NodeInfo:
+    """Inverse of :func:`setup_reply`."""
+    record = content["node"]
+    return NodeInfo(
+        users=[int(u) for u in record["users"]],
+        dim=int(record["dim"]),
+        num_labels=int(record["num-labels"]),
+        train_counts=[int(n) for n in record["train-counts"]],
+        query_counts=[int(n) for n in record["query-counts"]],
+    )
+
+
+# -- releases --------------------------------------------------------------------------------
+def release_request(users: list[int], randomizer: Mapping[str, Any], records: int, sampling: str) -> RecordDict:
+    """Ask the listed users to release through ``randomizer`` (its params)."""
+    request = {"users": [int(u) for u in users], "randomizer": json.dumps(dict(randomizer)), "records": int(records), "sampling": sampling}
+    return RecordDict({"request": ConfigRecord(request)})
+
+
+def read_release_request(content: RecordDict) -> dict[str, Any]:
+    """The raw request fields (validated against the user's limits by fed.requests)."""
+    if "request" not in content.config_records:
+        raise RequestRefused("a release request needs a 'request' config record")
+    return dict(content.config_records["request"])
+
+
+def release_reply(reply: NodeReply) -> RecordDict:
+    """A node's release reply."""
+    arrays = ArrayRecord(
+        {
+            "reports": Array(np.ascontiguousarray(reply.reports, dtype=np.float32)),
+            "labels": Array(reply.labels),
+            "users": Array(reply.users),
+            "slots": Array(reply.slots),
+        }
+    )
+    meta = ConfigRecord(
+        {
+            "status": "ok",
+            "randomizer": json.dumps(reply.randomizer),
+            "label-channel": json.dumps(reply.label_channel),
+            "refusals": json.dumps({str(k): list(v) for k, v in reply.refusals.items()}),
+            "ledgers": json.dumps({str(k): v for k, v in reply.ledgers.items()}),
+        }
+    )
+    return RecordDict({"reports": arrays, "meta": meta})
+
+
+def read_release_reply(content: RecordDict) -> NodeReply:
+    """Inverse of :func:`release_reply`."""
+    arrays, meta = content["reports"], content["meta"]
+    return NodeReply(
+        reports=arrays["reports"].numpy(),
+        labels=arrays["labels"].numpy(),
+        users=arrays["users"].numpy(),
+        slots=arrays["slots"].numpy(),
+        randomizer=json.loads(str(meta["randomizer"])),
+        label_channel=json.loads(str(meta["label-channel"])),
+        refusals={int(k): (str(v[0]), str(v[1])) for k, v in json.loads(str(meta["refusals"])).items()},
+        ledgers={int(k): v for k, v in json.loads(str(meta["ledgers"])).items()},
+    )
+
+
+# -- remote-inference answers ------------------------------------------------------------------
+def answer_request(users: np.ndarray, slots: np.ndarray, scores: np.ndarray) -> RecordDict:
+    """The server's scores for released query slots."""
+    return RecordDict({"answers": ArrayRecord({"users": Array(users), "slots": Array(slots), "scores": Array(scores)})})
+
+
+def read_answer_request(content: RecordDict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(users, slots, scores) of an answer request (checked further by the node)."""
+    return tuple(_array(content, "answers", name) for name in ("users", "slots", "scores"))  # type: ignore[return-value]
+
+
+def answer_reply(finished: list[int]) -> RecordDict:
+    """The users whose true queries now all have k answers."""
+    return RecordDict({"answered": ConfigRecord({"finished": json.dumps([int(u) for u in finished])})})
+
+
+def read_answer_reply(content: RecordDict) -> list[int]:
+    """Inverse of :func:`answer_reply`."""
+    return [int(u) for u in json.loads(str(content["answered"]["finished"]))]
+
+
+# -- evaluation outcomes -----------------------------------------------------------------------
+def models_record(models: Mapping[str, LinearModel]) -> ArrayRecord:
+    """Classifiers as one ArrayRecord ("<name>.weights", "<name>.bias")."""
+    arrays: dict[str, Array] = {}
+    for name, model in models.items():
+        arrays[f"{name}.weights"] = Array(np.asarray(model.weights, dtype=np.float64))
+        arrays[f"{name}.bias"] = Array(np.asarray(model.bias, dtype=np.float64))
+    return ArrayRecord(arrays)
+
+
+def evaluate_request(models: Mapping[str, LinearModel]) -> RecordDict:
+    """Ask a node to apply the classifiers to its users' queries."""
+    return RecordDict({"models": models_record(models)})
+
+
+def read_evaluate_request(content: RecordDict, dim: int, num_classes: int) -> dict[str, LinearModel]:
+    """The classifiers of an evaluate request, checking shapes and finiteness."""
+    if "models" not in content.array_records:
+        raise RequestRefused("an evaluate request needs a 'models' array record")
+    record = content.array_records["models"]
+    names = sorted({key.rpartition(".")[0] for key in record})
+    expected = ((dim, num_classes), (num_classes,))
+    models = {}
+    for name in names:
+        if set(record) >= {f"{name}.weights", f"{name}.bias"}:
+            weights, bias = record[f"{name}.weights"].numpy(), record[f"{name}.bias"].numpy()
+        else:
+            raise RequestRefused(f"model {name!r} needs both '{name}.weights' and '{name}.bias'")
+        if (weights.shape, bias.shape) != expected:
+            raise RequestRefused(
+                f"model {name!r} has weights {weights.shape} and bias {bias.shape}, expected {expected[0]} and {expected[1]}"
+            )
+        if not (np.issubdtype(weights.dtype, np.floating) and np.isfinite(weights).all() and np.isfinite(bias).all()):
+            raise RequestRefused(f"model {name!r} must hold finite floating-point numbers")
+        models[name] = LinearModel(weights, bias)
+    return models
+
+
+def outcomes_reply(outcomes: Outcomes) -> RecordDict:
+    """Evaluation outcomes, marked exact (simulation only) or randomized."""
+    metrics = {f"correct.{k}": int(v) for k, v in outcomes.correct.items()}
+    metrics.update({f"total.{k}": int(v) for k, v in outcomes.total.items()})
+    metrics.update(exact=int(outcomes.exact), keep=float(outcomes.keep_probability))
+    return RecordDict({"metrics": MetricRecord(metrics)})
+
+
+def read_outcomes_reply(content: RecordDict) -> Outcomes:
+    """Inverse of :func:`outcomes_reply`."""
+    metrics = content["metrics"]
+    part = {prefix: {k.removeprefix(prefix): int(v) for k, v in metrics.items() if k.startswith(prefix)} for prefix in ("correct.", "total.")}
+    return Outcomes(part["correct."], part["total."], bool(metrics["exact"]), float(metrics["keep"]))
+
+
+# -- ledgers ---------------------------------------------------------------------------------
+def ledger_reply(ledgers: Mapping[int, Mapping[str, Any]]) -> RecordDict:
+    """Every hosted user's ledger, for the run directory."""
+    return RecordDict({"ledgers": ConfigRecord({"json": json.dumps({str(k): v for k, v in ledgers.items()})})})
+
+
+def read_ledger_reply(content: RecordDict) -> dict[int, dict[str, Any]]:
+    """Inverse of :func:`ledger_reply`."""
+    return {int(k): v for k, v in json.loads(str(content["ledgers"]["json"])).items()}
+
+
+# -- refusals --------------------------------------------------------------------------------
+def refusal(code: str, reason: str) -> RecordDict:
+    """A structured refusal: a normal reply saying why nothing was released."""
+    return RecordDict({"meta": ConfigRecord({"status": "refused", "code": str(code), "reason": reason})})
+
+
+def read_refusal(content: RecordDict) -> tuple[str, str] | None:
+    """(code, reason) of a refusal, or None when the reply is not one."""
+    if "meta" not in content.config_records or str(content["meta"].get("status", "")) != "refused":
+        return None
+    return str(content["meta"]["code"]), str(content["meta"]["reason"])
+
+
+def _array(content: RecordDict, record: str, key: str) -> np.ndarray:
+    if record not in content.array_records or key not in content.array_records[record]:
+        raise RequestRefused(f"the request needs '{record}.{key}'")
+    return content.array_records[record][key].numpy()

@@ -1,0 +1,206 @@
+"""Where ledgers live between messages: one SQLite file per node (stdlib sqlite3).
+
+design.md section 2b: a deployed user's spending lives on the device, keyed by a stable
+record id, and survives new runs, re-setup, app updates, restarts and kill -9; the charge is
+durable before the release leaves; concurrent messages are serialised.
+
+- Every message is one ``BEGIN IMMEDIATE`` transaction (:meth:`LedgerStore.transaction`):
+  it takes the database's write lock before any ledger is read, so two messages to one
+  node (two threads, two Ray actors, two processes) check, charge and release one after
+  the other, never on the same snapshot.
+- The handler computes its releases inside the transaction, and the transaction commits
+  (WAL, ``synchronous=FULL`` on devices) before the handler returns its reply: a crash
+  before the commit loses the release with its charge; a crash after it can only waste
+  budget.
+- Spending is keyed by (owner, record id). On a device the owner is the device and the
+  record id a keyed hash of the record's content (:mod:`fed.record_ids`), so a new run, a
+  re-setup or a different partition of the device's data into users finds the same counts.
+- Memoized reports (RAPPOR's permanent randomized response) are stored beside the charge
+  that paid for them, in the same transaction.
+
+Simulations keep the same file per node (``synchronous=OFF``: atomic across the engine's
+processes, not crash-durable) in the run's cache folder.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fed.privacy.events import PrivacyEvent, event_from_json
+from fed.privacy.ledger import Budget, Ledger
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS spend (
+    owner TEXT NOT NULL, record TEXT NOT NULL, event INTEGER NOT NULL, count INTEGER NOT NULL,
+    PRIMARY KEY (owner, record, event)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS user_spend (
+    owner TEXT NOT NULL, event INTEGER NOT NULL, reports INTEGER NOT NULL, PRIMARY KEY (owner, event)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS steps (
+    owner TEXT NOT NULL, kind TEXT NOT NULL, sampling TEXT NOT NULL, event INTEGER NOT NULL, steps INTEGER NOT NULL,
+    PRIMARY KEY (owner, kind, sampling, event)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memo (
+    owner TEXT NOT NULL, record TEXT NOT NULL, randomizer TEXT NOT NULL, report BLOB NOT NULL, label INTEGER,
+    PRIMARY KEY (owner, record, randomizer)) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class Memo:
+    """A stored report of one record under one randomizer, and the label released with it."""
+
+    report: np.ndarray
+    label: int | None
+
+
+class LedgerStore:
+    """The ledgers of one node in a SQLite file.
+
+    Parameters
+    ----------
+    path:
+        The database file (created with its folder).
+    durable:
+        ``synchronous=FULL`` (a device: every commit reaches the disk) or ``OFF`` (a simulation).
+    timeout:
+        Seconds a message waits for another message's transaction before failing.
+    """
+
+    def __init__(self, path: str | Path, durable: bool, timeout: float = 120.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.durable = durable
+        self.timeout = timeout
+        with self._connect() as connection:
+            connection.executescript(SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'OFF'}")
+        return connection
+
+    @contextmanager
+    def transaction(self) -> Iterator["LedgerTransaction"]:
+        """One serialised read-check-charge-write: committed on normal exit, rolled back on error."""
+        connection = self._connect()
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            tx = LedgerTransaction(connection)
+            try:
+                yield tx
+                tx.flush()
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        finally:
+            connection.close()
+
+
+class LedgerTransaction:
+    """The ledgers and memos read within one transaction; :meth:`flush` writes what changed."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.db = connection
+        self._event_ids: dict[PrivacyEvent, int] = {}
+        self._events: dict[int, PrivacyEvent] = {}
+        for event_id, text in self.db.execute("SELECT id, json FROM events"):
+            event = event_from_json(json.loads(text))
+            self._events[event_id], self._event_ids[event] = event, event_id
+        self._open: dict[int, tuple[Ledger, str, tuple[str, ...], np.ndarray, list[PrivacyEvent], Counter, dict]] = {}
+        self._memos: list[tuple[str, str, str, bytes, int | None]] = []
+
+    def ledger(self, owner: str, keys: Sequence[str], budget: Budget, max_events: int | None = None) -> Ledger:
+        """The ledger of ``owner``'s records ``keys`` (record i has id ``keys[i]``), as stored so far.
+
+        Several users of one owner (a device hosting a cohort) share its user-level account and
+        any record they hold in common: :meth:`save` one ledger before reading the next.
+        """
+        if any(owner == entry[1] for entry in self._open.values()):
+            raise RuntimeError(f"a ledger of {owner!r} is open in this transaction: save it first")
+        unique, columns = np.unique(np.asarray(keys, dtype=object).astype(str), return_inverse=True)
+        ledger = Ledger(len(keys), budget, columns.reshape(-1), max_events)
+        position = {key: j for j, key in enumerate(unique.tolist())}
+        rows: dict[int, np.ndarray] = {}
+        for record, event_id, count in self.db.execute("SELECT record, event, count FROM spend WHERE owner = ?", (owner,)):
+            j = position.get(record)
+            if j is not None:
+                rows.setdefault(event_id, np.zeros(len(unique), np.int64))[j] = count
+        for event_id, row in rows.items():
+            ledger.events.append(self._events[event_id])
+        ledger.counts = np.array(list(rows.values()), dtype=np.int64).reshape(len(rows), len(unique))
+        for event_id, reports in self.db.execute("SELECT event, reports FROM user_spend WHERE owner = ?", (owner,)):
+            ledger.user_counts[self._events[event_id]] = reports
+        for kind, sampling, event_id, steps in self.db.execute(
+            "SELECT kind, sampling, event, steps FROM steps WHERE owner = ?", (owner,)
+        ):
+            ledger.steps[(kind, sampling, self._events[event_id])] = steps
+        self._open[id(ledger)] = (
+            ledger, owner, tuple(unique.tolist()), ledger.counts.copy(), list(ledger.events), Counter(ledger.user_counts),
+            dict(ledger.steps),
+        )
+        return ledger
+
+    def memo(self, owner: str, key: str, randomizer: str) -> Memo | None:
+        """The stored report of record ``key`` under ``randomizer`` (canonical params JSON), if any."""
+        row = self.db.execute(
+            "SELECT report, label FROM memo WHERE owner = ? AND record = ? AND randomizer = ?", (owner, key, randomizer)
+        ).fetchone()
+        if row is None:
+            return None
+        return Memo(np.frombuffer(row[0], dtype=np.float32).copy(), row[1])
+
+    def remember(self, owner: str, key: str, randomizer: str, report: np.ndarray, label: int | None) -> None:
+        """Store a released report for later repeats (written with the charge, at commit)."""
+        self._memos.append((owner, key, randomizer, np.asarray(report, np.float32).tobytes(), label))
+
+    def save(self, ledger: Ledger) -> None:
+        """Write what changed in ``ledger`` since it was read (inside this transaction)."""
+        _, owner, keys, counts_before, events_before, user_before, steps_before = self._open.pop(id(ledger))
+        before = {e: counts_before[i] for i, e in enumerate(events_before)}
+        for i, event in enumerate(ledger.events):
+            old = before.get(event)
+            changed = np.flatnonzero(ledger.counts[i] != (0 if old is None else old))
+            if changed.size:
+                event_id = self._event_id(event)
+                self.db.executemany(
+                    "INSERT INTO spend VALUES (?, ?, ?, ?) ON CONFLICT (owner, record, event) DO UPDATE SET count = excluded.count",
+                    [(owner, keys[j], event_id, int(ledger.counts[i, j])) for j in changed.tolist()],
+                )
+        for event, reports in ledger.user_counts.items():
+            if reports != user_before.get(event, 0):
+                self.db.execute(
+                    "INSERT INTO user_spend VALUES (?, ?, ?) ON CONFLICT (owner, event) DO UPDATE SET reports = excluded.reports",
+                    (owner, self._event_id(event), int(reports)),
+                )
+        for (kind, sampling, event), steps in ledger.steps.items():
+            if steps != steps_before.get((kind, sampling, event), 0):
+                self.db.execute(
+                    "INSERT INTO steps VALUES (?, ?, ?, ?, ?) ON CONFLICT (owner, kind, sampling, event) "
+                    "DO UPDATE SET steps = excluded.steps",
+                    (owner, kind, sampling, self._event_id(event), int(steps)),
+                )
+
+    def flush(self) -> None:
+        """Save every ledger still open, and the memos (before the commit)."""
+        for ledger, *_ in list(self._open.values()):
+            self.save(ledger)
+        self.db.executemany("INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?)", self._memos)
+        self._memos.clear()
+
+    def _event_id(self, event: PrivacyEvent) -> int:
+        if event not in self._event_ids:
+            text = json.dumps(event.to_json(), sort_keys=True)
+            self.db.execute("INSERT OR IGNORE INTO events (json) VALUES (?)", (text,))
+            (event_id,) = self.db.execute("SELECT id FROM events WHERE json = ?", (text,)).fetchone()
+            self._event_ids[event], self._events[event_id] = event_id, event
+        return self._event_ids[event]

@@ -1,0 +1,108 @@
+"""Where a node runs, and what follows from it: policy, state folder, data, entropy, owners.
+
+On a device (any runtime that is not the simulation engine, fed.entropy) everything the
+node's guarantee rests on comes from the device owner, through the node config given to
+``flower-supernode --node-config``:
+
+| key | meaning | default |
+|---|---|---|
+| ``policy`` | path of the owner's policy TOML (fed.policy) | strict defaults |
+| ``state-dir`` | the node's own folder: ledger database, record-id key | ``$LDPFED_STATE`` or ``~/.local/state/ldpfed`` |
+| ``data`` | the device's dataset folder (train.tsv / dev.tsv) | none: setup is refused |
+| ``cache-dir`` | encodings and unpacked bundles | ``<state-dir>/cache`` |
+| ``partition-id``, ``num-partitions`` | which users of the data this node hosts | 0, 1 |
+
+The run config's ``data``, ``cache-dir``, budgets, labels, enforcement and seed are ignored
+there. Inside the simulation engine the experimenter writes both sides, so the run options
+serve as every simulated user's policy, data and seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fed.assets import default_cache_dir
+from fed.config import RunConfig
+from fed.entropy import in_simulation_engine
+from fed.plan import PrivacyPlan
+from fed.policy import DevicePolicy
+from fed.privacy.store import LedgerStore
+from fed.record_ids import device_secret
+from fed.requests import Refusal, RequestRefused
+
+DEVICE_OWNER = "device"
+
+
+@dataclass(frozen=True)
+class Site:
+    """A node's resolved environment.
+
+    Attributes
+    ----------
+    simulation:
+        Whether the node runs inside the simulation engine.
+    config:
+        The run config with the device's own data and cache folder put in (device), or as given.
+    state_dir:
+        Folder of the ledger database (and, on a device, the record-id key).
+    ledger_file:
+        The ledger database file.
+    device_policy:
+        The owner's policy (device only; a simulated node derives it from the plan).
+    """
+
+    simulation: bool
+    config: RunConfig
+    state_dir: Path
+    ledger_file: Path
+    device_policy: DevicePolicy | None
+
+    @classmethod
+    def resolve(cls, node_config: Mapping[str, Any], config: RunConfig, run_id: int, node_id: int) -> "Site":
+        """The site of a node from its node config (device) or the run (simulation engine)."""
+        if in_simulation_engine():
+            folder = default_cache_dir(config) / "simulation-ledgers" / f"run-{run_id}"
+            return cls(True, config, folder, folder / f"node-{node_id}.sqlite", None)
+        state = Path(str(node_config.get("state-dir") or os.environ.get("LDPFED_STATE") or Path.home() / ".local" / "state" / "ldpfed"))
+        data = node_config.get("data")
+        if not data:
+            raise RequestRefused(
+                "this device names no data: start flower-supernode with --node-config \"data=/path/to/folder ...\"",
+                Refusal.NOT_SET_UP,
+            )
+        try:
+            policy = DevicePolicy.load(node_config["policy"]) if node_config.get("policy") else DevicePolicy()
+        except ValueError as error:
+            raise RequestRefused(f"this device's policy is unusable: {error}", Refusal.NOT_SET_UP) from None
+        cache = str(node_config.get("cache-dir") or state / "cache")
+        own = dataclasses.replace(config, data=str(data), cache_dir=cache)
+        return cls(False, own, state, state / "ledger.sqlite", policy)
+
+    def policy(self, plan: PrivacyPlan) -> DevicePolicy:
+        """What the node grants: the owner's policy, or in a simulation what the run options grant."""
+        return DevicePolicy.from_run(self.config, plan) if self.device_policy is None else self.device_policy
+
+    def store(self) -> LedgerStore:
+        """The node's ledger store (crash-durable on a device)."""
+        return LedgerStore(self.ledger_file, durable=not self.simulation)
+
+    def secret(self) -> bytes:
+        """Key of the record ids: the device's own secret, or a fixed one in a simulation."""
+        return hashlib.sha256(b"ldpfed simulation").digest() if self.simulation else device_secret(self.state_dir)
+
+    def owner(self) -> Callable[[int], str]:
+        """Whose spending a user's releases are: the simulated user's own, or the device's."""
+        if self.simulation:
+            return lambda uid: f"user-{uid}"
+        return lambda uid: DEVICE_OWNER
+
+    @property
+    def seed(self) -> int | None:
+        """The run seed inside the simulation engine; None (the OS) on a device."""
+        return self.config.seed if self.simulation else None

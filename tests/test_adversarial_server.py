@@ -1,0 +1,249 @@
+"""The server is the adversary (design.md section 2b): each attack of issue 8, tried against the
+real ClientApp running as a device (not the simulation engine), must fail.
+
+Every node here is a device: an in-process LocalGrid with ``engine=False`` whose node config
+names the owner's policy file, state folder and data, exactly as ``flower-supernode
+--node-config`` would. Releases are asked for with the protocol's own encoders, as a hostile
+ServerApp would send them.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import Message, RecordDict
+
+from clients import protocol
+from clients.app import app as client_app
+from fed.assets import pack
+from fed.config import RunConfig
+from fed.privacy.calibration import calibrate_gaussian_sigma
+from fed.privacy.composition import compose_epsilon
+from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
+from fed.privacy.ledger import Ledger
+from fed.requests import Refusal
+from simulations.local_grid import LocalGrid
+
+NODE = 1000
+DELTA = 1e-5
+TRAIN, DEV = 24, 8
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small labelled folder dataset (two classes)."""
+    folder = tmp_path_factory.mktemp("device-data")
+    rng = np.random.default_rng(1)
+    words = {0: ["great", "wonderful", "lovely"], 1: ["awful", "terrible", "boring"]}
+    for split, n in (("train", TRAIN), ("dev", DEV)):
+        rows = ["sentence\tlabel"]
+        for i in range(n):
+            label = int(rng.integers(2))
+            rows.append(f"record {split} {i} the film was {rng.choice(words[label])}\t{label}")
+        (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    """The setup bundle of a run without projection: the encoder name only."""
+    folder = tmp_path_factory.mktemp("bundle")
+    (folder / "encoder.txt").write_text("minilm")
+    return pack(folder)
+
+
+def _policy(path: Path, **values: object) -> Path:
+    """An owner's policy file; no user-level cap unless given (these attacks are about records)."""
+    values = {"epsilon_user": float("inf"), **values}
+    lines = [f"{k} = {'inf' if v == float('inf') else json.dumps(v)}" for k, v in values.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _device(
+    data: Path, bundle: np.ndarray, state: Path, policy: Path | None = None, engine: bool = False, **run: object
+) -> LocalGrid:
+    """A one-node federation hosting one user, set up; the run config is the server's."""
+    values = dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0)
+    values.update(run)
+    if engine:
+        values["data"] = str(data)
+    node_config = {"data": str(data), "state-dir": str(state)}
+    if policy is not None:
+        node_config["policy"] = str(policy)
+    grid = LocalGrid(client_app, 1, RunConfig.from_mapping(values).to_mapping(), engine=engine, node_configs=[node_config])
+    reply = _send(grid, protocol.SETUP, protocol.setup_request(bundle))
+    assert protocol.read_refusal(reply.content) is None, protocol.read_refusal(reply.content)
+    return grid
+
+
+def _send(grid: LocalGrid, message_type: str, content: RecordDict) -> Message:
+    (reply,) = grid.send_and_receive([Message(content, dst_node_id=NODE, message_type=message_type)])
+    assert not reply.has_error(), reply.error.reason  # a hostile request never crashes the node
+    return reply
+
+
+def _gaussian(sigma: float, clip: float = 1.0) -> dict:
+    return {"mechanism": "gaussian", "clip": clip, "sigma": sigma}
+
+
+def _train(grid: LocalGrid, randomizer: dict, records: int = 0) -> Message:
+    return _send(grid, protocol.TRAIN, protocol.release_request([0], randomizer, records, "all"))
+
+
+def _ledger(grid: LocalGrid) -> Ledger:
+    return Ledger.from_json(protocol.read_ledger_reply(_send(grid, protocol.LEDGER, RecordDict()).content)[0])
+
+
+SIGMA_AT_3 = calibrate_gaussian_sigma(3.0, DELTA, 1, 2.0)  # one release at epsilon 3, clip 1
+
+
+# -- 1. entropy ------------------------------------------------------------------------------
+def test_a_server_that_knows_the_seed_cannot_replay_a_devices_noise(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    """Replay: the server runs a seeded node with the run's seed and config; on a device its guess is off by the noise."""
+    randomizer = _gaussian(SIGMA_AT_3)
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public")
+    replay = [  # what a seeded node would send: the server can compute it (same code, same seed, same data)
+        protocol.read_release_reply(_train(_device(data, bundle, tmp_path / f"sim{i}", engine=True, labels="public"), randomizer).content).reports
+        for i in range(2)
+    ]
+    np.testing.assert_array_equal(replay[0], replay[1])  # inside the engine the replay is exact, by design
+    for typo in ({}, {"deployed": "false"}):  # no config key can turn seeding back on
+        grid = _device(data, bundle, tmp_path / f"dev{len(typo)}", policy)
+        grid.node_ctx[NODE].node_config.update(typo)
+        device = protocol.read_release_reply(_train(grid, randomizer).content).reports
+        error = np.abs(device - replay[0]).mean()
+        assert device.shape == replay[0].shape
+        assert error > 0.5 * SIGMA_AT_3, f"replayed noise within {error:.3g} of a device's reports"
+
+
+# -- 2. the policy, not the run config, sets what is released ------------------------------------
+@pytest.mark.parametrize(
+    "run,randomizer,code",
+    [
+        ({"epsilon": 1e6}, _gaussian(0.0043), Refusal.POLICY),  # a huge budget in the run config
+        ({"sigma": 1e-4, "epsilon": 0.0}, _gaussian(1e-4), Refusal.POLICY),  # sigma that implies a budget of 1.8e9
+        ({"mechanism": "texthide"}, {"mechanism": "texthide", "k": 4, "masks": 16}, Refusal.POLICY),  # no DP at all
+    ],
+)
+def test_run_config_asking_beyond_the_policy_is_refused_with_nothing_spent(
+    data: Path, bundle: np.ndarray, tmp_path: Path, run: dict, randomizer: dict, code: str
+) -> None:
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0)
+    grid = _device(data, bundle, tmp_path / "state", policy, **run)
+    refused = protocol.read_refusal(_train(grid, randomizer).content)
+    assert refused is not None and refused[0] == code, refused
+    assert _ledger(grid).releases() == 0
+
+
+def test_labels_leave_through_the_policys_channel_whatever_the_run_says(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="rr:1.0")
+    grid = _device(data, bundle, tmp_path / "state", policy, labels="public")
+    sigma = calibrate_gaussian_sigma(3.0, DELTA, 1, 2.0, {RandomizedResponseEvent(1.0, 2): 1})
+    reply = protocol.read_release_reply(_train(grid, _gaussian(sigma)).content)
+    assert reply.label_channel == {"mechanism": "randomized_response", "epsilon": 1.0, "num_values": 2}
+    assert RandomizedResponseEvent(1.0, 2) in _ledger(grid).events  # and the label release is charged
+
+
+def test_without_a_policy_file_the_strict_defaults_apply(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    grid = _device(data, bundle, tmp_path / "state")  # no policy: epsilon 1 per record, labels rr:1
+    refused = protocol.read_refusal(_train(grid, _gaussian(SIGMA_AT_3)).content)  # costs 3 > 1
+    assert refused is not None and refused[0] == Refusal.POLICY and "floor" in refused[1]
+
+
+# -- 3. ledgers survive re-setup and new runs; memoization ---------------------------------------
+def test_re_setup_and_a_new_run_keep_spending(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False)
+    state = tmp_path / "state"
+    grid = _device(data, bundle, state, policy)
+    first = protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content)
+    assert len(first.reports) == TRAIN
+    _send(grid, protocol.SETUP, protocol.setup_request(bundle))  # re-setup
+    bad = _send(grid, protocol.SETUP, protocol.setup_request(np.zeros(10, np.uint8)))  # a failing re-setup
+    assert protocol.read_refusal(bad.content) is not None
+    again = protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content)
+    assert len(again.reports) == 0 and again.refusals[0][0] == Refusal.BUDGET
+    new_run = _device(data, bundle, state, policy, seed=7)  # another run, another run id, same device
+    later = protocol.read_release_reply(_train(new_run, _gaussian(SIGMA_AT_3)).content)
+    assert len(later.reports) == 0 and later.refusals[0][0] == Refusal.BUDGET
+    assert _ledger(new_run).record_counts().max() == 1
+
+
+def test_memoized_repeats_are_free_and_identical_and_a_new_draw_is_charged(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public")  # memoize: on by default
+    grid = _device(data, bundle, tmp_path / "state", policy)
+    noisy = _gaussian(2 * SIGMA_AT_3)  # two releases of each record fit the budget
+    first = protocol.read_release_reply(_train(grid, noisy).content)
+    second = protocol.read_release_reply(_train(grid, noisy).content)
+    assert sorted(map(bytes, first.reports)) == sorted(map(bytes, second.reports))  # the server cannot average noise away
+    assert _ledger(grid).record_counts().max() == 1
+    other = protocol.read_release_reply(_train(grid, _gaussian(2 * SIGMA_AT_3, clip=0.9)).content)  # a new draw
+    assert len(other.reports) == TRAIN and _ledger(grid).record_counts().sum() == 2 * TRAIN
+
+
+# -- 4. concurrent messages: one charge per release ----------------------------------------------
+def _train_in_process(args: tuple[dict, dict, dict, bool, float]) -> int:
+    run_config, node_config, state, engine, sigma = args
+    from flwr.app import ConfigRecord, Context
+
+    from fed.entropy import simulation_engine
+
+    context = Context(run_id=5, node_id=NODE, node_config=node_config, state=RecordDict({"node": ConfigRecord(state)}), run_config=run_config)
+    message = Message(protocol.release_request([0], _gaussian(sigma), 0, "all"), dst_node_id=NODE, message_type=protocol.TRAIN)
+    message.metadata.__dict__["_message_id"] = "m"
+    with simulation_engine() if engine else _null():
+        reply = client_app(message, context)
+    return len(protocol.read_release_reply(reply.content).reports)
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *args: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("engine", [True, False], ids=["simulation", "device"])
+def test_concurrent_messages_release_each_record_once(data: Path, bundle: np.ndarray, tmp_path: Path, engine: bool) -> None:
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False)
+    grid = _device(data, bundle, tmp_path / "state", policy, engine=engine, labels="public")
+    context = grid.node_ctx[NODE]
+    node_state = dict(context.state["node"])
+    args = (dict(context.run_config), dict(context.node_config), node_state, engine, SIGMA_AT_3)
+    if engine:  # every Ray actor of a simulated node opens the node's ledger file under the same run id
+        grid.node_ctx[NODE].run_id = 5
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        released = pool.map(_train_in_process, [args] * 4)
+    assert sum(released) == TRAIN, released  # four concurrent requests: every record released once in total
+    context.run_id = 5
+    assert _ledger(grid).record_counts().max() == 1
+
+
+# -- 5. no free oracles ------------------------------------------------------------------------
+def test_evaluate_gives_nothing_uncharged_on_a_device(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    from fed.classifier import LinearModel
+
+    dim = 384
+    models = {f"m{i}": LinearModel(np.random.default_rng(i).normal(size=(dim, 2)), np.zeros(2)) for i in range(3)}
+    closed = _device(data, bundle, tmp_path / "closed", _policy(tmp_path / "a.toml", epsilon_sentence=3.0))
+    refused = protocol.read_refusal(_send(closed, protocol.EVALUATE, protocol.evaluate_request(models)).content)
+    assert refused is not None and refused[0] == Refusal.POLICY and "evaluation" in refused[1]
+    score = protocol.read_refusal(_send(closed, protocol.SCORE, RecordDict()).content)
+    assert score is not None and score[0] == Refusal.POLICY
+    many = {f"m{i}": models["m0"] for i in range(504)}
+    refused = protocol.read_refusal(_send(closed, protocol.EVALUATE, protocol.evaluate_request(many)).content)
+    assert refused is not None and "504 models" in refused[1]
+
+    open_ = _device(data, bundle, tmp_path / "open", _policy(tmp_path / "b.toml", epsilon_sentence=3.0, evaluation="rr:1.0"))
+    outcomes = protocol.read_outcomes_reply(_send(open_, protocol.EVALUATE, protocol.evaluate_request(models)).content)
+    assert not outcomes.exact and outcomes.keep_probability == pytest.approx(np.e / (np.e + 1))
+    assert outcomes.total == {name: DEV for name in models}
+    ledger = _ledger(open_)
+    queries = ledger.record_counts()[:, TRAIN:]
+    assert ledger.events == [RandomizedResponseEvent(1.0, 2)] and (queries == 3).all()  # one charge per query and model
+    assert ledger.sentence_epsilon() == pytest.approx(compose_epsilon({RandomizedResponseEvent(1.0, 2): 3}, DELTA))
