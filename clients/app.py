@@ -94,6 +94,9 @@ def _setup(msg: Message, context: Context) -> RecordDict:
     site = _site(context)
     bundle = protocol.read_setup_request(msg.content)
     folder = unpack(bundle, default_cache_dir(site.config))
+    refused = site.device_policy and site.device_policy.encoder_refusal((folder / "encoder.txt").read_text())
+    if refused:
+        raise RequestRefused(refused, Refusal.POLICY)
     records, num_labels, _ = _records(site, context, str(folder))
     # Only now, with the bundle valid and the records built, does the node's state change;
     # the users' sessions and ledgers are never reset by a setup.

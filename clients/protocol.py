@@ -11,8 +11,8 @@ node against untrusted content and raises :class:`fed.requests.RequestRefused` (
 | ``train`` | :func:`release_request` | :func:`release_reply` (reports, labels, per-user refusals and ledger figures) |
 | ``query.release`` | :func:`release_request` | :func:`release_reply` (reports under opaque slots) |
 | ``query.answer`` | :func:`answer_request` | users whose queries all have k answers |
-| ``query.score`` | nothing | :class:`fed.node.Outcomes` of remote inference |
-| ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.node.Outcomes` of local inference |
+| ``query.score`` | nothing | :class:`fed.evaluation.Outcomes` of remote inference |
+| ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.evaluation.Outcomes` of local inference |
 | ``query.ledger`` | nothing | every hosted user's ledger |
 
 Any of them may be answered by :func:`refusal` (a code from :class:`fed.requests.Refusal` and a
@@ -30,7 +30,8 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fed.classifier import LinearModel
-from fed.node import NodeReply, Outcomes
+from fed.evaluation import Outcomes
+from fed.node import NodeReply
 from fed.requests import RequestRefused
 
 SETUP = "query.setup"

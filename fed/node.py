@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fed.classifier import LinearModel
-from fed.evaluation import local_correct
+from fed.evaluation import Outcomes, local_correct
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
 from fed.privacy.events import PrivacyEvent
@@ -49,27 +49,6 @@ class NodeReply:
     label_channel: dict[str, Any]
     refusals: dict[int, tuple[str, str]] = field(default_factory=dict)
     ledgers: dict[int, dict[str, float]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Outcomes:
-    """Evaluation outcomes that leave the node: exact counts (simulation only) or randomized bits.
-
-    ``correct[name]`` counts correct predictions (exact), or reported-correct bits after binary
-    randomized response with ``keep_probability`` (noisy); ``total[name]`` how many queries each covers.
-    """
-
-    correct: dict[str, int]
-    total: dict[str, int]
-    exact: bool
-    keep_probability: float = 1.0
-
-    def estimated_correct(self) -> dict[str, float]:
-        """Unbiased estimates of the correct counts (the counts themselves when exact)."""
-        if self.exact:
-            return {k: float(v) for k, v in self.correct.items()}
-        p = self.keep_probability
-        return {k: (v - (1 - p) * self.total[k]) / (2 * p - 1) for k, v in self.correct.items()}
 
 
 class NodeHost:

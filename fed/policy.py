@@ -21,6 +21,7 @@ Keys of the TOML file (all optional; the defaults are the strict device defaults
     memoize = true              # answer a repeated request with the stored report, at no cost
     max_models = 4              # classifiers one evaluate message may apply
     max_events = 32             # distinct privacy events one ledger may hold
+    encoders = ["minilm", "bilstm"]  # encoders a setup bundle may name (bilstm: weights the server ships)
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class DevicePolicy:
     memoize: bool = True
     max_models: int = 4
     max_events: int = 32
+    encoders: tuple[str, ...] = ("minilm", "bilstm")
     release_floors: Mapping[str, float] = field(default_factory=dict, compare=False)
     """Per kind of release ('train', 'query'): the most one release may cost (simulation: the plan's)."""
 
@@ -80,6 +82,7 @@ class DevicePolicy:
         if unknown:
             raise ValueError(f"policy: unknown mechanisms {unknown}; available: {sorted(RANDOMIZERS)}")
         object.__setattr__(self, "mechanisms", tuple(self.mechanisms))
+        object.__setattr__(self, "encoders", tuple(self.encoders))
         parse_channel("labels", self.labels, allow_public=True)
         if self.evaluation != EVALUATION_OFF:
             parse_channel("evaluation", self.evaluation, allow_public=False)
@@ -117,16 +120,17 @@ class DevicePolicy:
         for name in ("epsilon_sentence", "epsilon_user"):
             if values.get(name) == "inf":
                 values[name] = math.inf
-        if "mechanisms" in values:
-            if not isinstance(values["mechanisms"], list) or not all(isinstance(m, str) for m in values["mechanisms"]):
-                raise ValueError(f"{source}: mechanisms must be a list of names")
-            values["mechanisms"] = tuple(values["mechanisms"])
+        for name in ("mechanisms", "encoders"):
+            if name in values:
+                if not isinstance(values[name], list) or not all(isinstance(m, str) for m in values[name]):
+                    raise ValueError(f"{source}: {name} must be a list of names")
+                values[name] = tuple(values[name])
         return cls(**values)
 
     def to_toml(self) -> str:
         """The policy as a TOML file (what ``ldpfed device init`` and ``ldpfed simulate`` write)."""
         data = {k: v for k, v in asdict(self).items() if k != "release_floors" and v is not None}
-        data["mechanisms"] = list(self.mechanisms)
+        data["mechanisms"], data["encoders"] = list(self.mechanisms), list(self.encoders)
         for name in ("epsilon_sentence", "epsilon_user"):
             if math.isinf(data[name]):
                 data[name] = "inf"
@@ -160,6 +164,12 @@ class DevicePolicy:
             return f"mechanism {name!r} has no valid guarantee as published; this device's policy does not allow it"
         return None
 
+    def encoder_refusal(self, spec: str) -> str | None:
+        """Why this policy refuses a bundle whose encoder is ``spec`` (None: allowed)."""
+        if spec not in self.encoders:
+            return f"encoder {spec!r} is not allowed by this device's policy (allowed: {', '.join(self.encoders)})"
+        return None
+
     @classmethod
     def from_run(cls, config: Any, plan: Any) -> "DevicePolicy":
         """A simulated user's policy: what the run options grant (the experimenter writes both sides)."""
@@ -175,6 +185,7 @@ class DevicePolicy:
             memoize=False,
             max_models=8,
             max_events=64,
+            encoders=tuple(dict.fromkeys(("minilm", "bilstm", config.encoder))),
             release_floors={kind: plan.limits(kind).max_release_epsilon for kind in ("train", "query")},
         )
 

@@ -345,14 +345,14 @@ def _label_lines(plan: PrivacyPlan, accountants: dict[str, list[dict[str, Any]]]
     if event is None:
         return []
     excluded = {f["name"]: f["labels_excluded"] for rows in accountants.values() for f in rows if f["labels_excluded"]}
-    included = sorted({f["name"] for f in accountants.get("train", []) if not f["labels_excluded"]})
+    included = [f["name"] for f in accountants.get("train", []) if not f["labels_excluded"]]
     return [
         "",
         "## Labels in the accountants",
         "",
         f"Every training release also releases the record's label once through {event.num_values}-ary randomized "
         f"response (epsilon {event.epsilon:g}), charged to the same ledger. Training rows that compose these label "
-        f"releases: {', '.join(included)}.",
+        f"releases: {'; '.join(included)}.",
         "",
         "Rows marked **labels EXCLUDED** cover the reports alone and under-state the cost of the releases:",
         "",

@@ -192,7 +192,7 @@ class User:
             self._check_amplified("train", request.sampling, randomizer.event)
             candidates = pool
         else:
-            candidates = np.union1d(ledger.remaining(events, pool), list(stored))
+            candidates = np.union1d(ledger.remaining(events, pool), np.fromiter(stored, np.int64))
         if not len(candidates):
             raise BudgetExhausted(f"user {self.user_id}: no train record has budget left")
         rng = self.rng()

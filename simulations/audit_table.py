@@ -1,12 +1,14 @@
 """Audit table (issue 3): claimed versus audited epsilon for every randomizer.
 
 Each row is exactly what ``ldpfed audit --mechanism <m> --epsilon <e> [options]`` computes
-(fed/randomizers/auditing.py): the worst neighbouring pair its sensitivity allows, many
-releases on each input, the likelihood-ratio test, and a Clopper-Pearson lower bound on
-epsilon. Correct randomizers are calibrated to (epsilon, delta) for one release; OME,
-SUE/OUE and seed 002's Theorem 3 Laplace take epsilon as their published parameter;
-TextHide claims nothing. The audited bound of a correct randomizer must stay at or below
-its claim; those of OME (lambda 100) and of seed 002's Laplace exceed theirs.
+(fed/randomizers/auditing.py): the randomizer built as a run builds it (its class's
+default options, e.g. dpie-* with k 4, 16 masks and max_coefficient 1), the worst
+neighbouring pair its sensitivity allows, many releases on each input, the likelihood-ratio
+test, and a Clopper-Pearson lower bound on epsilon. Calibrated randomizers (SUE and OUE to
+their true cost) claim the target for one release; seed 002's Theorem 3 Laplace its stated
+epsilon; OME (lambda 100) its published epsilon; TextHide nothing. The audited bound of a
+correct randomizer must stay at or below its claim; those of OME and of seed 002's Laplace
+exceed theirs.
 
 Rerun (about 2 minutes on 2 cores):
 
@@ -79,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         "# Audit table (issue 3): claimed versus audited epsilon",
         "",
         f"Every row: `ldpfed audit --mechanism <m> --epsilon <claimed> --dim {args.dim} --samples {args.samples} "
-        f"--delta {args.delta:g}` (clip 1; seed {args.seed} + row). 'claimed' is the calibration target, or the "
-        "published epsilon (sue, oue, ome with lambda 100, laplace-seed002), or nothing (texthide); 'accounted' is "
+        f"--delta {args.delta:g}` (clip 1; seed {args.seed} + row), built as runs build it. 'claimed' is the calibration "
+        "target, the stated epsilon (laplace-seed002), the published epsilon (ome, lambda 100), or nothing (texthide); 'accounted' is "
         "what the ledger charges for one release (the randomizer's own event); 'audited' is the 95% Clopper-Pearson "
         "lower bound on epsilon from the likelihood-ratio test on the worst neighbouring pair. A lower bound above "
         "the claim proves the claim false.",

@@ -17,6 +17,7 @@ from fed.dataset import TextDataset
 from fed.encoders.cache import encode_cached
 from fed.config import RunConfig
 from fed.plots import plot_accuracy, plot_epsilon
+from fed.policy import DevicePolicy
 from fed.population import Population
 from fed.report import LedgerFigures, privacy_report, summary
 from fed.run_record import RunRecord
@@ -26,6 +27,10 @@ from fed.threads import limit_blas_threads
 app = ServerApp()
 
 TIMEOUT_S = 3600.0
+SIMULATED_POLICY = (
+    "# The policy each simulated user derives from this run's options (fed.policy.DevicePolicy.from_run).\n"
+    "# A real device ignores the run options and applies its owner's policy file (docs/device.md).\n"
+)
 PUBLIC_ROWS_PER_DIM = 10
 """Public records needed per dimension before their covariance is a shrinkage target."""
 
@@ -55,6 +60,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
 
     strategy = LdpStrategy(config, record, baselines={})
     strategy.setup(grid, bundle, expected_nodes=config.nodes, timeout=TIMEOUT_S)
+    (record.out / "policy.toml").write_text(SIMULATED_POLICY + DevicePolicy.from_run(config, strategy.plan).to_toml())
     _baselines(config, assets, public, strategy)
 
     strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.rounds, timeout=TIMEOUT_S)

@@ -22,7 +22,8 @@ from fed.aggregation import ReportAggregator
 from fed.classifier import LinearModel
 from fed.config import RunConfig
 from fed.plan import PrivacyPlan, make_plan
-from fed.node import NodeReply, Outcomes
+from fed.evaluation import accuracy
+from fed.node import NodeReply
 from fed.requests import Refusal
 from fed.randomizers import make_randomizer
 from fed.randomizers.labels import make_label_release
@@ -150,7 +151,10 @@ class LdpStrategy(Strategy):
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         """Pool local-inference accuracy (exact in a simulation, estimated from randomized bits on devices)."""
         outcomes = [protocol.read_outcomes_reply(reply.content) for reply in self._ok(replies)]
-        acc = pooled_accuracy(outcomes)
+        acc = accuracy(outcomes)
+        self.round_metrics["accuracy_local_kind"] = (
+            "exact (simulation only)" if all(o.exact for o in outcomes) else "estimate from randomized outcome bits"
+        )
         eps = [s["epsilon_sentence"] for s in self.summaries.values()]
         self.round_metrics.update(
             {
@@ -268,13 +272,3 @@ class LdpStrategy(Strategy):
             else:
                 yield reply
 
-
-def pooled_accuracy(outcomes: Iterable[Outcomes]) -> dict[str, float]:
-    """Accuracy per model pooled over nodes: estimated correct counts over the queries they cover."""
-    correct: dict[str, float] = {}
-    total: dict[str, int] = {}
-    for outcome in outcomes:
-        for name, value in outcome.estimated_correct().items():
-            correct[name] = correct.get(name, 0.0) + value
-            total[name] = total.get(name, 0) + outcome.total[name]
-    return {name: correct[name] / total[name] for name in correct if total[name]}

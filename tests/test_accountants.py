@@ -5,16 +5,26 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from dp_accounting.pld import privacy_loss_distribution
 from scipy.stats import norm
 
-from fed.privacy.accountants import Schedule, all_figures, amplified, clt, composition_baselines, prv, worst_case
+from fed.privacy.accountants import (
+    Schedule,
+    all_figures,
+    amplified,
+    clt,
+    composition_baselines,
+    enforced,
+    prv,
+    worst_case,
+)
 from fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
 from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent
+from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
 from simulations.cli import main
 from simulations.composition_plot import plot_schedule
 
@@ -101,6 +111,41 @@ def test_fixed_size_sampling_uses_rdp_and_says_pld_is_unavailable() -> None:
     assert figures["rdp_fixed_size"].parameters["sample_size"] == 10
     assert math.isfinite(figures["rdp_fixed_size"].epsilon)
     assert figures["pld_fixed_size"].epsilon is None and figures["pld_fixed_size"].unavailable
+
+
+def test_poisson_sampling_a_release_matches_dp_accountings_sampled_gaussian() -> None:
+    # the construction behind labelled steps, run on a Gaussian release alone
+    release = privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=0.7, value_discretization_interval=1e-4, use_connect_dots=False
+    )
+    ours = amplified.poisson_sampled(release, 0.5).self_compose(10)
+    direct = privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=0.7, sampling_prob=0.5, value_discretization_interval=1e-4
+    ).self_compose(10)
+    for epsilon in (0.0, 1.0, 5.0):
+        theirs = direct.get_delta_for_epsilon(epsilon)
+        assert theirs <= ours.get_delta_for_epsilon(epsilon) <= theirs * (1 + 1e-3)
+    assert ours.get_epsilon_for_delta(DELTA) == pytest.approx(direct.get_epsilon_for_delta(DELTA), rel=1e-3)
+
+
+def test_labelled_pld_lies_between_the_reports_alone_and_the_worst_case_ledger() -> None:
+    reports = Schedule(1.0, 0.2, 4, DELTA)
+    labels = RandomizedResponseEvent(1.0, 4)
+    labelled = replace(reports, labels=labels)
+    ledger = compose_epsilon({GaussianEvent(1.0, 1.0): 4, labels: 4}, DELTA)
+    assert amplified.pld_epsilon(replace(labelled, p=1.0)) == pytest.approx(ledger, rel=1e-4)  # no sampling
+    assert amplified.pld_epsilon(reports) < amplified.pld_epsilon(labelled) < ledger
+    faint = replace(reports, labels=RandomizedResponseEvent(1e-6, 2))  # a label that tells nothing
+    assert amplified.pld_epsilon(faint) == pytest.approx(amplified.pld_epsilon(reports), rel=1e-3)
+    assert worst_case.epsilon_for_releases(1.0, 4, DELTA, labels) == ledger
+
+
+def test_enforced_groups_compose_as_dp_accountings_pld_accountant() -> None:
+    groups = ((0.25, 1.5, 2), (1.0, 4.0, 1))
+    accountant = amplified.pld_accountant()
+    for rate, z, steps in groups:
+        accountant.compose(amplified.poisson_event(Schedule(z, rate, steps, DELTA)))
+    assert enforced.pld_epsilon(groups, DELTA) == pytest.approx(accountant.get_epsilon(DELTA), rel=1e-9)
 
 
 @pytest.mark.parametrize("accountant", ACCOUNTANTS)

@@ -155,6 +155,15 @@ def test_without_a_policy_file_the_strict_defaults_apply(data: Path, bundle: np.
     assert refused is not None and refused[0] == Refusal.POLICY and "floor" in refused[1]
 
 
+def test_a_bundle_naming_an_encoder_outside_the_policy_is_refused(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    grid = _device(data, bundle, tmp_path / "state", _policy(tmp_path / "p.toml", epsilon_sentence=3.0))
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "encoder.txt").write_text("/home/owner/private-model")
+    refused = protocol.read_refusal(_send(grid, protocol.SETUP, protocol.setup_request(pack(folder))).content)
+    assert refused is not None and refused[0] == Refusal.POLICY and "encoder" in refused[1]
+
+
 # -- 3. ledgers survive re-setup and new runs; memoization ---------------------------------------
 def test_re_setup_and_a_new_run_keep_spending(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
     policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False)
@@ -186,13 +195,13 @@ def test_memoized_repeats_are_free_and_identical_and_a_new_draw_is_charged(data:
 
 
 # -- 4. concurrent messages: one charge per release ----------------------------------------------
-def _train_in_process(args: tuple[dict, dict, dict, bool, float]) -> int:
-    run_config, node_config, state, engine, sigma = args
+def _train_in_process(args: tuple[int, dict, dict, dict, bool, float]) -> int:
+    run_id, run_config, node_config, state, engine, sigma = args
     from flwr.app import ConfigRecord, Context
 
     from fed.entropy import simulation_engine
 
-    context = Context(run_id=5, node_id=NODE, node_config=node_config, state=RecordDict({"node": ConfigRecord(state)}), run_config=run_config)
+    context = Context(run_id=run_id, node_id=NODE, node_config=node_config, state=RecordDict({"node": ConfigRecord(state)}), run_config=run_config)
     message = Message(protocol.release_request([0], _gaussian(sigma), 0, "all"), dst_node_id=NODE, message_type=protocol.TRAIN)
     message.metadata.__dict__["_message_id"] = "m"
     with simulation_engine() if engine else _null():
@@ -214,13 +223,11 @@ def test_concurrent_messages_release_each_record_once(data: Path, bundle: np.nda
     grid = _device(data, bundle, tmp_path / "state", policy, engine=engine, labels="public")
     context = grid.node_ctx[NODE]
     node_state = dict(context.state["node"])
-    args = (dict(context.run_config), dict(context.node_config), node_state, engine, SIGMA_AT_3)
-    if engine:  # every Ray actor of a simulated node opens the node's ledger file under the same run id
-        grid.node_ctx[NODE].run_id = 5
+    # as Flower's engine does, every worker gets a copy of the node's context (same run, same node)
+    args = (context.run_id, dict(context.run_config), dict(context.node_config), node_state, engine, SIGMA_AT_3)
     with multiprocessing.get_context("fork").Pool(4) as pool:
         released = pool.map(_train_in_process, [args] * 4)
     assert sum(released) == TRAIN, released  # four concurrent requests: every record released once in total
-    context.run_id = 5
     assert _ledger(grid).record_counts().max() == 1
 
 
@@ -247,3 +254,51 @@ def test_evaluate_gives_nothing_uncharged_on_a_device(data: Path, bundle: np.nda
     queries = ledger.record_counts()[:, TRAIN:]
     assert ledger.events == [RandomizedResponseEvent(1.0, 2)] and (queries == 3).all()  # one charge per query and model
     assert ledger.sentence_epsilon() == pytest.approx(compose_epsilon({RandomizedResponseEvent(1.0, 2): 3}, DELTA))
+
+
+# -- 7. accounting the report cannot under-state ----------------------------------------------
+def _user(train: int, enforce: str = "worst-case") -> "User":
+    from fed.privacy.ledger import Budget
+    from fed.randomizers.labels import PublicLabels
+    from fed.user import User, UserRecords
+
+    rng = np.random.default_rng(0)
+    records = UserRecords(rng.normal(size=(train, 4)), rng.integers(0, 2, train), rng.normal(size=(2, 4)), np.array([0, 1]))
+    return User(3, records, Budget(1e6, DELTA), PublicLabels(2), seed=None, enforce=enforce)
+
+
+def test_mixup_reports_are_charged_at_user_level_as_one_noise_draw_each() -> None:
+    from fed.randomizers.instance_encoding import DPInstanceEncodingGaussian
+    from fed.requests import ReleaseRequest
+
+    user, clip, sigma, n = _user(12), 1.0, 4.0, 12
+    randomizer = DPInstanceEncodingGaussian(k=4, max_coefficient=0.25, masks=16, clip=clip, sigma=sigma)
+    user.release("train", ReleaseRequest((3,), randomizer, 0))
+    per_record = compose_epsilon({randomizer.event: n}, DELTA)  # what composing the records' charges gives
+    true = compose_epsilon({GaussianEvent(2 * clip, sigma): n}, DELTA)  # n reports, each moved by at most 2C
+    assert user.state.ledger.user_epsilon() == pytest.approx(true)
+    assert true > 2 * per_record
+
+
+def test_amplified_enforcement_refuses_a_users_only_record() -> None:
+    from fed.randomizers.gaussian import GaussianRandomizer
+    from fed.requests import ReleaseRequest
+    from fed.user import BudgetExhausted
+
+    user = _user(1, enforce="amplified")
+    with pytest.raises(BudgetExhausted, match="linked"):
+        user.release("train", ReleaseRequest((3,), GaussianRandomizer(1.0, 5.0), 0))
+    assert user.state.ledger.releases() == 0
+
+
+def test_an_invalid_mechanism_is_refused_unless_the_policy_allows_it(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    invalid = {"mechanism": "laplace-seed002", "clip": 1.0, "stated_epsilon": 0.001, "dim": 384, "allow_invalid": True}
+    for allow in (False, True):
+        policy = _policy(tmp_path / f"p{allow}.toml", epsilon_sentence=3.0, mechanisms=["laplace-seed002"], allow_invalid=allow, labels="public")
+        grid = _device(data, bundle, tmp_path / f"state{allow}", policy)
+        refused = protocol.read_refusal(_train(grid, invalid).content)
+        if allow:  # allowed: served, and charged its true cost (2C sqrt(d) L1 sensitivity)
+            assert refused is None and _ledger(grid).releases() == TRAIN
+        else:
+            assert refused is not None and refused[0] == Refusal.POLICY and "no valid guarantee" in refused[1]
+            assert _ledger(grid).releases() == 0

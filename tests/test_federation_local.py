@@ -11,12 +11,15 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.common.serde import recorddict_to_proto
 
+from clients import protocol
 from clients.app import app as client_app
 from fed.assets import default_cache_dir
 from fed.config import RunConfig
 from fed.encoders.cache import encode_cached
 from fed.encoders.factory import make_encoder
 from fed.loaders import load_dataset
+from fed.privacy.ledger import Ledger
+from fed.requests import Refusal
 from strategies.app import app as server_app
 from tests.local_grid import LocalGrid, run_local
 
@@ -131,8 +134,7 @@ def test_hostile_requests_are_refused_and_nothing_is_spent(
     (reply,) = grid.send_and_receive([Message(RecordDict({"request": request}), dst_node_id=1000, message_type="train")])
     assert str(reply.content["meta"]["status"]) == "refused"
     assert reason in str(reply.content["meta"]["reason"])
-    state = json.loads(str(grid.node_ctx[1000].state["node"]["users"]))
-    assert state == {}  # no user state touched: nothing released, nothing spent
+    assert _ledger(grid).releases() == 0  # nothing released, nothing spent
 
 
 def test_exhausted_user_refuses_instead_of_crashing(canary_data: Path, tmp_path: Path) -> None:
@@ -141,12 +143,15 @@ def test_exhausted_user_refuses_instead_of_crashing(canary_data: Path, tmp_path:
     request = ConfigRecord({"users": [0], "randomizer": json.dumps({"mechanism": "gaussian", "clip": 1.0, "sigma": sigma}), "records": 0})
     replies = [grid.send_and_receive([Message(RecordDict({"request": request}), dst_node_id=1000, message_type="train")])[0] for _ in range(40)]
     assert all(not r.has_error() for r in replies)
-    last = json.loads(str(replies[-1].content["meta"]["refusals"]))
-    assert "0" in last and "budget" in last["0"]
-    ledger = json.loads(str(grid.node_ctx[1000].state["node"]["users"]))["0"]["ledger"]
-    from fed.privacy.ledger import Ledger
+    last = protocol.read_release_reply(replies[-1].content).refusals
+    assert last[0][0] == Refusal.BUDGET
+    ledger = _ledger(grid)
+    assert 0 < ledger.sentence_epsilon() <= 8.0 and ledger.releases() > 0
 
-    assert Ledger.from_json(ledger).sentence_epsilon() <= 8.0
+
+def _ledger(grid: LocalGrid) -> Ledger:
+    (reply,) = grid.send_and_receive([Message(RecordDict(), dst_node_id=1000, message_type=protocol.LEDGER)])
+    return Ledger.from_json(protocol.read_ledger_reply(reply.content)[0])
 
 
 def test_server_pretrained_bilstm_is_shipped_and_used(tmp_path: Path) -> None:

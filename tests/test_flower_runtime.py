@@ -29,17 +29,30 @@ def test_ldpfed_simulate_end_to_end(tmp_path: Path) -> None:
     assert "accuracy_local" in done.stdout
 
 
-def test_deployment_on_loopback_completes_a_round(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    config = RunConfig.from_mapping({**SMALL, "rounds": 1, "out": str(out), "nonprivate_baseline": False})
-    nodes = [f"partition-id={i} num-partitions=2 deployed=true" for i in range(2)]
+def test_deployment_on_loopback_keeps_each_devices_ledger_across_runs(tmp_path: Path) -> None:
+    """Two real SuperNodes with their owners' policy, state folder and data; a second run (a new
+    randomizer: a repeat of the first would be answered from memoized reports) finds the budget
+    the first one spent: the ledger lives on the device, not in the run."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text('epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\nevaluation = "rr:2.0"\n')
+    nodes = [
+        f"partition-id={i} num-partitions=2 data='{SMALL['data']}' state-dir='{tmp_path / f'device{i}'}' policy='{policy}'"
+        for i in range(2)
+    ]
+    outs = [tmp_path / "run1", tmp_path / "run2"]
     with cluster(tmp_path / "flower", simulation=False, node_configs=nodes) as running:
-        log = tmp_path / "flwr-run.log"
-        process = start_run(running, config.to_mapping(), None, log)
-        process.wait(timeout=900)
-        status = run_status(running, log)
-    assert status == "finished:completed", log.read_text()[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["errors"] == [] and summary["releases"] > 0
-    ledgers = json.loads((out / "ledgers.json").read_text())["users"]
+        for i, out in enumerate(outs):
+            values = {**SMALL, "rounds": 1, "users_per_round": 0, "clip": 3.0 - i / 10, "out": str(out)}
+            config = RunConfig.from_mapping({**values, "nonprivate_baseline": False})
+            log = tmp_path / f"flwr-run{i}.log"
+            process = start_run(running, config.to_mapping(), None, log)
+            process.wait(timeout=900)
+            assert run_status(running, log) == "finished:completed", log.read_text()[-3000:]
+    first, second = (json.loads((out / "metrics.jsonl").read_text().splitlines()[0]) for out in outs)
+    summary = json.loads((outs[0] / "summary.json").read_text())
+    assert summary["errors"] == [] and first["reports_received"] == 240
+    assert first["accuracy_local"] is not None  # estimated from randomized outcome bits (policy evaluation rr:2)
+    assert second["reports_received"] == 0 and second["users_refused"] == 4
+    ledgers = json.loads((outs[1] / "ledgers.json").read_text())["users"]
     assert sorted(ledgers) == ["0", "1", "2", "3"]
+    assert max(max(e["counts_per_record"]) for u in ledgers.values() for e in u["events"] if e["event"]["mechanism"] == "gaussian") == 1

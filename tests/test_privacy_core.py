@@ -49,8 +49,14 @@ def test_fresh_noise_per_release() -> None:
 def test_randomizer_rejects_bad_parameters(bad: float) -> None:
     with pytest.raises(ValueError, match="sigma"):
         GaussianRandomizer(1.0, bad)
-    with pytest.raises(ValueError, match="NaN"):
-        GaussianRandomizer(1.0, 1.0).release(np.array([[math.nan, 0.0]]), np.random.default_rng())
+    with pytest.raises(ValueError, match="clip"):
+        GaussianRandomizer(bad, 1.0)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_randomizer_rejects_non_finite_input(bad: float) -> None:
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        GaussianRandomizer(1.0, 1.0).release(np.array([[0.5, bad]]), np.random.default_rng())
 
 
 @pytest.mark.parametrize("releases,sigma", [(1, 1.0), (5, 2.0), (40, 6.0)])
@@ -121,8 +127,8 @@ def test_ledger_enforces_per_record_budget_and_round_trips_json() -> None:
 def test_user_level_budget() -> None:
     event = GaussianEvent(2.0, 6.0)  # mu = 1/3: two releases cost ~2.1, ten ~4.4
     ledger = Ledger(10, Budget(100.0, DELTA, epsilon_user=3.0))
-    assert ledger.user_can_afford([event], 2)
-    assert not ledger.user_can_afford([event], 10)
+    assert ledger.user_can_afford({event: 2})
+    assert not ledger.user_can_afford({event: 10})
 
 
 def test_randomized_response_distribution() -> None:

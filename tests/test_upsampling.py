@@ -4,12 +4,16 @@ charged, steps stop at k answers, the server cannot tell true from fictitious, a
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import ks_2samp
 
 from fed.plan import PrivacyPlan
+from fed.policy import DevicePolicy
+from fed.privacy.store import LedgerStore
 from fed.privacy.accountants.calibration import calibrate_noise_multiplier
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent
@@ -138,18 +142,20 @@ def test_the_server_sees_slots_not_which_query_is_true() -> None:
     assert np.mean([0 <= i < 10 for i in np.flatnonzero(pending >= 0)]) < 1
 
 
-def _host(up: UpSampling, sigma: float) -> NodeHost:
+def _host(up: UpSampling, sigma: float, folder: Path) -> NodeHost:
     randomizer = GaussianRandomizer(CLIP, sigma)
     plan = PrivacyPlan(randomizer, randomizer, PublicLabels(2), Budget(1e6, DELTA), upsampling=up)
-    return NodeHost({1: _records(), 2: _records(seed=1)}, plan, seed=0)
+    policy = DevicePolicy(1e6, math.inf, DELTA, mechanisms=("gaussian",), labels="public", memoize=False)
+    store = LedgerStore(folder / "ledger.sqlite", durable=False)
+    return NodeHost({1: _records(), 2: _records(seed=1)}, plan, policy, store, lambda uid: f"user-{uid}", seed=0)
 
 
-def test_answers_are_validated_before_any_state_changes() -> None:
+def test_answers_are_validated_before_any_state_changes(tmp_path: Path) -> None:
     up = UpSampling(q=0.5, p=0.5, k=2)
-    host = _host(up, 3.0)
+    host = _host(up, 3.0, tmp_path)
     raw = {"users": [1, 2], "randomizer": json.dumps({"mechanism": "gaussian", "clip": CLIP, "sigma": 3.0}), "records": 0, "sampling": up.spec}
     reply = host.release("query", raw)
-    before = host.states_json()
+    before = host.sessions_json()
     m = len(reply.reports)
     scores = np.zeros((m, 2))
     hostile = [
@@ -162,7 +168,7 @@ def test_answers_are_validated_before_any_state_changes() -> None:
     for users, slots, s, reason in hostile:
         with pytest.raises(RequestRefused, match=reason):
             host.answer(users, slots, s)
-        assert host.states_json() == before
+        assert host.sessions_json() == before
     assert host.answer(reply.users, reply.slots, scores) == []
     with pytest.raises(RequestRefused, match="already answered"):
         host.answer(reply.users, reply.slots, scores)

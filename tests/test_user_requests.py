@@ -1,19 +1,26 @@
-"""A user's release path: validation, refusals, budget enforcement, reproducible noise."""
+"""A user's release path: validation, refusals, budget enforcement, reproducible noise.
+
+Refusals come in two places, tested apart: malformed or too-cheap requests never pass
+``parse_release_request`` (no user is involved), and well-formed requests the user cannot
+afford are refused inside ``User.release``, which must leave the ledger as it was.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
+from fed.entropy import simulation_engine
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent
 from fed.privacy.ledger import Budget
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.requests import ClientLimits, RequestRefused, parse_release_request
+from fed.requests import ClientLimits, ReleaseRequest, RequestRefused, parse_release_request
 from fed.user import BudgetExhausted, User, UserRecords
 
 DELTA = 1e-5
@@ -31,10 +38,15 @@ def _request(**overrides: object) -> dict:
     return request
 
 
-def _user(labels: PublicLabels | RandomizedResponse | None = None) -> User:
+def _user(
+    labels: PublicLabels | RandomizedResponse | None = None, budget: Budget = Budget(3.0, DELTA), train: int = 6
+) -> User:
+    """User 7 with ``train`` training and 2 query records; one release of SIGMA costs a record 3.0."""
     rng = np.random.default_rng(0)
-    records = UserRecords(rng.normal(size=(6, 4)), rng.integers(0, 2, 6), rng.normal(size=(2, 4)), np.array([0, 1]))
-    return User(7, records, Budget(3.0, DELTA), labels or PublicLabels(2), seed=11)
+    records = UserRecords(
+        rng.normal(size=(train, 4)), rng.integers(0, 2, train), rng.normal(size=(2, 4)), np.array([0, 1])
+    )
+    return User(7, records, budget, labels or PublicLabels(2), seed=11)
 
 
 HOSTILE = [
@@ -56,14 +68,45 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("override,message", HOSTILE)
-def test_hostile_requests_are_refused_with_nothing_spent(override: dict, message: str) -> None:
-    user = _user()
-    before = user.state.ledger.to_json()
+def test_hostile_requests_are_refused_at_parse(override: dict, message: str) -> None:
+    # parsing alone refuses them: no user sees the request, so nothing is computed or spent
     with pytest.raises(RequestRefused, match=message):
-        request = parse_release_request(_request(**override), LIMITS)
+        parse_release_request(_request(**override), LIMITS)
+
+
+def _every_record_spent() -> tuple[User, ReleaseRequest]:
+    user, request = _user(), parse_release_request(_request(records=0), LIMITS)
+    user.release("train", request)  # one release costs every record its whole budget
+    return user, request
+
+
+def _beyond_user_budget() -> tuple[User, ReleaseRequest]:
+    # one record's release (3.0) fits the user-level budget of 4.0; four records' do not
+    return _user(budget=Budget(3.0, DELTA, epsilon_user=4.0)), parse_release_request(_request(records=4), LIMITS)
+
+
+def _mixup_short_of_records() -> tuple[User, ReleaseRequest]:
+    # plain averaging of k = 4 records: sensitivity 2 * 0.25 * sqrt(4) = 1, cheaper than the floor
+    mixup = {"mechanism": "dpie-gaussian", "k": 4, "max_coefficient": 0.25, "masks": 0, "clip": 1.0, "sigma": SIGMA}
+    return _user(train=3), parse_release_request(_request(randomizer=json.dumps(mixup), records=0), LIMITS)
+
+
+REFUSED_BY_THE_USER = [
+    pytest.param(_every_record_spent, "no train record has budget left", id="every-record-spent"),
+    pytest.param(_beyond_user_budget, "user-level budget would be exceeded", id="user-level-budget"),
+    pytest.param(_mixup_short_of_records, "mixes 4 records per report, 3 chosen", id="mixup-k-above-records"),
+]
+
+
+@pytest.mark.parametrize("setup,message", REFUSED_BY_THE_USER)
+def test_requests_the_user_cannot_afford_are_refused_in_release_with_nothing_spent(
+    setup: Callable[[], tuple[User, ReleaseRequest]], message: str
+) -> None:
+    user, request = setup()  # the request passed parsing: the refusal is the release path's
+    before = (user.state.ledger.to_json(), user.state.calls)
+    with pytest.raises(BudgetExhausted, match=message):
         user.release("train", request)
-    assert user.state.ledger.to_json() == before
-    assert user.state.calls == 0
+    assert (user.state.ledger.to_json(), user.state.calls) == before
 
 
 def test_release_spends_budget_without_replacement_then_refuses() -> None:
@@ -87,13 +130,19 @@ def test_query_records_have_their_own_budget_and_no_labels() -> None:
     assert user.state.ledger.counts[:, :6].sum() == 0
 
 
-def test_noise_is_reproducible_from_the_run_seed_and_fresh_per_call() -> None:
+def test_noise_is_fresh_per_release_and_reproducible_from_the_run_seed() -> None:
     request = parse_release_request(_request(records=0), LIMITS)
-    a, b = _user().release("train", request), _user().release("train", request)
-    np.testing.assert_array_equal(a.reports, b.reports)
-    user = _user()
-    first = user.release("query", request)
-    assert not np.allclose(first.reports, user.release("train", request).reports[: len(first.reports)])
+    twice = Budget(compose_epsilon({GaussianEvent(2.0, SIGMA): 2}, DELTA), DELTA)  # every record released twice
+    with simulation_engine():
+        user = _user(budget=twice)
+        first, second = user.release("train", request), user.release("train", request)
+        clean = request.randomizer.preprocess(user.records.train)
+        assert len(first.reports) == len(second.reports) == len(clean)  # all six records, in order, both times
+        assert not np.allclose(first.reports - clean, second.reports - clean)
+        again = _user(budget=twice).release("train", request)
+    np.testing.assert_array_equal(first.reports, again.reports)  # same run seed, same user: same first release
+    outside = _user(budget=twice).release("train", request)
+    assert not np.allclose(outside.reports, first.reports)  # outside the engine the OS draws the noise
 
 
 def test_randomized_labels_are_charged() -> None:

@@ -1,8 +1,8 @@
 """Baselines: basic and advanced composition of the per-step amplified guarantee.
 
 Per step, the Gaussian with noise multiplier z is (eps0, delta0)-DP on its exact privacy
-profile (seed 000 eq. 5), or, when each report carries a randomized-response label, the
-report and label together are, on their PLD's profile; Poisson sampling at rate r makes that step
+profile (seed 000 eq. 5) (when each report carries a randomized-response label, the report
+and label together are, on their PLD's profile); Poisson sampling at rate r makes that step
 (log(1 + r*(exp(eps0) - 1)), r*delta0)-DP under add-or-remove (Balle, Barthe and Gaboardi
 2018, Thm. 8). T steps then compose
 
