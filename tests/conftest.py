@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+WORDS = {0: ["great", "wonderful", "lovely"], 1: ["awful", "terrible", "boring"]}
+
+
+def write_review_folder(folder: Path, sizes: dict[str, int], prefix: str, seed: int) -> Path:
+    """A small two-class folder dataset (``<split>.tsv``): '<prefix><i> the <split> film was <word> indeed' per row."""
+    rng = np.random.default_rng(seed)
+    for split, n in sizes.items():
+        rows = ["sentence\tlabel"]
+        for i in range(n):
+            label = int(rng.integers(2))
+            rows.append(f"{prefix}{i} the {split} film was {rng.choice(WORDS[label])} indeed\t{label}")
+        (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    return folder
 
 
 @pytest.fixture(scope="session")

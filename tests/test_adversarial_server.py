@@ -27,6 +27,7 @@ from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
 from fed.privacy.ledger import Ledger
 from fed.requests import Refusal
 from simulations.local_grid import LocalGrid
+from tests.conftest import write_review_folder
 
 NODE = 1000
 DELTA = 1e-5
@@ -36,16 +37,7 @@ TRAIN, DEV = 24, 8
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small labelled folder dataset (two classes)."""
-    folder = tmp_path_factory.mktemp("device-data")
-    rng = np.random.default_rng(1)
-    words = {0: ["great", "wonderful", "lovely"], 1: ["awful", "terrible", "boring"]}
-    for split, n in (("train", TRAIN), ("dev", DEV)):
-        rows = ["sentence\tlabel"]
-        for i in range(n):
-            label = int(rng.integers(2))
-            rows.append(f"record {split} {i} the film was {rng.choice(words[label])}\t{label}")
-        (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
-    return folder
+    return write_review_folder(tmp_path_factory.mktemp("device-data"), {"train": TRAIN, "dev": DEV}, "record ", seed=1)
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from fed.loaders import load_dataset
 from fed.privacy.ledger import Ledger
 from fed.requests import Refusal
 from strategies.app import app as server_app
+from tests.conftest import write_review_folder
 from tests.local_grid import LocalGrid, run_local
 
 CANARY = "zqxcanary"
@@ -29,16 +30,7 @@ CANARY = "zqxcanary"
 @pytest.fixture(scope="module")
 def canary_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small labelled folder dataset in which every sentence carries a canary word."""
-    folder = tmp_path_factory.mktemp("canary")
-    rng = np.random.default_rng(0)
-    words = {0: ["great", "wonderful", "lovely"], 1: ["awful", "terrible", "boring"]}
-    for split, n in (("train", 120), ("dev", 40)):
-        rows = ["sentence\tlabel"]
-        for i in range(n):
-            label = int(rng.integers(2))
-            rows.append(f"{CANARY}{i} the film was {rng.choice(words[label])} indeed\t{label}")
-        (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
-    return folder
+    return write_review_folder(tmp_path_factory.mktemp("canary"), {"train": 120, "dev": 40}, CANARY, seed=0)
 
 
 def _config(data: Path, out: Path, **extra: object) -> dict:

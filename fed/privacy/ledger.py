@@ -198,7 +198,7 @@ class Ledger:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Ledger":
         """Rebuild a ledger from :meth:`to_json` output (one column per record)."""
-        ledger = cls(data["num_records"], Budget(**data["budget"]))
+        ledger = cls(data["num_records"], Budget(**{k: float(v) for k, v in data["budget"].items()}))  # JSON may hold "inf"
         for entry in data["events"]:
             ledger.events.append(event_from_json(entry["event"]))
         rows = [entry["counts_per_record"] for entry in data["events"]]

@@ -79,8 +79,11 @@ class LedgerStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.durable = durable
         self.timeout = timeout
-        with self._connect() as connection:
+        connection = self._connect()
+        try:
             connection.executescript(SCHEMA)
+        finally:
+            connection.close()
 
     def _connect(self) -> sqlite3.Connection:
         connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
@@ -99,7 +102,8 @@ class LedgerStore:
                 yield tx
                 tx.flush()
             except BaseException:
-                connection.execute("ROLLBACK")
+                if connection.in_transaction:  # SQLite may have rolled back by itself (e.g. disk full)
+                    connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
         finally:
