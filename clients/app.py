@@ -25,7 +25,32 @@ from fed.site import Site
 from fed.threads import limit_blas_threads
 from fed.user import UserRecords
 
-app = ClientApp()
+
+
+class NodeApp(ClientApp):
+    """Flower's ClientApp, answering a message type it does not serve with a structured refusal.
+
+    Flower's own ClientApp raises ValueError for an unregistered type (its runtime then
+    replies with an error and, on a SuperNode, ends that ClientApp process); a hostile server
+    gets the same kind of reply as for any other request the node will not serve.
+    """
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        """Serve a registered message type; refuse any other."""
+        message_type = message.metadata.message_type
+        if _handler(message_type) not in {_handler(t) for t in protocol.MESSAGE_TYPES}:
+            served = ", ".join(protocol.MESSAGE_TYPES)
+            reason = f"unknown message type {message_type[:100]!r}; this node serves {served}"
+            return Message(protocol.refusal(Refusal.MALFORMED, reason), reply_to=message)
+        return super().__call__(message, context)
+
+
+def _handler(message_type: str) -> str:
+    """Flower's name of the handler a message type reaches ("train" is "train.default")."""
+    return message_type if "." in message_type else f"{message_type}.default"
+
+
+app = NodeApp()
 limit_blas_threads()  # once per process (Ray actor or device)
 
 # Per process (one Ray actor, or one device): clean records of the hosted users, built once.
@@ -93,7 +118,10 @@ def ledger(msg: Message, context: Context) -> Message:
 def _setup(msg: Message, context: Context) -> RecordDict:
     site = _site(context)
     bundle = protocol.read_setup_request(msg.content)
-    folder = unpack(bundle, default_cache_dir(site.config))
+    try:
+        folder = unpack(bundle, default_cache_dir(site.config))
+    except ValueError as error:
+        raise RequestRefused(str(error)) from None
     refused = site.device_policy and site.device_policy.encoder_refusal((folder / "encoder.txt").read_text())
     if refused:
         raise RequestRefused(refused, Refusal.POLICY)

@@ -41,6 +41,8 @@ ANSWER = "query.answer"
 SCORE = "query.score"
 EVALUATE = "evaluate"
 LEDGER = "query.ledger"
+MESSAGE_TYPES = (SETUP, TRAIN, RELEASE, ANSWER, SCORE, EVALUATE, LEDGER)
+"""Every message type a node serves; any other is refused (clients.app.NodeApp)."""
 MAX_JSON_CHARS = 100_000_000
 
 
@@ -183,7 +185,7 @@ def read_evaluate_request(content: RecordDict, dim: int, num_classes: int) -> di
     models = {}
     for name in names:
         if set(record) >= {f"{name}.weights", f"{name}.bias"}:
-            weights, bias = record[f"{name}.weights"].numpy(), record[f"{name}.bias"].numpy()
+            weights, bias = _numpy(record, f"{name}.weights"), _numpy(record, f"{name}.bias")
         else:
             raise RequestRefused(f"model {name!r} needs both '{name}.weights' and '{name}.bias'")
         if (weights.shape, bias.shape) != expected:
@@ -238,4 +240,12 @@ def read_refusal(content: RecordDict) -> tuple[str, str] | None:
 def _array(content: RecordDict, record: str, key: str) -> np.ndarray:
     if record not in content.array_records or key not in content.array_records[record]:
         raise RequestRefused(f"the request needs '{record}.{key}'")
-    return content.array_records[record][key].numpy()
+    return _numpy(content.array_records[record], key, f"{record}.")
+
+
+def _numpy(record: ArrayRecord, key: str, prefix: str = "") -> np.ndarray:
+    """The numpy array under ``key``; RequestRefused naming it when its bytes are not a readable numpy array."""
+    try:
+        return record[key].numpy()
+    except Exception as error:  # noqa: BLE001 - any bytes may arrive, and np.load raises many kinds of errors on them
+        raise RequestRefused(f"'{prefix}{key}' is not a readable numpy array ({type(error).__name__}: {error})"[:300]) from None

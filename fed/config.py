@@ -49,6 +49,8 @@ class RunConfig:
     shrinkage: float = -1.0
     screening: str = "auto"
     nodes: int = 1
+    min_nodes: int = 1
+    round_timeout: float = 600.0
     seed: int = 0
     out: str = ""
     save_reports: bool = False
@@ -56,14 +58,16 @@ class RunConfig:
     nonprivate_baseline: bool = True
 
     def __post_init__(self) -> None:
-        positive_ints = ("users", "rounds", "releases_per_query", "answers", "nodes")
+        positive_ints = ("users", "rounds", "releases_per_query", "answers", "nodes", "min_nodes")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"{_flag(name)} must be at least 1, got {getattr(self, name)}")
         for name in ("train_limit", "dim", "users_per_round", "records_per_user_round", "releases_per_record"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{_flag(name)} must be non-negative (0 means 'all' / 'off')")
-        for name in ("clip", "delta"):
+        if self.min_nodes > self.nodes:
+            raise ValueError(f"--min-nodes {self.min_nodes} exceeds --nodes {self.nodes}")
+        for name in ("clip", "delta", "round_timeout"):
             if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
                 raise ValueError(f"{_flag(name)} must be a positive finite number")
         if not self.delta < 1:
@@ -196,6 +200,8 @@ HELP: dict[str, str] = {
     "shrinkage": "covariance shrinkage of the noise-aware classifier in [0, 1]; negative: automatic (Ledoit-Wolf)",
     "screening": "classifier coordinates: on = those that maximise the expected Fisher ratio (public class means vs the noise); auto = on when noise dominates; off = all",
     "nodes": "Flower nodes hosting the users (user u lives on node u mod nodes)",
+    "min_nodes": "fewest nodes that must answer the setup; fewer is an error (users of missing nodes are unavailable)",
+    "round_timeout": "seconds the server waits for replies to one message exchange; nodes that miss it are left out of that step",
     "seed": "run seed: partitions, sampling and every user's noise",
     "out": "run directory (default: runs/<UTC time>)",
     "save_reports": "save everything the server received (reports.npz), for attack research",

@@ -58,7 +58,8 @@ class LedgerFigures:
         for uid, ledger in parsed.items():
             for kind in steps:
                 steps[kind] = max(steps[kind], sum(n for _, _, n in ledger.step_log(kind)))
-            per_record = ledger.counts.max(axis=0) if ledger.counts.size else np.zeros(ledger.num_records, np.int64)
+            counts = ledger.record_counts()
+            per_record = counts.max(axis=0) if counts.size else np.zeros(ledger.num_records, np.int64)
             n_train = train_counts.get(uid, ledger.num_records)
             most["train"] = max(most["train"], int(per_record[:n_train].max(initial=0)))
             most["query"] = max(most["query"], int(per_record[n_train:].max(initial=0)))

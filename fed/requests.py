@@ -117,6 +117,8 @@ def _randomizer(raw: Any) -> Randomizer:
         params = json.loads(raw, parse_constant=_reject_constant)
     except ValueError as error:
         raise RequestRefused(f"'randomizer' is not valid JSON: {error}") from None
+    except RecursionError:
+        raise RequestRefused("'randomizer' is nested too deeply to be a randomizer's parameters") from None
     if not isinstance(params, dict):
         raise RequestRefused("'randomizer' must be a JSON object")
     try:

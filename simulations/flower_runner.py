@@ -3,6 +3,12 @@
 Everything is isolated in a work folder: its own FLWR_HOME (connection config and
 installed app bundles), free ports, and processes started in their own session and
 stopped by pid, so nothing outlives the run.
+
+The default is insecure (loopback, the Ray simulation or a quick local test). With
+``secure=Secure(...)`` the cluster is the documented deployment: TLS with the SuperLink's
+own CA, SuperNode authentication with registered node keys, and nodes that run only app
+bundles signed by a key in their trusted entities, served by the app registry of
+``ldpfed superlink apps`` (docs/device.md, "Deployment: TLS, authentication, signed app").
 """
 
 from __future__ import annotations
@@ -11,15 +17,19 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from simulations.commands.device import DeviceFiles, supernode_command
+from simulations.commands.superlink import SuperLinkFiles, connection_toml, serve_apps_in_background, superlink_command
 
 BIN = Path(sys.executable).parent
 APP_DIR = Path(__file__).resolve().parents[1]
@@ -43,6 +53,8 @@ def flower_env(flwr_home: Path) -> dict[str, str]:
         FLWR_DISABLE_UPDATE_CHECK="1",
         HF_HUB_OFFLINE=env.get("HF_HUB_OFFLINE", "1"),
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        NO_PROXY=",".join(filter(None, [env.get("NO_PROXY", ""), "127.0.0.1,localhost"])),
+        no_proxy=",".join(filter(None, [env.get("no_proxy", ""), "127.0.0.1,localhost"])),
     )
     return env
 
@@ -62,6 +74,16 @@ def run_config_string(values: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+@dataclass(frozen=True)
+class Secure:
+    """A secure deployment: the SuperLink folder (``ldpfed superlink init``) and one device
+    folder (``ldpfed device init``) per node config. A device folder without ``node-key``
+    starts a node without authentication."""
+
+    superlink: SuperLinkFiles
+    devices: Sequence[DeviceFiles]
+
+
 @dataclass
 class Cluster:
     """A running SuperLink (and SuperNodes, in deployment mode)."""
@@ -72,18 +94,31 @@ class Cluster:
 
 
 @contextmanager
-def cluster(workdir: Path, simulation: bool, node_configs: list[str] | None = None) -> Iterator[Cluster]:
-    """Start a SuperLink (with the Ray simulation runtime, or with one SuperNode per node config)."""
+def cluster(
+    workdir: Path, simulation: bool, node_configs: list[str] | None = None, secure: Secure | None = None
+) -> Iterator[Cluster]:
+    """Start a SuperLink (with the Ray simulation runtime, or with one SuperNode per node config).
+
+    With ``secure``, the SuperLink serves TLS and authenticates nodes (the authorised keys in
+    the SuperLink folder are registered before any node starts), fetches apps from the app
+    registry of that folder, and each node runs with its device's keys and trusted entities.
+    """
+    node_configs = node_configs or []
+    if secure is not None and (simulation or len(secure.devices) != len(node_configs)):
+        raise ValueError("a secure cluster is a deployment with one device folder per node config")
     flwr_home, logs = workdir / "flwr_home", workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     flwr_home.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    (flwr_home / "config.toml").write_text(
-        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-        f'address = "127.0.0.1:{port}"\ninsecure = true\n'
+    address = f"127.0.0.1:{port}"
+    connection = (
+        connection_toml(CONNECTION, address, secure.superlink.ca_cert) if secure
+        else f'[superlink.{CONNECTION}]\naddress = "{address}"\ninsecure = true\n'
     )
+    (flwr_home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n{connection}')
     env = flower_env(flwr_home)
     processes: list[subprocess.Popen] = []
+    registry = None
 
     def spawn(name: str, command: list[str]) -> None:
         log = open(logs / f"{name}.log", "wb")
@@ -92,24 +127,37 @@ def cluster(workdir: Path, simulation: bool, node_configs: list[str] | None = No
         )
 
     try:
-        spawn("superlink", [str(BIN / "flower-superlink"), "--insecure", "--port", str(port)] + (["--simulation"] if simulation else []))
-        _wait_healthy(port, timeout=90)
-        for i, node_config in enumerate(node_configs or []):
-            spawn(
-                f"supernode{i}",
-                [
-                    str(BIN / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{port}",
-                    "--port", str(free_port()), "--node-config", node_config,
-                ],
-            )
+        if secure is None:
+            spawn("superlink", [str(BIN / "flower-superlink"), "--insecure", "--port", str(port)] + (["--simulation"] if simulation else []))
+        else:
+            registry = serve_apps_in_background(secure.superlink, free_port())
+            env["FLWR_SUPERGRID_API_URL"] = "http://127.0.0.1:%d" % registry.server_address[1]
+            spawn("superlink", [str(BIN / superlink_command(secure.superlink, port)[0]), *superlink_command(secure.superlink, port)[1:]])
+        _wait_healthy(port, timeout=90, ca_cert=secure.superlink.ca_cert if secure else None)
+        if secure is not None:
+            for key in secure.superlink.node_keys():
+                _flwr(env, ["supernode", "register", str(key), CONNECTION])
+        for i, node_config in enumerate(node_configs):
+            if secure is None:
+                command = [str(BIN / "flower-supernode"), "--insecure", "--superlink", address, "--node-config", node_config]
+            else:
+                command = supernode_command(secure.devices[i], address, secure.superlink.ca_cert, node_config)
+                command[0] = str(BIN / command[0])
+            spawn(f"supernode{i}", command + ["--port", str(free_port())])
         yield Cluster(env, logs, processes)
     finally:
         _stop(processes)
+        if registry is not None:
+            registry.shutdown()
+            registry.server_close()
 
 
-def start_run(cluster: Cluster, run_config: Mapping[str, Any], federation_config: str | None, log: Path) -> subprocess.Popen:
-    """`flwr run <app> --stream` in the background, its output going to ``log``."""
-    command = [str(BIN / "flwr"), "run", str(APP_DIR), CONNECTION, "--stream", "--run-config", run_config_string(run_config)]
+def start_run(
+    cluster: Cluster, run_config: Mapping[str, Any], federation_config: str | None, log: Path, app: str = str(APP_DIR)
+) -> subprocess.Popen:
+    """`flwr run <app> --stream` in the background, its output going to ``log``; ``app`` is an app
+    folder or, on a secure cluster, a registry app spec ``@publisher/name==x.y.z``."""
+    command = [str(BIN / "flwr"), "run", app, CONNECTION, "--stream", "--run-config", run_config_string(run_config)]
     if federation_config:
         command += ["--federation-config", federation_config]
     return subprocess.Popen(command, env=cluster.env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
@@ -131,11 +179,20 @@ def run_status(cluster: Cluster, log: Path) -> str:
         return f"unknown ({out.stdout.strip()[:200]} {out.stderr.strip()[:200]})"
 
 
-def _wait_healthy(port: int, timeout: float) -> None:
+def _flwr(env: dict[str, str], args: list[str]) -> str:
+    done = subprocess.run([str(BIN / "flwr"), *args], env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"flwr {' '.join(args)} failed: {done.stdout[-2000:]} {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def _wait_healthy(port: int, timeout: float, ca_cert: Path | None = None) -> None:
+    context = ssl.create_default_context(cafile=str(ca_cert)) if ca_cert else None
+    url = f"{'https' if ca_cert else 'http'}://127.0.0.1:{port}/health"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5) as response:
+            with urllib.request.urlopen(url, timeout=0.5, context=context) as response:
                 if response.status == 200:
                     return
         except OSError:
@@ -154,3 +211,14 @@ def _stop(processes: list[subprocess.Popen], timeout: float = 15.0) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=5)
+
+
+def restart_supernode(running: Cluster, index: int) -> subprocess.Popen:
+    """Start SuperNode ``index`` again (after it died, e.g. kill -9) with its original command line and node config."""
+    log = open(running.logs / f"supernode{index}-restart.log", "wb")
+    process = subprocess.Popen(
+        running.processes[1 + index].args, env=running.env, cwd=running.logs.parent,
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    running.processes[1 + index] = process
+    return process

@@ -26,7 +26,6 @@ from fed.threads import limit_blas_threads
 
 app = ServerApp()
 
-TIMEOUT_S = 3600.0
 SIMULATED_POLICY = (
     "# The policy each simulated user derives from this run's options (fed.policy.DevicePolicy.from_run).\n"
     "# A real device ignores the run options and applies its owner's policy file (docs/device.md).\n"
@@ -59,13 +58,13 @@ def run(grid: Grid, config: RunConfig) -> Path:
     assets = load_assets(unpack(bundle, cache))  # the server's own bundle passes the checks its users make
 
     strategy = LdpStrategy(config, record, baselines={})
-    strategy.setup(grid, bundle, expected_nodes=config.nodes, timeout=TIMEOUT_S)
+    strategy.setup(grid, bundle, expected_nodes=config.nodes)
     (record.out / "policy.toml").write_text(SIMULATED_POLICY + DevicePolicy.from_run(config, strategy.plan).to_toml())
     _baselines(config, assets, public, strategy)
 
-    strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.rounds, timeout=TIMEOUT_S)
-    inference = strategy.remote_inference(grid, TIMEOUT_S) if config.inference == "remote" else None
-    ledgers = strategy.collect_ledgers(grid, TIMEOUT_S)
+    strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.rounds, timeout=config.round_timeout)
+    inference = strategy.remote_inference(grid) if config.inference == "remote" else None
+    ledgers = strategy.collect_ledgers(grid)
 
     record.write_json("ledgers.json", {"delta": config.delta, "users": ledgers})
     figures = LedgerFigures.from_ledgers(ledgers, strategy.train_counts)
@@ -80,6 +79,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
         config, strategy.plan, figures, accuracies, time.monotonic() - started, inference, strategy.train_counts
     )
     result["errors"] = strategy.errors
+    result["nodes_dropped"] = {str(node): reason for node, reason in sorted(strategy.dropped.items())}
     record.write_json("summary.json", result)
     (record.out / "privacy_report.md").write_text(privacy_report(config, strategy.plan, figures, result))
     plot_accuracy(record.rounds, record.out / "accuracy.png")

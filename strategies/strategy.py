@@ -49,6 +49,12 @@ class LdpStrategy(Strategy):
         self.baselines = baselines
         self.rng = np.random.default_rng(config.seed)
         self.node_of: dict[int, int] = {}
+        self.ready: set[int] = set()
+        self.available: set[int] = set()
+        self.refused: set[int] = set()
+        self.dropped: dict[int, str] = {}
+        self.outbox: list[Message] = []
+        self.bundle = np.zeros(0, dtype=np.uint8)
         self.train_counts: dict[int, int] = {}
         self.query_counts: dict[int, int] = {}
         self.exhausted: set[int] = set()
@@ -58,65 +64,94 @@ class LdpStrategy(Strategy):
         self.aggregator: ReportAggregator | None = None
         self.nonprivate_accuracy: float | None = None
         self.plan: PrivacyPlan | None = None
-        self.dim = self.num_labels = 0
+        self.dim = self.feature_dim = self.num_labels = 0
         self.round_started = time.monotonic()
         self.round_metrics: dict[str, Any] = {}
 
     # -- setup -------------------------------------------------------------------------
-    def setup(self, grid: Grid, bundle: np.ndarray, expected_nodes: int, timeout: float) -> None:
-        """Wait for the nodes, ship the asset bundle, and learn which users each node hosts."""
-        deadline = time.monotonic() + timeout
-        nodes = list(grid.get_node_ids())
-        while len(nodes) < expected_nodes and time.monotonic() < deadline:
+    def setup(self, grid: Grid, bundle: np.ndarray, expected_nodes: int) -> None:
+        """Wait for the nodes, ship the asset bundle, and learn which users each node hosts.
+
+        Waits up to --round-timeout for ``expected_nodes`` to connect, then goes on with the
+        nodes that answered; fewer than --min-nodes is an error.
+        """
+        self.bundle = bundle
+        deadline = time.monotonic() + self.config.round_timeout
+        listed = set(grid.get_node_ids())
+        while len(listed) < expected_nodes and time.monotonic() < deadline:
             time.sleep(1.0)
-            nodes = list(grid.get_node_ids())
-        if not nodes:
-            raise RuntimeError("no Flower node connected")
-        content = protocol.setup_request(bundle)
-        messages = [Message(content, dst_node_id=n, message_type=protocol.SETUP) for n in nodes]
-        for reply in grid.send_and_receive(messages, timeout=timeout):
-            if reply.has_error():
-                raise RuntimeError(f"node {reply.metadata.src_node_id} failed setup: {reply.error.reason}")
-            refused = protocol.read_refusal(reply.content)
-            if refused is not None:
-                raise RuntimeError(f"node {reply.metadata.src_node_id} refused setup ({refused[0]}): {refused[1]}")
-            info = protocol.read_setup_reply(reply.content)
-            for uid in info.users:
-                self.node_of[uid] = reply.metadata.src_node_id
-            self.train_counts.update(zip(info.users, info.train_counts))
-            self.query_counts.update(zip(info.users, info.query_counts))
-            if info.users:
-                self.dim, self.num_labels = info.dim, info.num_labels
-        missing = set(range(self.config.users)) - set(self.node_of)
-        if missing:
-            raise RuntimeError(f"{len(missing)} users are hosted by no node (e.g. {sorted(missing)[:5]})")
+            listed = set(grid.get_node_ids())
+        self._set_up(grid, listed)
+        if len(self.ready) < self.config.min_nodes:
+            raise RuntimeError(
+                f"{len(self.ready)} of {len(listed)} connected nodes (expected {expected_nodes}) answered the setup, "
+                f"fewer than --min-nodes {self.config.min_nodes}: {'; '.join(self.errors) or 'no node connected'}"
+            )
+        if not self.node_of:
+            raise RuntimeError("the nodes that answered the setup host no users")
+        self.available = set(self.ready)
         self.plan = make_plan(self.config, self.num_labels, max(max(self.query_counts.values(), default=1), 1))
-        self.feature_dim = self.dim
         # The classifier reads what the randomizer reports: preprocess(x) may change the dimension
         # (bit encodings report dim * bits); local inference applies the same preprocess.
         self.dim = int(self.plan.train.preprocess(np.zeros((1, self.feature_dim))).shape[1])
         self.aggregator = ReportAggregator(self.dim, self.num_labels, self.config.shrinkage)
 
+    def refresh(self, grid: Grid) -> None:
+        """Re-read the connected nodes: set up new ones (a restarted SuperNode), mark gone ones.
+
+        A node that joins is sent the setup bundle and its users are mapped to it (a restarted
+        device lists the same users and keeps its ledger); users of nodes that are not
+        connected are unavailable until their node is back.
+        """
+        listed = set(grid.get_node_ids())
+        for node in sorted(self.available - listed):
+            self._lost(node, f"node {node} is no longer connected")
+        self._set_up(grid, listed - self.ready - self.refused)
+        self.available = self.ready & listed
+
+    def _set_up(self, grid: Grid, nodes: set[int]) -> None:
+        """Send the setup bundle to ``nodes`` and learn the users of those that accept it."""
+        content = protocol.setup_request(self.bundle)
+        messages = [Message(content, dst_node_id=n, message_type=protocol.SETUP) for n in sorted(nodes)]
+        for node, reply in self._exchange(grid, messages):
+            info = protocol.read_setup_reply(reply.content)
+            if info.users and self.feature_dim and (info.dim, info.num_labels) != (self.feature_dim, self.num_labels):
+                self.refused.add(node)
+                self.errors.append(
+                    f"{protocol.SETUP}: node {node} reports dimension {info.dim} and {info.num_labels} labels, "
+                    f"the run has {self.feature_dim} and {self.num_labels}; left out"
+                )
+                continue
+            self.ready.add(node)
+            self.node_of.update(dict.fromkeys(info.users, node))
+            self.train_counts.update(zip(info.users, info.train_counts))
+            self.query_counts.update(zip(info.users, info.query_counts))
+            if info.users and not self.feature_dim:
+                self.feature_dim, self.num_labels = info.dim, info.num_labels
+
     # -- training ----------------------------------------------------------------------
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Sample users with budget left and ask their nodes for reports."""
+        """Sample users with budget left on connected nodes and ask their nodes for reports."""
         self.round_started = time.monotonic()
+        self.refresh(grid)
         spent = {u for u, s in self.summaries.items() if s.get("train_records_left", 1.0) == 0}
-        available = np.array(sorted(set(self.node_of) - self.exhausted - spent), dtype=np.int64)
+        reachable = {u for u, node in self.node_of.items() if node in self.available}
+        available = np.array(sorted(reachable - self.exhausted - spent), dtype=np.int64)
         size = len(available) if not self.config.users_per_round else min(self.config.users_per_round, len(available))
         sampled = np.sort(self.rng.choice(available, size=size, replace=False)) if size else available
         self.round_metrics = {"round": server_round, "users_sampled": int(size)}
         request = (self.plan.train.params(), self.config.records_per_user_round, self.plan.train_sampling.spec)
-        return self._per_node(sampled.tolist(), protocol.TRAIN, *request)
+        self.outbox = self._per_node(sampled.tolist(), protocol.TRAIN, *request)
+        return self.outbox
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Add every received report to the classifier's statistics and refit it."""
         received = refused = 0
-        for reply in self._ok(replies):
+        for _, reply in self._received(self.outbox, replies):
             data = protocol.read_release_reply(reply.content)
             self.summaries.update(data.ledgers)
             self.exhausted.update(data.refusals)
@@ -141,16 +176,22 @@ class LdpStrategy(Strategy):
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Send the classifiers to every node for local inference on clean queries."""
+        """Send the classifiers to every available node for local inference on clean queries."""
         models = dict(self.baselines)
         if self.aggregator.reports:
             models["private"] = self.aggregator.model()
         content = protocol.evaluate_request(models)
-        return [Message(content, dst_node_id=n, message_type=protocol.EVALUATE) for n in sorted(set(self.node_of.values()))]
+        self.outbox = [Message(content, dst_node_id=n, message_type=protocol.EVALUATE) for n in self._hosting()]
+        return self.outbox
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        """Pool local-inference accuracy (exact in a simulation, estimated from randomized bits on devices)."""
-        outcomes = [protocol.read_outcomes_reply(reply.content) for reply in self._ok(replies)]
+        """Pool local-inference accuracy (exact in a simulation, estimated from randomized bits on devices).
+
+        Ends the round: its metrics count the nodes that took part throughout (set up, connected,
+        answering) and the users out of reach on the others.
+        """
+        outcomes = [protocol.read_outcomes_reply(reply.content) for _, reply in self._received(self.outbox, replies)]
+        hosting = self._hosting()
         acc = accuracy(outcomes)
         self.round_metrics["accuracy_local_kind"] = (
             "exact (simulation only)" if all(o.exact for o in outcomes) else "estimate from randomized outcome bits"
@@ -163,6 +204,8 @@ class LdpStrategy(Strategy):
                 "accuracy_nonprivate": self.nonprivate_accuracy,
                 "epsilon_sentence_max": max(eps, default=0.0),
                 "epsilon_sentence_median": float(np.median(eps)) if eps else 0.0,
+                "nodes_available": len(hosting),
+                "users_unavailable": sum(self.node_of.get(u) not in hosting for u in range(self.config.users)),
                 "seconds": time.monotonic() - self.round_started,
             }
         )
@@ -174,17 +217,19 @@ class LdpStrategy(Strategy):
         print(f"LdpStrategy: {self.config.users} users, {self.config.rounds} rounds, mechanism {self.config.mechanism}")
 
     # -- remote inference and ledgers ---------------------------------------------------
-    def remote_inference(self, grid: Grid, timeout: float) -> dict[str, Any]:
+    def remote_inference(self, grid: Grid) -> dict[str, Any]:
         """Up-sampled remote inference (seed 000 Alg. 3), step by step until every user is done.
 
         Each step: users release sampled items of their mixed (true + fictitious) query sets
         under opaque slot numbers; the server scores every report and sends the scores back;
         users say when each of their true queries has k answers, or refuse once their budget
-        is spent. At the end every node reports the outcome (a simulation metric).
+        is spent. At the end every node reports the outcome (a simulation metric). Users of
+        nodes that are not connected, or that miss a step, take no further part.
         """
+        self.refresh(grid)
         request = (self.plan.query.params(), 0, self.plan.upsampling.spec)
         model = self.aggregator.model_for_reports(self.plan.query.params(), answers=self.plan.upsampling.k)
-        active = sorted(u for u in self.node_of if self.query_counts.get(u, 1) > 0)
+        active = sorted(u for u, node in self.node_of.items() if node in self.available and self.query_counts.get(u, 1) > 0)
         max_steps = 10 * self.plan.query_steps + 10
         steps = 0
         stopped: dict[int, str] = {}
@@ -193,8 +238,8 @@ class LdpStrategy(Strategy):
             steps += 1
             replied: set[int] = set()
             answers = []
-            for reply in self._ok(grid.send_and_receive(self._per_node(active, protocol.RELEASE, *request), timeout=timeout)):
-                replied.add(reply.metadata.src_node_id)
+            for node, reply in self._exchange(grid, self._per_node(active, protocol.RELEASE, *request)):
+                replied.add(node)
                 data = protocol.read_release_reply(reply.content)
                 self.summaries.update(data.ledgers)
                 stopped.update(data.refusals)
@@ -202,15 +247,14 @@ class LdpStrategy(Strategy):
                     continue
                 reports_total += len(data.reports)
                 content = protocol.answer_request(data.users, data.slots, model.scores(self._decode(data)))
-                answers.append(Message(content, dst_node_id=reply.metadata.src_node_id, message_type=protocol.ANSWER))
+                answers.append(Message(content, dst_node_id=node, message_type=protocol.ANSWER))
             finished: set[int] = set()
-            for reply in self._ok(grid.send_and_receive(answers, timeout=timeout)):
+            for _, reply in self._exchange(grid, answers):
                 finished.update(protocol.read_answer_reply(reply.content))
             active = [u for u in active if u not in stopped and u not in finished and self.node_of[u] in replied]
-        nodes = sorted(set(self.node_of.values()))
-        messages = [Message(RecordDict(), dst_node_id=n, message_type=protocol.SCORE) for n in nodes]
+        messages = [Message(RecordDict(), dst_node_id=n, message_type=protocol.SCORE) for n in self._hosting()]
         totals: dict[str, int] = {}
-        for reply in self._ok(grid.send_and_receive(messages, timeout=timeout)):
+        for _, reply in self._exchange(grid, messages):
             outcomes = protocol.read_outcomes_reply(reply.content)
             if not outcomes.exact:  # a device: only a randomized estimate of correct answers
                 estimate = outcomes.estimated_correct()["remote"]
@@ -238,12 +282,12 @@ class LdpStrategy(Strategy):
             "users_unfinished_at_step_limit": len(active),
         }
 
-    def collect_ledgers(self, grid: Grid, timeout: float) -> dict[int, dict[str, Any]]:
-        """Every user's full ledger (each event and its count per record)."""
-        nodes = sorted(set(self.node_of.values()))
-        messages = [Message(RecordDict(), dst_node_id=n, message_type=protocol.LEDGER) for n in nodes]
+    def collect_ledgers(self, grid: Grid) -> dict[int, dict[str, Any]]:
+        """Every reachable user's full ledger (each event and its count per record)."""
+        self.refresh(grid)
+        messages = [Message(RecordDict(), dst_node_id=n, message_type=protocol.LEDGER) for n in self._hosting()]
         ledgers: dict[int, dict[str, Any]] = {}
-        for reply in self._ok(grid.send_and_receive(messages, timeout=timeout)):
+        for _, reply in self._exchange(grid, messages):
             ledgers.update(protocol.read_ledger_reply(reply.content))
         return dict(sorted(ledgers.items()))
 
@@ -262,13 +306,50 @@ class LdpStrategy(Strategy):
             for node, group in sorted(by_node.items())
         ]
 
-    def _ok(self, replies: Iterable[Message]) -> Iterable[Message]:
-        """Replies that carry content; errors and refusals are logged and skipped."""
-        for reply in replies:
-            if reply.has_error():
-                self.errors.append(f"node {reply.metadata.src_node_id}: {reply.error.reason}")
-            elif (refused := protocol.read_refusal(reply.content)) is not None:
-                self.errors.append(f"node {reply.metadata.src_node_id} refused ({refused[0]}): {refused[1]}")
-            else:
-                yield reply
+    def _hosting(self) -> list[int]:
+        """Available nodes that host users."""
+        return sorted(set(self.node_of.values()) & self.available)
 
+    def _exchange(self, grid: Grid, messages: list[Message]) -> list[tuple[int, Message]]:
+        """Send ``messages`` and wait up to --round-timeout; see :meth:`_received`."""
+        if not messages:
+            return []
+        return self._received(messages, grid.send_and_receive(messages, timeout=self.config.round_timeout))
+
+    def _received(self, sent: list[Message], replies: Iterable[Message]) -> list[tuple[int, Message]]:
+        """(node, reply) of the replies to ``sent`` that carry content.
+
+        An error reply (the ClientApp raised; the SuperLink's "Node Unavailable") or no reply
+        within the timeout makes its node unavailable for the rest of the step; a refusal is
+        recorded, and ``not-set-up`` (a restarted node) has the node set up again at the next
+        refresh. Every one of them goes to ``errors``.
+        """
+        sent_to = {m.metadata.message_id: (m.metadata.dst_node_id, m.metadata.message_type) for m in sent}
+        answered: set[str] = set()
+        ok: list[tuple[int, Message]] = []
+        for reply in replies:
+            # An error made by the SuperLink comes from its own node id: find the node by the message answered.
+            asked = reply.metadata.reply_to_message_id
+            node, kind = sent_to.get(asked, (reply.metadata.src_node_id, reply.metadata.message_type))
+            answered.add(asked)
+            if reply.has_error():
+                self._lost(node, f"{kind}: node {node} failed: {reply.error.reason}")
+            elif (refused := protocol.read_refusal(reply.content)) is not None:
+                self.errors.append(f"{kind}: node {node} refused ({refused[0]}): {refused[1]}")
+                if kind == protocol.SETUP:
+                    self.refused.add(node)
+                elif refused[0] == Refusal.NOT_SET_UP:
+                    self.ready.discard(node)
+                    self.available.discard(node)
+            else:
+                ok.append((node, reply))
+        for asked in sent_to.keys() - answered:
+            node, kind = sent_to[asked]
+            self._lost(node, f"{kind}: node {node} sent no reply within {self.config.round_timeout:g} s")
+        return ok
+
+    def _lost(self, node: int, reason: str) -> None:
+        """Record that ``node`` dropped out; its users are unavailable until it answers again."""
+        self.errors.append(reason)
+        self.available.discard(node)
+        self.dropped.setdefault(node, reason)

@@ -179,10 +179,14 @@ class Ledger:
 
     # -- serialisation -----------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        """Each distinct event and how many times each record used it, the user-level account, the budget."""
+        """Each distinct event and how many times each record used it, the user-level account, the budget.
+
+        ``columns`` names, for every record, the records it shares its spending with (same content).
+        """
         counts = self.record_counts()
         return {
             "num_records": self.num_records,
+            "columns": self.columns.tolist(),
             "budget": {
                 "epsilon_sentence": self.budget.epsilon_sentence,
                 "epsilon_user": self.budget.epsilon_user,
@@ -197,12 +201,15 @@ class Ledger:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Ledger":
-        """Rebuild a ledger from :meth:`to_json` output (one column per record)."""
-        ledger = cls(data["num_records"], Budget(**{k: float(v) for k, v in data["budget"].items()}))  # JSON may hold "inf"
+        """Rebuild a ledger from :meth:`to_json` output."""
+        budget = Budget(**{k: float(v) for k, v in data["budget"].items()})  # JSON may hold "inf"
+        columns = np.asarray(data["columns"], dtype=np.int64) if "columns" in data else None
+        ledger = cls(data["num_records"], budget, columns)
         for entry in data["events"]:
             ledger.events.append(event_from_json(entry["event"]))
-        rows = [entry["counts_per_record"] for entry in data["events"]]
-        ledger.counts = np.asarray(rows, dtype=np.int64).reshape(len(rows), ledger.num_records)
+        rows = np.asarray([entry["counts_per_record"] for entry in data["events"]], dtype=np.int64)
+        _, first = np.unique(ledger.columns, return_index=True)  # one record per column carries its count
+        ledger.counts = rows.reshape(len(rows), ledger.num_records)[:, first]
         for entry in data["user_events"]:
             ledger.user_counts[event_from_json(entry["event"])] += int(entry["reports"])
         for entry in data.get("steps", []):

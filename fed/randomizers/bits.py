@@ -120,7 +120,11 @@ class BitEncodingRandomizer(Randomizer):
             raise ValueError("integer_bits + fraction_bits must lie in [1, 30]")
         self.mean = _stat("mean", mean, self.dim, positive=False)
         self.std = _stat("std", std, self.dim, positive=True)
-        self.p, self.q = self._probabilities()
+        try:
+            self.p, self.q = self._probabilities()
+        except OverflowError:
+            named = "epsilon or lambda" if hasattr(self, "lam") else "epsilon"
+            raise ValueError(f"{self.name}: {named} too large, its bit probabilities overflow") from None
         if np.any(self.p == self.q):
             raise ValueError(f"{self.name}: some bits would be reported independently of their value (p == q)")
 

@@ -1,0 +1,194 @@
+"""``ldpfed device``: set up a device (a Flower SuperNode) and approve the app bundles it runs.
+
+A device owner needs four things besides data: a policy file, a state folder, a node key
+pair that authenticates the node to the SuperLink (ECDSA P-384, OpenSSH format, as
+``flower-supernode --auth-supernode-private-key`` loads it), and the public keys of the app
+signers the node trusts (``--trusted-entities``: a YAML map from key id to an Ed25519
+OpenSSH public key). Flower's SuperNode runs a FAB only if one of its signatures, over
+``signed_at (8 bytes big-endian) + sha256(FAB)``, verifies under a trusted key.
+
+The SuperLink side (CA, server certificate, authorised node keys, the app registry that
+attaches signatures to a FAB) is ``ldpfed superlink`` (simulations/commands/superlink.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+HELP = "Set up a device for deployment (policy, node key, trusted app signers, state folder) or approve an app bundle."
+
+NODE_KEY = "node-key"  # ECDSA P-384 private key (OpenSSH); node-key.pub is what the SuperLink registers
+SIGNING_KEY = "app-signing-key"  # Ed25519 private key (OpenSSH) with which the owner approves FABs
+TRUSTED = "trusted-entities.yaml"
+POLICY = "policy.toml"
+STATE = "state"
+CA_CERT = "ca.crt"  # the SuperLink's CA certificate, copied here by the owner
+
+
+@dataclass(frozen=True)
+class DeviceFiles:
+    """What ``ldpfed device init`` made in a device folder."""
+
+    root: Path
+
+    @property
+    def policy(self) -> Path:
+        return self.root / POLICY
+
+    @property
+    def state(self) -> Path:
+        return self.root / STATE
+
+    @property
+    def node_key(self) -> Path:
+        return self.root / NODE_KEY
+
+    @property
+    def node_public_key(self) -> Path:
+        return self.root / f"{NODE_KEY}.pub"
+
+    @property
+    def signing_key(self) -> Path:
+        return self.root / SIGNING_KEY
+
+    @property
+    def signing_public_key(self) -> Path:
+        return self.root / f"{SIGNING_KEY}.pub"
+
+    @property
+    def trusted_entities(self) -> Path:
+        return self.root / TRUSTED
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``init DIR`` and ``approve DIR``."""
+    actions = parser.add_subparsers(dest="action", required=True)
+    init = actions.add_parser("init", help="create a device folder: policy, keys, trusted signers, state folder")
+    init.add_argument("dir", type=Path, help="the device folder (created; existing keys are never overwritten)")
+    init.add_argument("--superlink", default="SUPERLINK_HOST:8000", help="SuperLink Fleet API address host:port")
+    init.add_argument("--root-cert", type=Path, help=f"the SuperLink's CA certificate (default: DIR/{CA_CERT})")
+    init.add_argument("--data", default="/srv/my-data", help="the device's data: a folder of train/dev TSV, or generated:N")
+    init.add_argument("--partition-id", type=int, default=0, help="which users of the data this node hosts (default 0)")
+    init.add_argument("--num-partitions", type=int, default=1, help="number of partitions of the data (default 1)")
+    init.add_argument(
+        "--trust", type=Path, action="append", default=[],
+        help="an Ed25519 OpenSSH public key of another app signer to trust (repeatable); the owner's own key is always trusted",
+    )
+    approve = actions.add_parser("approve", help="sign an app bundle (FAB) with the device's app-signing key")
+    approve.add_argument("dir", type=Path, help="the device folder made by `ldpfed device init`")
+    source = approve.add_mutually_exclusive_group(required=True)
+    source.add_argument("--app", type=Path, help="build the FAB from this reviewed app folder (builds are reproducible)")
+    source.add_argument("--fab", type=Path, help="a FAB file to sign")
+    approve.add_argument("--out", type=Path, help="signature file (default: DIR/approved-<sha256 prefix>.json)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch ``init`` or ``approve``."""
+    if args.action == "init":
+        files = init_device(args.dir, trust=args.trust)
+        root_cert = (args.root_cert or files.root / CA_CERT).resolve()
+        node_config = node_config_string(files, args.data, args.partition_id, args.num_partitions)
+        print(f"Device folder {files.root}: {POLICY} (strict defaults; edit it), {STATE}/, {NODE_KEY}(.pub), "
+              f"{SIGNING_KEY}(.pub), {TRUSTED}.")
+        print(f"Give the SuperLink operator {files.node_public_key}; copy its CA certificate to {root_cert}.")
+        print("Approve an app after reviewing it: ldpfed device approve", shlex.quote(str(files.root)), "--app APP_DIR")
+        print("Start the node:")
+        print(shlex.join(supernode_command(files, args.superlink, root_cert, node_config)))
+        return 0
+    fab = build_fab(args.app) if args.app else args.fab.read_bytes()
+    signature = sign_fab(fab, DeviceFiles(args.dir.resolve()).signing_key)
+    out = args.out or args.dir / f"approved-{signature['fab_sha256'][:12]}.json"
+    out.write_text(json.dumps(signature, indent=1) + "\n")
+    print(f"Approved FAB sha256={signature['fab_sha256']}; signature in {out} (give it to the SuperLink operator).")
+    return 0
+
+
+def init_device(root: Path, trust: list[Path] | tuple[Path, ...] = ()) -> DeviceFiles:
+    """Create a device folder; keys and a policy already there are kept, never overwritten."""
+    from fed.policy import DevicePolicy
+
+    files = DeviceFiles(root.resolve())
+    files.root.mkdir(parents=True, exist_ok=True)
+    files.state.mkdir(mode=0o700, exist_ok=True)
+    if not files.policy.exists():
+        files.policy.write_text(DevicePolicy().to_toml())
+    if not files.node_key.exists():
+        write_ssh_key_pair(ec.generate_private_key(ec.SECP384R1()), files.node_key)
+    if not files.signing_key.exists():
+        write_ssh_key_pair(ed25519.Ed25519PrivateKey.generate(), files.signing_key)
+    trusted = [files.signing_public_key.read_text().strip()]
+    for path in trust:
+        key = path.read_text().strip()
+        if not isinstance(serialization.load_ssh_public_key(key.encode()), ed25519.Ed25519PublicKey):
+            raise ValueError(f"{path} is not an Ed25519 OpenSSH public key (Flower verifies app signatures with Ed25519)")
+        trusted.append(key)
+    files.trusted_entities.write_text("".join(f"{key_id(key)}: {json.dumps(key)}\n" for key in trusted))
+    return files
+
+
+def write_ssh_key_pair(key: ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey, path: Path) -> None:
+    """``path`` (OpenSSH private key, mode 600) and ``path.pub`` (OpenSSH public key)."""
+    path.touch(mode=0o600, exist_ok=False)
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
+    )
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    path.with_name(path.name + ".pub").write_bytes(public + b"\n")
+
+
+def key_id(public_key: str) -> str:
+    """The trusted-entity id of an OpenSSH public key: ``fpk_`` and a digest of the key."""
+    return "fpk_" + hashlib.sha256(public_key.split()[1].encode()).hexdigest()[:32]
+
+
+def build_fab(app: Path) -> bytes:
+    """The FAB that ``flwr run APP`` would submit (reproducible: fixed dates, filtered files)."""
+    from flwr.cli.build import build_fab_from_disk
+
+    return build_fab_from_disk(app)
+
+
+def sign_fab(fab: bytes, private_key: Path, signed_at: int | None = None) -> dict[str, str | int]:
+    """A signature record as Flower Hub returns it: key id, base64url Ed25519 signature, time."""
+    key = serialization.load_ssh_private_key(private_key.read_bytes(), password=None)
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise ValueError(f"{private_key} is not an Ed25519 OpenSSH private key")
+    digest = hashlib.sha256(fab).digest()
+    signed_at = int(time.time()) if signed_at is None else signed_at
+    signature = key.sign(signed_at.to_bytes(8, "big") + digest)  # flwr's create_message_to_sign
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    return {
+        "public_key_id": key_id(public),
+        "signature": base64.urlsafe_b64encode(signature).rstrip(b"=").decode("ascii"),
+        "signed_at": signed_at,
+        "fab_sha256": digest.hex(),
+    }
+
+
+def node_config_string(files: DeviceFiles, data: str, partition_id: int = 0, num_partitions: int = 1) -> str:
+    """``--node-config`` naming the device's policy, state folder and data."""
+    for name, value in (("data", data), ("state-dir", str(files.state)), ("policy", str(files.policy))):
+        if "'" in value or " " in value:
+            raise ValueError(f"node-config {name}={value!r} may not contain quotes or spaces")
+    return (
+        f"partition-id={partition_id} num-partitions={num_partitions} data='{data}' "
+        f"state-dir='{files.state}' policy='{files.policy}'"
+    )
+
+
+def supernode_command(files: DeviceFiles, superlink: str, root_cert: Path, node_config: str) -> list[str]:
+    """The ``flower-supernode`` command line: TLS, node authentication, trusted app signers, node config."""
+    command = ["flower-supernode", "--superlink", superlink, "--root-certificates", str(root_cert)]
+    if files.node_key.exists():
+        command += ["--auth-supernode-private-key", str(files.node_key)]
+    return command + ["--trusted-entities", str(files.trusted_entities), "--node-config", node_config]

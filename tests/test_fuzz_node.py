@@ -1,0 +1,75 @@
+"""Hostile messages never crash a node, overrun its budget, or spend without a release (issue 9, item 4).
+
+A seeded slice of ``simulations.fuzz_benchmark``: 1,000 hostile messages of every message type
+(and of unknown types) per CI run, split over two devices (memoize on and off) and one
+simulation-engine node, each built once for the module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import Array, ArrayRecord, Message, RecordDict
+
+from clients import protocol
+from simulations import fuzz_benchmark
+from simulations.fuzz_benchmark import NODE
+
+SLICES = {"device-memoize": (True, False, 300), "device": (False, False, 400), "simulation": (False, True, 300)}
+"""Node kind -> (memoize, simulation engine, messages per type): 1,000 per type in all."""
+
+
+@pytest.fixture(scope="module", params=sorted(SLICES))
+def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, str]:
+    """One set-up node per kind, reused by every test of the module."""
+    memoize, engine, _ = SLICES[request.param]
+    return fuzz_benchmark.node(tmp_path_factory.mktemp(request.param), memoize=memoize, engine=engine), request.param
+
+
+def test_hostile_messages_are_refused_or_served_within_budget(node: tuple[object, str]) -> None:
+    grid, kind = node
+    memoize, engine, per_type = SLICES[kind]
+    stats = fuzz_benchmark.fuzz(grid, per_type, seed=sorted(SLICES).index(kind), exact=engine)
+    report = fuzz_benchmark.table(stats)
+    for entry in stats.values():
+        assert entry.sent == per_type
+        assert (entry.uncaught, entry.generic, entry.overruns, entry.spend_without_release) == (0, 0, 0, 0), report
+    for message_type in (protocol.TRAIN, protocol.RELEASE, protocol.EVALUATE, protocol.SETUP):
+        assert stats[message_type].served > 0, report  # the stream also holds valid requests
+    for message_type in fuzz_benchmark.UNKNOWN_TYPES:
+        assert stats[message_type].refused == {"malformed": per_type}, report
+
+
+def test_an_unknown_message_type_gets_a_refusal_naming_it(node: tuple[object, str]) -> None:
+    grid, _ = node
+    (reply,) = grid.send_and_receive([Message(RecordDict(), dst_node_id=NODE, message_type="query.nope")])
+    assert not reply.has_error()
+    code, reason = protocol.read_refusal(reply.content)
+    assert code == "malformed" and "'query.nope'" in reason and protocol.LEDGER in reason
+
+
+def test_a_wrong_shape_model_is_refused_naming_both_shapes(node: tuple[object, str]) -> None:
+    grid, _ = node
+    models = ArrayRecord({"m.weights": Array(np.zeros((16, 4))), "m.bias": Array(np.zeros(4))})
+    (reply,) = grid.send_and_receive([Message(RecordDict({"models": models}), dst_node_id=NODE, message_type=protocol.EVALUATE)])
+    code, reason = protocol.read_refusal(reply.content)
+    assert code == "malformed"
+    assert "weights (16, 4) and bias (4,), expected (384, 2) and (2,)" in reason
+
+
+def test_unreadable_array_bytes_are_refused_naming_the_field(node: tuple[object, str]) -> None:
+    grid, _ = node
+    garbage = Array(dtype="float64", shape=(3,), stype="numpy.ndarray", data=b"")
+    (reply,) = grid.send_and_receive(
+        [Message(RecordDict({"answers": ArrayRecord({"users": garbage})}), dst_node_id=NODE, message_type=protocol.ANSWER)]
+    )
+    code, reason = protocol.read_refusal(reply.content)
+    assert code == "malformed" and "'answers.users' is not a readable numpy array" in reason
+
+
+def test_the_benchmark_runs_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert fuzz_benchmark.main(["--messages", "3", "--seed", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "device, memoize off" in out and "simulation engine" in out and "query.nope" in out

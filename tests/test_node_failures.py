@@ -1,0 +1,152 @@
+"""Nodes that fail, vanish or restart: the run goes on with the others and says who was missing.
+
+In process (LocalGrid) a node that always errors and a node that restarts under a new id; on
+the real runtime (a SuperLink and two SuperNodes on loopback) a SuperNode killed mid-run, then
+restarted: the next run sets it up again and its ledger still holds the first run's spending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from flwr.app import Context, Error, Message, RecordDict
+from flwr.common.constant import ErrorCode
+
+from clients.app import app as client_app
+from fed.config import RunConfig
+from simulations.flower_runner import cluster, restart_supernode, run_status, start_run
+from strategies.app import app as server_app
+from tests.local_grid import LocalGrid
+
+SMALL = dict(data="generated:240", public="generated:120", users=4, nodes=2, epsilon=8.0, nonprivate_baseline=False)
+
+
+class FailingGrid(LocalGrid):
+    """A LocalGrid whose node ``dead`` answers every message with Flower's "Node Unavailable" error."""
+
+    dead = 1001
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:  # type: ignore[override]
+        messages = list(messages)
+        ids = list(super().push_messages([m for m in messages if m.metadata.dst_node_id != self.dead]))
+        for msg in (m for m in messages if m.metadata.dst_node_id == self.dead):
+            msg.metadata.__dict__["_message_id"] = mid = f"lost-{len(self._replies)}-{id(msg)}"
+            self._replies[mid] = Message(Error(code=ErrorCode.NODE_UNAVAILABLE, reason="Node Unavailable"), reply_to=msg)
+            ids.append(mid)
+        return ids
+
+
+class RestartingGrid(LocalGrid):
+    """A LocalGrid whose node 1001 restarts (new node id 1002, empty state) after its first train
+    message; messages to the old id get no reply (a timeout)."""
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:  # type: ignore[override]
+        messages = list(messages)
+        ids = super().push_messages([m for m in messages if m.metadata.dst_node_id in self.node_ctx])
+        if any(m.metadata.dst_node_id == 1001 and m.metadata.message_type == "train" for m in messages):
+            old = self.node_ctx.pop(1001)
+            self.node_ctx[1002] = Context(
+                run_id=old.run_id, node_id=1002, node_config=old.node_config, state=RecordDict(), run_config=old.run_config
+            )
+        return ids
+
+
+def _run(grid: LocalGrid, config: dict) -> None:
+    server_app(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=config))
+
+
+def test_a_node_that_always_fails_leaves_its_users_unavailable(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    config = RunConfig.from_mapping({**SMALL, "rounds": 2, "users_per_round": 0, "out": str(out)}).to_mapping()
+    _run(FailingGrid(client_app, 2, config), config)
+    rounds = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # round 1: users 0 and 2 (node 1000) release all their records; round 2: no one has any left
+    assert [(r["nodes_available"], r["users_unavailable"], r["users_sampled"]) for r in rounds] == [(1, 2, 2), (1, 2, 0)]
+    assert rounds[0]["reports_received"] > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["nodes_dropped"]) == ["1001"] and "Node Unavailable" in summary["nodes_dropped"]["1001"]
+    assert summary["errors"][0] == "query.setup: node 1001 failed: Node Unavailable"
+    assert sorted(json.loads((out / "ledgers.json").read_text())["users"]) == ["0", "2"]
+
+
+def test_too_few_nodes_is_a_clear_error(tmp_path: Path) -> None:
+    config = RunConfig.from_mapping({**SMALL, "min_nodes": 2, "out": str(tmp_path / "run")}).to_mapping()
+    with pytest.raises(RuntimeError, match="1 of 2 connected nodes .* fewer than --min-nodes 2: query.setup: node 1001"):
+        _run(FailingGrid(client_app, 2, config), config)
+
+
+def test_a_restarted_node_is_set_up_again_and_serves_its_users(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    config = RunConfig.from_mapping({**SMALL, "rounds": 2, "users_per_round": 0, "out": str(out)}).to_mapping()
+    _run(RestartingGrid(client_app, 2, config), config)
+    rounds = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # round 1: node 1001 releases, then restarts and misses the evaluation; round 2: node 1002 hosts users 1 and 3
+    assert [(r["nodes_available"], r["users_unavailable"]) for r in rounds] == [(1, 2), (2, 0)]
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["nodes_dropped"]) == ["1001"]
+    assert sorted(json.loads((out / "ledgers.json").read_text())["users"]) == ["0", "1", "2", "3"]
+
+
+def _kill(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def _wait_for_round(metrics: Path, process: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if metrics.is_file() and metrics.read_text().strip():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no round finished within {timeout:g} s")
+
+
+def test_a_supernode_killed_mid_run_and_restarted(tmp_path: Path) -> None:
+    """Kill -9 one of two SuperNodes after round 1: the run completes with the other and reports the
+    missing users; restarted with the same node config, the node is set up by the next run and its
+    ledger (SQLite in its state folder) still holds the first run's spending."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text('epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\nevaluation = "rr:2.0"\n')
+    nodes = [
+        f"partition-id={i} num-partitions=2 data='{SMALL['data']}' state-dir='{tmp_path / f'device{i}'}' policy='{policy}'"
+        for i in range(2)
+    ]
+    outs = [tmp_path / "run1", tmp_path / "run2"]
+    with cluster(tmp_path / "flower", simulation=False, node_configs=nodes) as running:
+        values = {**SMALL, "rounds": 3, "users_per_round": 2, "round_timeout": 10.0, "out": str(outs[0])}
+        log = tmp_path / "flwr-run1.log"
+        process = start_run(running, RunConfig.from_mapping(values).to_mapping(), None, log)
+        _wait_for_round(outs[0] / "metrics.jsonl", process, timeout=300)
+        _kill(running.processes[2])  # supernode 1: users 1 and 3
+        process.wait(timeout=300)
+        assert run_status(running, log) == "finished:completed", log.read_text()[-3000:]
+
+        restart_supernode(running, 1)
+        values = {**SMALL, "rounds": 1, "users_per_round": 0, "clip": 2.9, "round_timeout": 10.0, "out": str(outs[1])}
+        log = tmp_path / "flwr-run2.log"
+        start_run(running, RunConfig.from_mapping(values).to_mapping(), None, log).wait(timeout=300)
+        assert run_status(running, log) == "finished:completed", log.read_text()[-3000:]
+
+    rounds = [json.loads(line) for line in (outs[0] / "metrics.jsonl").read_text().splitlines()]
+    assert len(rounds) == 3 and rounds[0]["nodes_available"] == 2 and rounds[0]["users_unavailable"] == 0
+    assert all(r["nodes_available"] == 1 and r["users_unavailable"] == 2 for r in rounds[1:])
+    summary = json.loads((outs[0] / "summary.json").read_text())
+    (dropped,) = summary["nodes_dropped"]
+    assert any(f"node {dropped}" in error for error in summary["errors"])
+    first_ledgers = json.loads((outs[0] / "ledgers.json").read_text())["users"]
+    assert sorted(first_ledgers) == ["0", "2"]  # node 1's users are out of reach at the end of run 1
+
+    # run 2: the restarted node (a new node id) is set up; users 1 and 3 are back with round-1 spending
+    second = json.loads((outs[1] / "metrics.jsonl").read_text().splitlines()[0])
+    assert second["nodes_available"] == 2 and second["users_unavailable"] == 0
+    ledgers = json.loads((outs[1] / "ledgers.json").read_text())["users"]
+    assert sorted(ledgers) == ["0", "1", "2", "3"]
+    spent_in_run1 = [u for u in ("1", "3") if any(e["event"].get("clip") == 3.0 for e in ledgers[u]["events"])]
+    assert spent_in_run1, "the restarted node's ledger lost the first run's spending"

@@ -1,0 +1,103 @@
+"""The documented deployment on loopback: TLS with the SuperLink's own CA, SuperNode
+authentication, and nodes that run only app bundles their owners signed.
+
+One cluster (SuperLink, two authorised devices, one device whose key was never registered,
+one with no key) made with `ldpfed superlink init` / `ldpfed device init`; four runs: the
+approved app (served), the same app with one line added to clients/app.py carrying the
+approved signatures, the approved app unsigned, and the approved app signed wrongly (all
+refused by both nodes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from fed.config import RunConfig
+from simulations.commands.device import DeviceFiles, build_fab, init_device, sign_fab
+from simulations.commands.superlink import SuperLinkFiles, publish_app
+from simulations.flower_runner import APP_DIR, Secure, cluster, run_status, start_run
+
+SMALL = dict(data="generated:240", public="generated:120", users=4, nodes=2, rounds=1, epsilon=8.0, users_per_round=0)
+REFUSED = "FAB verification failed"
+
+
+def ldpfed(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "simulations.cli", *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def modified_fab() -> bytes:
+    """The app with one line added to clients/app.py (what a server could slip in)."""
+    from flwr.cli.build import build_fab_from_files
+    from flwr.cli.utils import collect_files
+
+    files = dict(collect_files(APP_DIR))
+    files["clients/app.py"] = Path(APP_DIR / "clients/app.py").read_bytes() + b"\nEXFILTRATE = True\n"
+    return build_fab_from_files(files)[0]
+
+
+def test_secure_deployment_serves_only_the_approved_app_to_authenticated_nodes(tmp_path: Path) -> None:
+    names = ["device0", "device1", "unregistered", "keyless"]
+    for name in names:
+        printed = ldpfed("device", "init", str(tmp_path / name), "--data", "generated:240")
+        assert "--trusted-entities" in printed and "--root-certificates" in printed
+    devices = [DeviceFiles(tmp_path / name) for name in names]
+    devices[3].node_key.unlink()
+    printed = ldpfed(
+        "superlink", "init", str(tmp_path / "superlink"), "--host", "superlink.example",
+        "--node-key", str(devices[0].node_public_key), "--node-key", str(devices[1].node_public_key),
+    )
+    assert "--enable-supernode-auth" in printed and "--ssl-certfile" in printed and "flwr supernode register" in printed
+    link = SuperLinkFiles(tmp_path / "superlink")
+    assert len(link.node_keys()) == 2
+
+    policy = tmp_path / "policy.toml"  # the existing deployment test's policy: the run must be able to spend
+    policy.write_text('epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\nevaluation = "rr:2.0"\n')
+    nodes = [
+        f"partition-id={i % 2} num-partitions=2 data='generated:240' state-dir='{device.state}' policy='{policy}'"
+        for i, device in enumerate(devices)
+    ]
+
+    approved = build_fab(APP_DIR)
+    (tmp_path / "app.fab").write_bytes(approved)
+    ldpfed("device", "approve", str(devices[0].root), "--fab", str(tmp_path / "app.fab"), "--out", str(tmp_path / "sig.json"))
+    signatures = [json.loads((tmp_path / "sig.json").read_text()), sign_fab(approved, devices[1].signing_key)]
+    stranger = init_device(tmp_path / "stranger")
+    tampered = {**signatures[0], "signed_at": int(signatures[0]["signed_at"]) + 1}
+    releases = {
+        "approved": (approved, signatures),
+        "modified": (modified_fab(), signatures),
+        "unsigned": (approved, []),
+        "wrongly-signed": (approved, [sign_fab(approved, stranger.signing_key), tampered]),
+    }
+
+    results = {}
+    with cluster(tmp_path / "flower", simulation=False, node_configs=nodes, secure=Secure(link, devices)) as running:
+        for i, (name, (fab, sigs)) in enumerate(releases.items()):
+            spec = publish_app(link, fab, sigs)
+            out = tmp_path / name
+            config = RunConfig.from_mapping({**SMALL, "clip": 3.0 - i / 10, "out": str(out), "nonprivate_baseline": False})
+            log = tmp_path / f"flwr-{name}.log"
+            start_run(running, config.to_mapping(), None, log, app=spec).wait(timeout=600)
+            results[name] = (run_status(running, log), out, log.read_text(errors="replace"))
+            refusals = [(running.logs / f"supernode{n}.log").read_text(errors="replace").count(REFUSED) for n in range(2)]
+            assert refusals == [0, 0] if name == "approved" else refusals[0] == refusals[1] == i, (name, refusals)
+        logs = {name: (running.logs / f"supernode{n}.log").read_text(errors="replace") for n, name in enumerate(names)}
+        superlink_log = (running.logs / "superlink.log").read_text(errors="replace")
+
+    status, out, text = results["approved"]
+    assert status == "finished:completed", text[-3000:]
+    first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["reports_received"] == 240  # both authenticated nodes (2 users each) served the approved app
+    for name in ("modified", "unsigned", "wrongly-signed"):
+        status, out, text = results[name]
+        assert not (out / "metrics.jsonl").exists() or all(
+            json.loads(line)["reports_received"] == 0 for line in (out / "metrics.jsonl").read_text().splitlines()
+        ), (name, status, text[-2000:])
+    for name in ("unregistered", "keyless"):
+        assert "Receiving:" not in logs[name], logs[name][-2000:]
+    assert "No SuperNode found with the given public key" in superlink_log + logs["unregistered"]
+    assert "registration" in (superlink_log + logs["keyless"]).lower()
