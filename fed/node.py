@@ -258,8 +258,12 @@ class NodeHost:
         Returns the users whose true queries now all have k answers.
         """
         users, slots, scores = np.asarray(users), np.asarray(slots), np.asarray(scores)
-        if scores.ndim != 2 or scores.size > MAX_SCORES or len(users) != len(scores) or len(slots) != len(scores):
-            raise RequestRefused("answer arrays must align: users, slots and a 2-D score matrix")
+        if users.ndim != 1 or slots.ndim != 1 or scores.ndim != 2 or scores.size > MAX_SCORES:
+            raise RequestRefused(
+                f"answers need 1-D users and slots and a 2-D score matrix, got shapes {users.shape}, {slots.shape}, {scores.shape}"
+            )
+        if len(users) != len(scores) or len(slots) != len(scores):
+            raise RequestRefused(f"answer arrays must align: {len(users)} users, {len(slots)} slots, {len(scores)} score rows")
         if scores.shape[1] != self.plan.labels.num_values:
             raise RequestRefused(f"answers must have {self.plan.labels.num_values} scores per slot, got {scores.shape[1]}")
         if not np.isfinite(scores).all():

@@ -206,7 +206,10 @@ class User:
             raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
         ledger.admits([*events, *user_events])
         labels = self.labels.release(self.records.train_labels[fresh], rng)
-        reports, labels = randomizer.release_with_labels(self.records.train[fresh], labels, self.labels.num_values, rng)
+        if len(fresh):
+            reports, labels = randomizer.release_with_labels(self.records.train[fresh], labels, self.labels.num_values, rng)
+        else:  # a Poisson step that sampled nothing new: an empty batch (still a step)
+            reports = np.zeros((0, randomizer.preprocess(self.records.train[:1]).shape[1]), dtype=np.float32)
         ledger.charge(events, fresh, user_events)
         ledger.log_step("train", request.sampling, randomizer.event)
         self._remember(fresh, memo_key, reports, labels)

@@ -131,8 +131,9 @@ def cluster(
             spawn("superlink", [str(BIN / "flower-superlink"), "--insecure", "--port", str(port)] + (["--simulation"] if simulation else []))
         else:
             registry = serve_apps_in_background(secure.superlink, free_port())
-            env["FLWR_SUPERGRID_API_URL"] = "http://127.0.0.1:%d" % registry.server_address[1]
-            spawn("superlink", [str(BIN / superlink_command(secure.superlink, port)[0]), *superlink_command(secure.superlink, port)[1:]])
+            env["FLWR_SUPERGRID_API_URL"] = f"http://127.0.0.1:{registry.server_address[1]}"
+            command = superlink_command(secure.superlink, port)
+            spawn("superlink", [str(BIN / command[0]), *command[1:]])
         _wait_healthy(port, timeout=90, ca_cert=secure.superlink.ca_cert if secure else None)
         if secure is not None:
             for key in secure.superlink.node_keys():

@@ -330,7 +330,9 @@ def fuzz(grid: Any, per_type: int, seed: int, exact: bool = False) -> dict[str, 
     """
     rng = np.random.default_rng(seed)
     setup = bundle(Path(tempfile.mkdtemp(prefix="ldpfed-fuzz-bundle-")))
-    hostile = Hostile(rng, setup, dim=384, num_labels=2)
+    (reply,) = grid.send_and_receive([Message(protocol.setup_request(setup), dst_node_id=NODE, message_type=protocol.SETUP)])
+    info = protocol.read_setup_reply(reply.content)
+    hostile = Hostile(rng, setup, dim=info.dim, num_labels=info.num_labels)
     stats = {t: TypeStats() for t in MESSAGE_TYPES}
     order = np.repeat(np.arange(len(MESSAGE_TYPES)), per_type)
     rng.shuffle(order)

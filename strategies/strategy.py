@@ -4,6 +4,12 @@ A Flower Strategy (configure/aggregate train and evaluate, driven by ``Strategy.
 plus the steps that have no slot there: the setup handshake, remote inference, and
 collecting the users' ledgers. Users are not nodes: a node may host many users, so each
 message names the users it addresses.
+
+Nodes may be missing, slow or gone: every exchange waits at most --round-timeout and goes on
+with the replies that came back; a node that errs or stays silent is left out of the rest of
+that step (its users count as unavailable in the round's metrics, the reason goes to
+``errors``), and before every round the connected nodes are re-read, so a node that joins
+(e.g. a restarted SuperNode, which gets a new node id) is set up and serves its users again.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from fed.config import RunConfig
-from simulations.commands.device import DeviceFiles, build_fab, init_device, sign_fab
+from simulations.commands.device import DeviceFiles, init_device, sign_fab
 from simulations.commands.superlink import SuperLinkFiles, publish_app
 from simulations.flower_runner import APP_DIR, Secure, cluster, run_status, start_run
 
@@ -29,22 +29,21 @@ def ldpfed(*args: str) -> str:
     return done.stdout
 
 
-def modified_fab() -> bytes:
-    """The app with one line added to clients/app.py (what a server could slip in)."""
+def approved_and_modified_fab() -> tuple[bytes, bytes]:
+    """The app's FAB, and the FAB with one line added to clients/app.py (what a server could slip in)."""
     from flwr.cli.build import build_fab_from_files
     from flwr.cli.utils import collect_files
 
-    files = dict(collect_files(APP_DIR))
-    files["clients/app.py"] = Path(APP_DIR / "clients/app.py").read_bytes() + b"\nEXFILTRATE = True\n"
-    return build_fab_from_files(files)[0]
+    files = {name: Path(path).read_bytes() for name, path in collect_files(APP_DIR).items()}
+    modified = {**files, "clients/app.py": files["clients/app.py"] + b"\nEXFILTRATE = True\n"}
+    return build_fab_from_files(files)[0], build_fab_from_files(modified)[0]
 
 
 def test_secure_deployment_serves_only_the_approved_app_to_authenticated_nodes(tmp_path: Path) -> None:
     names = ["device0", "device1", "unregistered", "keyless"]
-    for name in names:
-        printed = ldpfed("device", "init", str(tmp_path / name), "--data", "generated:240")
-        assert "--trusted-entities" in printed and "--root-certificates" in printed
-    devices = [DeviceFiles(tmp_path / name) for name in names]
+    printed = ldpfed("device", "init", str(tmp_path / names[0]), "--data", "generated:240")
+    assert "--trusted-entities" in printed and "--root-certificates" in printed and "--auth-supernode-private-key" in printed
+    devices = [DeviceFiles(tmp_path / names[0])] + [init_device(tmp_path / name) for name in names[1:]]
     devices[3].node_key.unlink()
     printed = ldpfed(
         "superlink", "init", str(tmp_path / "superlink"), "--host", "superlink.example",
@@ -61,7 +60,7 @@ def test_secure_deployment_serves_only_the_approved_app_to_authenticated_nodes(t
         for i, device in enumerate(devices)
     ]
 
-    approved = build_fab(APP_DIR)
+    approved, modified = approved_and_modified_fab()
     (tmp_path / "app.fab").write_bytes(approved)
     ldpfed("device", "approve", str(devices[0].root), "--fab", str(tmp_path / "app.fab"), "--out", str(tmp_path / "sig.json"))
     signatures = [json.loads((tmp_path / "sig.json").read_text()), sign_fab(approved, devices[1].signing_key)]
@@ -69,7 +68,7 @@ def test_secure_deployment_serves_only_the_approved_app_to_authenticated_nodes(t
     tampered = {**signatures[0], "signed_at": int(signatures[0]["signed_at"]) + 1}
     releases = {
         "approved": (approved, signatures),
-        "modified": (modified_fab(), signatures),
+        "modified": (modified, signatures),
         "unsigned": (approved, []),
         "wrongly-signed": (approved, [sign_fab(approved, stranger.signing_key), tampered]),
     }
@@ -99,5 +98,6 @@ def test_secure_deployment_serves_only_the_approved_app_to_authenticated_nodes(t
         ), (name, status, text[-2000:])
     for name in ("unregistered", "keyless"):
         assert "Receiving:" not in logs[name], logs[name][-2000:]
-    assert "No SuperNode found with the given public key" in superlink_log + logs["unregistered"]
-    assert "registration" in (superlink_log + logs["keyless"]).lower()
+    assert "Failed to activate SuperNode" in logs["unregistered"]  # its key was never registered
+    assert "No SuperNode found with the given public key" in superlink_log
+    assert "All SuperNodes must be registered via the CLI" in logs["keyless"]
