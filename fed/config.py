@@ -78,8 +78,9 @@ class RunConfig:
             raise ValueError(f"--nodes {self.nodes} exceeds --users {self.users}: every node hosts at least one user")
         if self.sigma == 0 and self.epsilon <= 0:
             raise ValueError("give --epsilon > 0 (sigma calibrated) or --sigma > 0")
-        if self.epsilon < 0 or self.sigma < 0 or self.user_epsilon < 0:
-            raise ValueError("--epsilon, --sigma and --user-epsilon must be non-negative")
+        for name in ("epsilon", "sigma", "user_epsilon"):
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) < 0:
+                raise ValueError(f"{_flag(name)} must be a finite non-negative number, got {getattr(self, name)!r}")
         from fed.randomizers import RANDOMIZERS  # here, not at the top: importing this module stays light
 
         if self.mechanism not in RANDOMIZERS:

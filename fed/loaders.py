@@ -87,7 +87,16 @@ def _load_generated(spec: str, split: str) -> TextDataset:
 
 
 def read_tsv(path: Path) -> tuple[list[str], list[str] | None, list[int]]:
-    """Read one unquoted TSV file with header ``sentence[\\tsentence2]\\tlabel``."""
+    """Read one unquoted TSV file with header ``sentence[\tsentence2]\tlabel``; ValueError naming the file."""
+    try:
+        return _read_rows(path)
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte {error.start}: {error.reason})") from None
+    except csv.Error as error:
+        raise ValueError(f"{path}: unreadable TSV ({error}; fields are limited to {csv.field_size_limit()} characters)") from None
+
+
+def _read_rows(path: Path) -> tuple[list[str], list[str] | None, list[int]]:
     with path.open(encoding="utf-8", newline="") as handle:
         rows = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(rows, None)

@@ -72,6 +72,8 @@ def _warm_cache(config: RunConfig, progress: bool) -> None:
     from fed.population import Population
 
     encoder = make_encoder(config.encoder)
+    if config.dim > encoder.dim:  # fail now, not at the projection's fit inside the run
+        raise ValueError(f"--dim {config.dim} exceeds the encoder's {encoder.dim} dimensions ({config.encoder})")
     cache = default_cache_dir(config)
     population = Population.build(config)
     public = load_public(config)
