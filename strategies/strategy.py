@@ -199,9 +199,8 @@ class LdpStrategy(Strategy):
         outcomes = [protocol.read_outcomes_reply(reply.content) for _, reply in self._received(self.outbox, replies)]
         hosting = self._hosting()
         acc = accuracy(outcomes)
-        self.round_metrics["accuracy_local_kind"] = (
-            "exact (simulation only)" if all(o.exact for o in outcomes) else "estimate from randomized outcome bits"
-        )
+        kinds = {"exact (simulation only)" if o.exact else "unbiased estimate from randomized outcome bits" for o in outcomes}
+        self.round_metrics["accuracy_local_kind"] = " + ".join(sorted(kinds)) or None
         eps = [s["epsilon_sentence"] for s in self.summaries.values()]
         self.round_metrics.update(
             {

@@ -82,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     init.add_argument("--num-partitions", type=int, default=1, help="number of partitions of the data (default 1)")
     init.add_argument(
         "--trust", type=Path, action="append", default=[],
-        help="an Ed25519 OpenSSH public key of another app signer to trust (repeatable); the owner's own key is always trusted",
+        help="an Ed25519 OpenSSH public key of another app signer to trust (repeatable); trusted-entities.yaml is "
+        "rewritten with the owner's own key and these",
     )
     approve = actions.add_parser("approve", help="sign an app bundle (FAB) with the device's app-signing key")
     approve.add_argument("dir", type=Path, help="the device folder made by `ldpfed device init`")

@@ -102,10 +102,11 @@ def run(args: argparse.Namespace) -> int:
               f"{len(files.node_keys())} authorised node key(s) in nodes/.")
         print("Serve the app registry and start the SuperLink:")
         print(shlex.join(["ldpfed", "superlink", "apps", str(files.root), "--port", str(REGISTRY_PORT)]), "&")
-        print(f"FLWR_SUPERGRID_API_URL=http://127.0.0.1:{REGISTRY_PORT}", shlex.join(superlink_command(files, args.port)))
+        command = superlink_command(files, args.port, files.root / "superlink.db")
+        print(f"FLWR_SUPERGRID_API_URL=http://127.0.0.1:{REGISTRY_PORT}", shlex.join(command))
         host = (args.host or ["127.0.0.1"])[0]
         print(f"Connection in $FLWR_HOME/config.toml:\n{connection_toml('mine', f'{host}:{args.port}', files.ca_cert)}")
-        print("Register the nodes (once; the SuperLink's database keeps them if started with --database FILE):")
+        print("Register the nodes (once; the SuperLink's database keeps them):")
         for key in files.node_keys():
             print(shlex.join(["flwr", "supernode", "register", str(key), "mine"]))
         return 0
@@ -125,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def init_superlink(root: Path, hosts: list[str] | tuple[str, ...] = (), node_keys: list[Path] | tuple[Path, ...] = ()) -> SuperLinkFiles:
-    """CA and server certificate (made once) and the authorised node keys (added)."""
+    """The CA (made once), a server certificate for localhost, 127.0.0.1 and ``hosts`` (issued
+    anew), and the authorised node keys (added to those already there)."""
     files = SuperLinkFiles(root.resolve())
     files.nodes.mkdir(parents=True, exist_ok=True)
     files.apps.mkdir(exist_ok=True)
@@ -168,10 +170,10 @@ def init_superlink(root: Path, hosts: list[str] | tuple[str, ...] = (), node_key
     return files
 
 
-def superlink_command(files: SuperLinkFiles, port: int) -> list[str]:
-    """The ``flower-superlink`` command line: TLS and SuperNode authentication."""
-    return [
-        "flower-superlink", "--port", str(port),
+def superlink_command(files: SuperLinkFiles, port: int, database: Path | None = None) -> list[str]:
+    """The ``flower-superlink`` command line: TLS and SuperNode authentication (node registrations
+    persist only with a ``database``)."""
+    return ["flower-superlink", "--port", str(port)] + (["--database", str(database)] if database else []) + [
         "--ssl-ca-certfile", str(files.ca_cert), "--ssl-certfile", str(files.server_cert),
         "--ssl-keyfile", str(files.server_key), "--enable-supernode-auth",
     ]
@@ -210,7 +212,7 @@ def serve_apps_in_background(files: SuperLinkFiles, port: int) -> ThreadingHTTPS
 def _registry_handler(apps: Path) -> type[BaseHTTPRequestHandler]:
     def versions(app_id: str) -> list[Path]:
         folder = apps / app_id.removeprefix("@")
-        found = [p for p in folder.glob("*") if (p / "app.fab").is_file()] if folder.is_dir() else []
+        found = [p for p in folder.glob("*") if re.fullmatch(r"\d+\.\d+\.\d+", p.name) and (p / "app.fab").is_file()]
         return sorted(found, key=lambda p: tuple(int(x) for x in p.name.split(".")))
 
     class Handler(BaseHTTPRequestHandler):
