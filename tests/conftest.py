@@ -11,6 +11,21 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 WORDS = {0: ["great", "wonderful", "lovely"], 1: ["awful", "terrible", "boring"]}
 
 
+DEVICE_POLICY = 'epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\nevaluation = "rr:2.0"\n'
+"""An owner's policy under which the small deployment runs can spend (epsilon 8, public labels)."""
+
+
+def device_node_configs(folder: Path, state_dirs: list[Path], data: str = "generated:240") -> list[str]:
+    """``--node-config`` strings of devices hosting partitions of ``data``, each with its own state
+    folder and the :data:`DEVICE_POLICY` written to ``folder/policy.toml``."""
+    policy = folder / "policy.toml"
+    policy.write_text(DEVICE_POLICY)
+    return [
+        f"partition-id={i % 2} num-partitions=2 data='{data}' state-dir='{state}' policy='{policy}'"
+        for i, state in enumerate(state_dirs)
+    ]
+
+
 def write_review_folder(folder: Path, sizes: dict[str, int], prefix: str, seed: int) -> Path:
     """A small two-class folder dataset (``<split>.tsv``): '<prefix><i> the <split> film was <word> indeed' per row."""
     rng = np.random.default_rng(seed)

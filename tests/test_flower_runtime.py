@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import device_node_configs
 from fed.config import RunConfig
 from simulations.flower_runner import cluster, run_status, start_run
 
@@ -33,12 +34,7 @@ def test_deployment_on_loopback_keeps_each_devices_ledger_across_runs(tmp_path: 
     """Two real SuperNodes with their owners' policy, state folder and data; a second run (a new
     randomizer: a repeat of the first would be answered from memoized reports) finds the budget
     the first one spent: the ledger lives on the device, not in the run."""
-    policy = tmp_path / "policy.toml"
-    policy.write_text('epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\nevaluation = "rr:2.0"\n')
-    nodes = [
-        f"partition-id={i} num-partitions=2 data='{SMALL['data']}' state-dir='{tmp_path / f'device{i}'}' policy='{policy}'"
-        for i in range(2)
-    ]
+    nodes = device_node_configs(tmp_path, [tmp_path / f"device{i}" for i in range(2)], SMALL["data"])
     outs = [tmp_path / "run1", tmp_path / "run2"]
     with cluster(tmp_path / "flower", simulation=False, node_configs=nodes) as running:
         for i, out in enumerate(outs):

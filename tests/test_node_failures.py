@@ -20,6 +20,7 @@ import pytest
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.common.constant import ErrorCode
 
+from tests.conftest import device_node_configs
 from clients.app import app as client_app
 from fed.config import RunConfig
 from simulations.flower_runner import cluster, restart_supernode, run_status, start_run
@@ -134,12 +135,7 @@ def test_a_supernode_killed_mid_run_and_restarted(tmp_path: Path) -> None:
     """Kill -9 one of two SuperNodes after round 1: the run completes with the other and reports the
     missing users; restarted with the same node config, the node is set up by the next run and its
     ledger (SQLite in its state folder) still holds the first run's spending."""
-    policy = tmp_path / "policy.toml"
-    policy.write_text('epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\nevaluation = "rr:2.0"\n')
-    nodes = [
-        f"partition-id={i} num-partitions=2 data='{SMALL['data']}' state-dir='{tmp_path / f'device{i}'}' policy='{policy}'"
-        for i in range(2)
-    ]
+    nodes = device_node_configs(tmp_path, [tmp_path / f"device{i}" for i in range(2)], SMALL["data"])
     outs = [tmp_path / "run1", tmp_path / "run2"]
     # Setup encodes each device's data (tens of seconds on busy cores); a dead node's messages end
     # with the SuperLink's "Node Unavailable" once it misses two heartbeats (at most 60 s).

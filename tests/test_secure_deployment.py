@@ -16,6 +16,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from tests.conftest import device_node_configs
 from fed.config import RunConfig
 from simulations.commands.device import DeviceFiles, build_fab, init_device, sign_fab
 from simulations.commands.superlink import SuperLinkFiles, publish_app
@@ -56,12 +57,7 @@ def test_secure_deployment_serves_only_the_approved_app_to_authenticated_nodes(t
     link = SuperLinkFiles(tmp_path / "superlink")
     assert len(link.node_keys()) == 2
 
-    policy = tmp_path / "policy.toml"  # the existing deployment test's policy: the run must be able to spend
-    policy.write_text('epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\nevaluation = "rr:2.0"\n')
-    nodes = [
-        f"partition-id={i % 2} num-partitions=2 data='generated:240' state-dir='{device.state}' policy='{policy}'"
-        for i, device in enumerate(devices)
-    ]
+    nodes = device_node_configs(tmp_path, [device.state for device in devices])  # the run must be able to spend
 
     approved, modified = approved_and_modified_fab()
     (tmp_path / "app.fab").write_bytes(approved)
