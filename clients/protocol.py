@@ -43,7 +43,6 @@ EVALUATE = "evaluate"
 LEDGER = "query.ledger"
 MESSAGE_TYPES = (SETUP, TRAIN, RELEASE, ANSWER, SCORE, EVALUATE, LEDGER)
 """Every message type a node serves; any other is refused (clients.app.NodeApp)."""
-MAX_JSON_CHARS = 100_000_000
 
 
 # -- setup -----------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
 from fed.privacy.ledger import Ledger
 from fed.requests import Refusal
+from fed.user import User, UserRecords
 from simulations.local_grid import LocalGrid
 from tests.conftest import write_review_folder
 
@@ -249,10 +250,9 @@ def test_evaluate_gives_nothing_uncharged_on_a_device(data: Path, bundle: np.nda
 
 
 # -- 7. accounting the report cannot under-state ----------------------------------------------
-def _user(train: int, enforce: str = "worst-case") -> "User":
+def _user(train: int, enforce: str = "worst-case") -> User:
     from fed.privacy.ledger import Budget
     from fed.randomizers.labels import PublicLabels
-    from fed.user import User, UserRecords
 
     rng = np.random.default_rng(0)
     records = UserRecords(rng.normal(size=(train, 4)), rng.integers(0, 2, train), rng.normal(size=(2, 4)), np.array([0, 1]))

@@ -121,7 +121,6 @@ class LedgerTransaction:
             event = event_from_json(json.loads(text))
             self._events[event_id], self._event_ids[event] = event, event_id
         self._open: dict[int, tuple[Ledger, str, tuple[str, ...], np.ndarray, list[PrivacyEvent], Counter, dict]] = {}
-        self._memos: list[tuple[str, str, str, bytes, int | None]] = []
 
     def ledger(self, owner: str, keys: Sequence[str], budget: Budget, max_events: int | None = None) -> Ledger:
         """The ledger of ``owner``'s records ``keys`` (record i has id ``keys[i]``), as stored so far.
@@ -164,8 +163,11 @@ class LedgerTransaction:
         return Memo(np.frombuffer(row[0], dtype=np.float32).copy(), row[1])
 
     def remember(self, owner: str, key: str, randomizer: str, report: np.ndarray, label: int | None) -> None:
-        """Store a released report for later repeats (written with the charge, at commit)."""
-        self._memos.append((owner, key, randomizer, np.asarray(report, np.float32).tobytes(), label))
+        """Store a released report for later repeats (in this transaction: committed with the charge)."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?)",
+            (owner, key, randomizer, np.asarray(report, np.float32).tobytes(), label),
+        )
 
     def save(self, ledger: Ledger) -> None:
         """Write what changed in ``ledger`` since it was read (inside this transaction)."""
@@ -195,11 +197,9 @@ class LedgerTransaction:
                 )
 
     def flush(self) -> None:
-        """Save every ledger still open, and the memos (before the commit)."""
+        """Save every ledger still open (before the commit)."""
         for ledger, *_ in list(self._open.values()):
             self.save(ledger)
-        self.db.executemany("INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?)", self._memos)
-        self._memos.clear()
 
     def _event_id(self, event: PrivacyEvent) -> int:
         if event not in self._event_ids:
