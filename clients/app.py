@@ -18,6 +18,7 @@ from clients import protocol
 from fed.assets import default_cache_dir, load_assets, unpack
 from fed.config import RunConfig
 from fed.node import NodeHost, sessions_from_json
+from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
 from fed.plan import make_plan
 from fed.population import Population, hosted_users, user_records
 from fed.requests import Refusal, RequestRefused
@@ -139,6 +140,7 @@ def _setup(msg: Message, context: Context) -> RecordDict:
         num_labels=num_labels,
         train_counts=[len(records[u].train) for u in users],
         query_counts=[len(records[u].query) for u in users],
+        sampler=ENGINE_SAMPLER if site.simulation else DEVICE_SAMPLER,
     )
     return protocol.setup_reply(info)
 

@@ -55,6 +55,8 @@ class NodeInfo:
     num_labels: int
     train_counts: list[int]
     query_counts: list[int]
+    sampler: str
+    """Where its noise comes from: fed.noise.ENGINE_SAMPLER or fed.noise.DEVICE_SAMPLER."""
 
 
 def setup_request(bundle: np.ndarray) -> RecordDict:
@@ -84,6 +86,7 @@ def read_setup_reply(content: RecordDict) -> NodeInfo:
         num_labels=int(record["num-labels"]),
         train_counts=[int(n) for n in record["train-counts"]],
         query_counts=[int(n) for n in record["query-counts"]],
+        sampler=str(record["sampler"]),
     )
 
 

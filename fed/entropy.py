@@ -1,8 +1,9 @@
 """Where a node's randomness comes from: the run seed inside the simulation engine, else the OS.
 
 design.md section 2b: outside the simulation engine noise (and fictitious queries, and
-sampling coins) comes from the operating system whatever the configs say; only the engine
-may seed it from the run seed, for reproducibility. Whether this process *is* the engine is
+sampling coins) comes from the operating system whatever the configs say, through the
+device-safe samplers of :mod:`fed.noise`; only the engine may seed numpy from the run seed,
+for reproducibility. Whether this process *is* the engine is
 read from the runtime, never from a config key a server could set:
 
 - Flower's simulation engine runs every ClientApp inside a Ray actor; a SuperNode on a
@@ -20,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
+
+from fed.noise import SecureGenerator
 
 _IN_PROCESS_ENGINE: contextvars.ContextVar[bool] = contextvars.ContextVar("ldpfed_in_process_engine", default=False)
 
@@ -48,10 +51,13 @@ def _in_ray_actor() -> bool:
 
 
 def generator(seed: int | None, key: tuple[int, ...]) -> np.random.Generator:
-    """A generator for one draw: seeded by ``(seed, key)`` in the engine, from the OS otherwise.
+    """A generator for one draw: numpy seeded by ``(seed, key)`` in the engine, a :class:`SecureGenerator` otherwise.
 
-    ``seed`` is honoured only inside the simulation engine; elsewhere it is ignored.
+    ``seed`` is honoured only inside the simulation engine; elsewhere it is ignored, and so
+    is an engine run without a seed (numpy, seeded from the OS).
     """
-    if seed is None or not in_simulation_engine():
+    if not in_simulation_engine():
+        return SecureGenerator.from_os()
+    if seed is None:
         return np.random.default_rng()
     return np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=key))

@@ -38,10 +38,12 @@ import tomli_w
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
 
 DEFAULT_MECHANISMS: tuple[str, ...] = (
-    "gaussian", "gaussian-classical", "gaussian-analytic", "laplace", "dchi", "sue", "oue", "ome",
+    "gaussian", "gaussian-classical", "gaussian-analytic", "laplace", "sue", "oue", "ome",
     "dpie-gaussian", "dpie-laplace",
 )
-"""Every registered randomizer with a DP guarantee (texthide has none; laplace-seed002's is wrong)."""
+"""Every registered randomizer with a DP guarantee and a floating-point-safe sampler on devices
+(texthide has no guarantee; laplace-seed002's is wrong; dchi samples d_chi noise in textbook
+floating point, which an owner may accept by naming it in ``mechanisms``)."""
 
 EVALUATION_OFF = "none"
 

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fed.entropy import generator
+from fed.noise import SecureGenerator
 from fed.privacy.accountants import enforced
 from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import Budget, Ledger
@@ -390,7 +391,7 @@ class User:
         n_true = len(self.records.query)
         st = self.state.extra.get("queries")
         if st is None:
-            seed = int(self.rng(stream=1).integers(2**63 - 1))
+            seed = int.from_bytes(self.rng(stream=1).bytes(32), "little")  # a 256-bit key
             st = {
                 "fictitious_seed": seed,
                 "sums": [],
@@ -405,8 +406,8 @@ class User:
         return st
 
     def _fictitious(self, randomizer: Randomizer, count: int) -> np.ndarray:
-        """The user's fixed fictitious queries: directions from its own secret seed, no data."""
-        rng = np.random.default_rng(self._query_state()["fictitious_seed"])
+        """The user's fixed fictitious queries: directions from ChaCha20 under its own secret key, no data."""
+        rng = SecureGenerator.keyed(self._query_state()["fictitious_seed"])
         return self._directions(randomizer, count, rng)
 
     def _directions(self, randomizer: Randomizer, count: int, rng: np.random.Generator) -> np.ndarray:

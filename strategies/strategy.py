@@ -55,6 +55,7 @@ class LdpStrategy(Strategy):
         self.baselines = baselines
         self.rng = np.random.default_rng(config.seed)
         self.node_of: dict[int, int] = {}
+        self.samplers: dict[int, str] = {}
         self.ready: set[int] = set()
         self.available: set[int] = set()
         self.refused: set[int] = set()
@@ -129,6 +130,7 @@ class LdpStrategy(Strategy):
                 )
                 continue
             self.ready.add(node)
+            self.samplers[node] = info.sampler
             self.node_of.update(dict.fromkeys(info.users, node))
             self.train_counts.update(zip(info.users, info.train_counts))
             self.query_counts.update(zip(info.users, info.query_counts))
@@ -210,6 +212,7 @@ class LdpStrategy(Strategy):
                 "epsilon_sentence_max": max(eps, default=0.0),
                 "epsilon_sentence_median": float(np.median(eps)) if eps else 0.0,
                 "nodes_available": len(hosting),
+                "noise_samplers": " + ".join(sorted({self.samplers[n] for n in hosting})) or None,
                 "users_unavailable": sum(self.node_of.get(u) not in hosting for u in range(self.config.users)),
                 "seconds": time.monotonic() - self.round_started,
             }

@@ -294,3 +294,43 @@ def test_an_invalid_mechanism_is_refused_unless_the_policy_allows_it(data: Path,
         else:
             assert refused is not None and refused[0] == Refusal.POLICY and "no valid guarantee" in refused[1]
             assert _ledger(grid).releases() == 0
+
+
+# -- 6. noise a device can trust (issue 9, item 6) -------------------------------------------------
+def test_a_device_adds_its_noise_through_opendp_and_says_so(
+    data: Path, bundle: np.ndarray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device's Gaussian noise goes through OpenDP's sampler; a seeded engine node's does not."""
+    from fed import noise
+
+    built: list[tuple[str, float]] = []
+    measurement = noise._opendp_measurement
+
+    def counting(kind: str, scale: float) -> object:
+        built.append((kind, scale))
+        return measurement(kind, scale)
+
+    monkeypatch.setattr(noise, "_opendp_measurement", counting)
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public")
+    device = _device(data, bundle, tmp_path / "dev", policy)
+    reply = _send(device, protocol.SETUP, protocol.setup_request(bundle))
+    assert protocol.read_setup_reply(reply.content).sampler == noise.DEVICE_SAMPLER
+    assert protocol.read_refusal(_train(device, _gaussian(SIGMA_AT_3)).content) is None
+    assert built == [("gaussian", SIGMA_AT_3)]
+    engine = _device(data, bundle, tmp_path / "sim", engine=True, labels="public")
+    assert protocol.read_setup_reply(_send(engine, protocol.SETUP, protocol.setup_request(bundle)).content).sampler == noise.ENGINE_SAMPLER
+    _train(engine, _gaussian(SIGMA_AT_3))
+    assert len(built) == 1
+
+
+def test_textbook_float_dchi_runs_on_a_device_only_if_its_owner_names_it(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    dchi = {"mechanism": "dchi", "clip": 1.0, "eta": 1.5}  # epsilon 3 per record
+    for named in (False, True):
+        extra = {"mechanisms": ["gaussian", "dchi"]} if named else {}
+        grid = _device(data, bundle, tmp_path / f"state{named}", _policy(tmp_path / f"p{named}.toml", epsilon_sentence=3.0, labels="public", **extra))
+        refused = protocol.read_refusal(_train(grid, dchi).content)
+        if named:
+            assert refused is None and _ledger(grid).releases() == TRAIN
+        else:
+            assert refused is not None and refused[0] == Refusal.POLICY and "dchi" in refused[1]
+            assert _ledger(grid).releases() == 0

@@ -37,6 +37,13 @@ def test_calibrated_gaussian_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert 0.5 < row["audited_lower_bound"] <= 3.0 and row["verdict"] == "pass"
 
 
+def test_the_audit_covers_the_device_sampler_too(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "--mechanism", "laplace", "--epsilon", "1", "--dim", "2", "--samples", "5000", "--sampler", "device", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["sampler"] == "opendp+chacha20" and row["verdict"] == "pass"
+    assert 0.3 < row["audited_lower_bound"] <= 1.0
+
+
 def test_published_ome_violates_its_claim(capsys: pytest.CaptureFixture[str]) -> None:
     (row,) = _run(capsys, "--mechanism", "ome", "--epsilon", "1", "--dim", "32")
     assert row["audited_lower_bound"] > 1.0 and row["verdict"] == "claim violated"

@@ -39,6 +39,7 @@ from fed.encoders.hf import HFEncoder
 from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent, check_positive
 from fed.randomizers._common import positive_int
 from fed.randomizers.base import check_params
+from fed.noise import add_gaussian
 from fed.randomizers.metric import dchi_noise
 from fed.randomizers.target import CalibrationTarget
 
@@ -270,11 +271,11 @@ class TokenLevelRandomizer:
         norms = flat.norm(dim=1, keepdim=True).clamp(min=1e-300)
         flat = flat * torch.clamp(self.clip / norms, max=1.0)
         if rng is not None:
-            if self.kind == "token-gaussian":
-                noise = rng.normal(0.0, self.noise, size=(n * length, d))
+            if self.kind == "token-gaussian":  # each token moves by at most the diameter (fed.noise)
+                noisy = add_gaussian(flat.cpu().numpy(), self.noise, self.diameter, rng)
             else:
-                noise = dchi_noise(n * length, d, self.noise, rng)
-            flat = flat + torch.from_numpy(noise).to(flat.device)
+                noisy = flat.cpu().numpy() + dchi_noise(n * length, d, self.noise, rng)
+            flat = torch.from_numpy(noisy).to(flat.device)
             if self.post_clip is not None:
                 norms = flat.norm(dim=1, keepdim=True).clamp(min=1e-300)
                 flat = flat * torch.clamp(self.post_clip / norms, max=1.0)

@@ -33,6 +33,8 @@ class Randomizer(ABC):
     """Options a run uses unless it gives them (published defaults)."""
     sigma_settable: ClassVar[bool] = False
     """A Gaussian on one record per report: ``--sigma`` sets its noise and ``--enforce amplified`` applies."""
+    float_safe: ClassVar[bool] = True
+    """On a device its randomness resists floating-point attacks: OpenDP's samplers or coins only (fed.noise)."""
     invalid: ClassVar[bool] = False
     """A published-but-wrong mechanism: built only when asked for (``allow_invalid``); a client may refuse it."""
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fed.noise import add_gaussian, add_laplace
 from fed.privacy.events import check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params
 
@@ -30,17 +31,18 @@ def clip_l1(x: np.ndarray, clip: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NoiseKind:
-    """A clip norm and a noise distribution: the name of its scale, its draw, its variance."""
+    """A clip norm and a noise distribution: the name of its scale, its sampler (fed.noise), its variance."""
 
     key: str
     clip_rows: Callable[[np.ndarray, float], np.ndarray]
-    draw: Callable[[np.random.Generator, float, tuple[int, ...]], np.ndarray]
+    add: Callable[[np.ndarray, float, float, np.random.Generator], np.ndarray]
+    """(x, scale, sensitivity the event states, rng) -> x plus noise."""
     variance: Callable[[float], float]
 
 
-GAUSSIAN_NOISE = NoiseKind("sigma", clip_l2, lambda rng, s, shape: rng.normal(0.0, s, size=shape), lambda s: s**2)
+GAUSSIAN_NOISE = NoiseKind("sigma", clip_l2, add_gaussian, lambda s: s**2)
 """L2 clip, N(0, sigma^2) per coordinate."""
-LAPLACE_NOISE = NoiseKind("scale", clip_l1, lambda rng, b, shape: rng.laplace(0.0, b, size=shape), lambda b: 2 * b**2)
+LAPLACE_NOISE = NoiseKind("scale", clip_l1, add_laplace, lambda b: 2 * b**2)
 """L1 clip, Laplace(scale) per coordinate."""
 
 
@@ -81,8 +83,8 @@ class ClipAndNoise(Randomizer):
         return self.noise_kind.clip_rows(check_finite_matrix(x), self.clip)
 
     def add_noise(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """``x`` plus fresh noise of this kind."""
-        return x + self.noise_kind.draw(rng, self.noise, x.shape)
+        """``x`` plus fresh noise of this kind (on a device, from OpenDP: fed.noise)."""
+        return self.noise_kind.add(x, self.noise, self.event.sensitivity, rng)
 
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.add_noise(self.preprocess(x), rng)

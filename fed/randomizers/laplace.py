@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fed.noise import add_laplace
 from fed.privacy.events import LaplaceEvent, check_positive
 from fed.randomizers._common import positive_int
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
@@ -125,8 +126,7 @@ class Seed002LaplaceRandomizer(Randomizer):
         return clip_l2(x, self.clip)
 
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        x = self.preprocess(x)
-        return x + rng.laplace(0.0, self.scale, size=x.shape)
+        return add_laplace(self.preprocess(x), self.scale, self.event.sensitivity, rng)
 
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
         return np.asarray(reports, dtype=np.float64), 2 * self.scale**2

@@ -27,7 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clip", type=float, default=1.0, help="clip radius C (L1 radius for laplace, dpie-laplace)")
     parser.add_argument("--samples", type=int, default=50_000, help="releases drawn on each input (default 50000)")
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence of the lower bound (default 0.95)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0; engine sampler only)")
+    parser.add_argument(
+        "--sampler",
+        choices=("engine", "device"),
+        default="engine",
+        help="noise as the simulation engine draws it (numpy, seeded; default) or as a device does (OpenDP + ChaCha20 from the OS)",
+    )
     parser.add_argument("--lambda", dest="lam", type=float, help="OME randomization factor (default: as runs use it)")
     parser.add_argument("--integer-bits", type=int, help="fixed-point integer bits m (default: as runs use it)")
     parser.add_argument("--fraction-bits", type=int, help="fixed-point fraction bits n (default: as runs use it)")
@@ -43,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     """Build each configuration, audit it and print claimed, accounted and audited epsilon."""
     import numpy as np
 
+    from fed.noise import SecureGenerator, sampler
     from fed.randomizers.auditing import AUDITABLE, audit, build_for_audit
 
     if args.samples < 100:
@@ -76,10 +83,12 @@ def run(args: argparse.Namespace) -> int:
                 continue  # classical calibration is refused beyond epsilon < 1
         started = time.perf_counter()
         case = build_for_audit(name, args.epsilon, args.delta, args.dim, options)
-        result = audit(case, args.delta, args.samples, np.random.default_rng(args.seed + offset), args.confidence)
+        rng = SecureGenerator.from_os() if args.sampler == "device" else np.random.default_rng(args.seed + offset)
+        result = audit(case, args.delta, args.samples, rng, args.confidence)
         rows.append(
             {
                 **result.to_json(),
+                "sampler": sampler(rng),
                 "params": case.event.to_json(),
                 "randomizer": case.randomizer.params(),
                 "seconds": round(time.perf_counter() - started, 2),
@@ -110,7 +119,7 @@ def _print_table(rows: list[dict], args: argparse.Namespace) -> None:
     ]
     title = (
         f"Distinguishing audit: delta={args.delta:g}, dim={args.dim}, {args.samples} releases per input, "
-        f"{args.confidence:.0%} Clopper-Pearson lower bound"
+        f"{args.confidence:.0%} Clopper-Pearson lower bound, {args.sampler} sampler ({rows[0]['sampler'] if rows else '-'})"
     )
     try:
         from rich.console import Console

@@ -1,0 +1,125 @@
+"""Noise a device can trust (issue 9, item 6): fed.noise's device sampler, tested three ways.
+
+Its noise has the stated distribution (Kolmogorov-Smirnov), its cost is what the event states
+(OpenDP's own privacy map against the closed form), and distinguishing attacks on
+neighbouring inputs do not beat the event: the likelihood-ratio audit, and Mironov's
+floating-point attack, which breaks the textbook sampler by orders of magnitude.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fed import noise
+from fed.entropy import generator, simulation_engine
+from fed.noise import SecureGenerator, add_gaussian, add_laplace
+from fed.policy import DEFAULT_MECHANISMS
+from fed.privacy.float_attack import float_attack_epsilon, is_numpy_laplace_draw
+from fed.randomizers import RANDOMIZERS, make_randomizer
+from fed.randomizers.auditing import audit, build_for_audit
+from fed.randomizers.base import Randomizer
+
+DELTA = 1e-5
+
+
+def test_outside_the_engine_every_generator_is_chacha20_keyed_by_the_os_whatever_the_seed() -> None:
+    draws = [generator(7, (0, 1)) for _ in range(2)]
+    assert all(isinstance(g, SecureGenerator) and type(g.bit_generator).__name__ == "ChaCha" for g in draws)
+    assert draws[0].random() != draws[1].random()
+    with simulation_engine():
+        seeded = [generator(7, (0, 1)) for _ in range(2)]
+    assert not isinstance(seeded[0], SecureGenerator) and seeded[0].random() == seeded[1].random()
+
+
+def test_a_keyed_generator_is_a_fixed_chacha20_stream() -> None:
+    a, b = SecureGenerator.keyed(2**200 + 5), SecureGenerator.keyed(2**200 + 5)
+    np.testing.assert_array_equal(a.standard_normal(8), b.standard_normal(8))
+    assert SecureGenerator.keyed(6).random() != SecureGenerator.keyed(5).random()
+
+
+@pytest.mark.parametrize("kind,scale", [("gaussian", 1.7), ("laplace", 0.6)])
+def test_device_noise_has_the_stated_distribution(kind: str, scale: float) -> None:
+    x = np.full((40, 100), 0.25)  # 4,000 draws on a non-zero input
+    add, law = (add_gaussian, stats.norm(0.25, scale)) if kind == "gaussian" else (add_laplace, stats.laplace(0.25, scale))
+    reports = add(x, scale, 1.0, SecureGenerator.from_os())
+    assert stats.kstest(reports.ravel(), law.cdf).pvalue > 1e-3
+    assert stats.kstest(SecureGenerator.from_os().random(4000), "uniform").pvalue > 1e-3  # the coins
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"mechanism": "gaussian", "clip": 1.3, "sigma": 2.2},
+        {"mechanism": "laplace", "clip": 0.7, "scale": 1.9},
+        {"mechanism": "dpie-gaussian", "k": 4, "max_coefficient": 1.0, "masks": 16, "clip": 1.0, "sigma": 5.0},
+        {"mechanism": "dpie-laplace", "k": 4, "max_coefficient": 1.0, "masks": 16, "clip": 1.0, "scale": 9.0},
+    ],
+)
+def test_opendps_own_privacy_map_certifies_the_event_the_ledger_charges(params: dict) -> None:
+    """Independent computation: OpenDP's map at the event's sensitivity equals the event's closed form."""
+    randomizer = make_randomizer(params)
+    event = randomizer.event
+    if params["mechanism"].endswith("gaussian"):
+        certified = noise._opendp_measurement("gaussian", event.sigma).map(event.sensitivity)
+        stated = event.sensitivity**2 / (2 * event.sigma**2)  # rho of zCDP
+    else:
+        certified = noise._opendp_measurement("laplace", event.scale).map(event.sensitivity)
+        stated = event.epsilon
+    assert certified == pytest.approx(stated, rel=1e-12)
+    assert certified <= stated * (1 + noise.ROUNDING)
+    assert randomizer.release(np.ones((8, 4)), SecureGenerator.from_os()).shape[-1] == 4
+
+
+def test_a_sampler_whose_certificate_exceeds_the_event_releases_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """If OpenDP's scale meant something else than the event's, the device would refuse to sample."""
+    real = noise._opendp_measurement
+
+    def halved(kind: str, scale: float) -> object:
+        return real(kind, scale / 2)  # twice less noise than the event states
+
+    monkeypatch.setattr(noise, "_opendp_measurement", halved)
+    with pytest.raises(RuntimeError, match="above the event"):
+        add_gaussian(np.zeros((1, 3)), 2.0, 1.0, SecureGenerator.from_os())
+    with pytest.raises(RuntimeError, match="above the event"):
+        add_laplace(np.zeros((1, 3)), 2.0, 1.0, SecureGenerator.from_os())
+
+
+def test_mironovs_floating_point_attack_breaks_textbook_laplace_but_not_the_device_sampler() -> None:
+    scale, shift = 20.0, 2.0  # epsilon = shift / scale = 0.1
+    textbook = float_attack_epsilon(np.random.default_rng(0), scale, shift, 2000, DELTA)
+    device = float_attack_epsilon(SecureGenerator.from_os(), scale, shift, 2000, DELTA)
+    assert textbook > 3.0, f"the attack should prove epsilon >> 0.1 on numpy's sampler, got {textbook:.3g}"
+    assert device <= shift / scale, f"the device sampler leaks: attack proves epsilon {device:.3g} > 0.1"
+
+
+def test_the_attacks_membership_test_recognises_raw_numpy_draws() -> None:
+    draws = np.random.default_rng(3).laplace(0.0, 1.5, size=300)
+    assert all(is_numpy_laplace_draw(float(y), 1.5) for y in draws)
+    assert np.mean([is_numpy_laplace_draw(float(y) + 0.3, 1.5) for y in draws]) < 0.5
+
+
+@pytest.mark.parametrize(
+    "mechanism,power",
+    [("gaussian", 0.1), ("laplace", 0.5), ("randomized-response", 0.5), ("sue", 0.1), ("dpie-gaussian", 0.0)],
+)
+def test_the_distinguishing_audit_of_the_device_sampler_stays_within_the_claim(mechanism: str, power: float) -> None:
+    """``power``: what the test must at least see of epsilon 1 (dpie-*: none, its mixing is secret)."""
+    case = build_for_audit(mechanism, 1.0, DELTA, 2, {"clip": 1.0})
+    result = audit(case, DELTA, 10_000 if mechanism != "dpie-gaussian" else 2000, SecureGenerator.from_os())
+    assert power <= result.lower_bound <= result.claimed_epsilon, result
+
+
+def test_every_default_device_mechanism_has_a_float_safe_sampler() -> None:
+    assert all(RANDOMIZERS[name].float_safe for name in DEFAULT_MECHANISMS)
+    unsafe = {name for name, cls in RANDOMIZERS.items() if not cls.float_safe}
+    assert unsafe == {"dchi"} and Randomizer.float_safe
+
+
+def test_the_sampler_timing_script_prints_both_samplers(capsys: pytest.CaptureFixture[str]) -> None:
+    from simulations import noise_speed
+
+    assert noise_speed.main(["--repeats", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| device") or line.startswith("| engine")]
+    assert len(rows) == 2 and all(line.count(" ms") == 4 for line in rows)
