@@ -8,6 +8,7 @@ folder and data on a device; the run options inside the simulation engine.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,8 +55,13 @@ def _handler(message_type: str) -> str:
 app = NodeApp()
 limit_blas_threads()  # once per process (Ray actor or device)
 
-# Per process (one Ray actor, or one device): clean records of the hosted users, built once.
-_RECORDS: dict[tuple[RunConfig, int, int, str, bool], tuple[dict[int, UserRecords], int, int]] = {}
+# Per process (one Ray actor, or one device): clean records of the hosted users, built once per
+# bundle content (a bundle re-sent with other bytes but the same files, e.g. a tar cut short in its
+# trailing padding, unpacks to another folder and would otherwise re-hash the encoder's weights and
+# rebuild the population) and, on a device, per state folder (its record-id key).
+_RECORDS: dict[tuple[RunConfig, int, int, str, bool, str | None], tuple[dict[int, UserRecords], int, int]] = {}
+_CONTENT: dict[str, str] = {}
+"""Unpacked bundle folder -> digest of its files (names and bytes)."""
 
 
 def _serve(msg: Message, context: Context, handle: Callable[[Message, Context], RecordDict]) -> Message:
@@ -183,7 +189,7 @@ def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserR
     config = site.config
     partition_id = int(context.node_config.get("partition-id", 0))
     num_partitions = int(context.node_config.get("num-partitions", 1))
-    key = (config, partition_id, num_partitions, folder, site.simulation)
+    key = (config, partition_id, num_partitions, _content(folder), site.simulation, None if site.simulation else str(site.state_dir))
     if key not in _RECORDS:
         population = Population.build(config)
         assets = load_assets(Path(folder))
@@ -194,3 +200,16 @@ def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserR
         max_queries = max((len(part) for part in population.query_parts), default=1)
         _RECORDS[key] = (records, population.train.num_labels, max_queries)
     return _RECORDS[key]
+
+
+def _content(folder: str) -> str:
+    """Digest of an unpacked bundle's files (their names and bytes), computed once per folder."""
+    if folder not in _CONTENT:
+        digest = hashlib.sha256()
+        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+            name = path.relative_to(folder).as_posix().encode()
+            with open(path, "rb") as handle:
+                data = hashlib.file_digest(handle, "sha256").digest()
+            digest.update(len(name).to_bytes(8, "little") + name + data)
+        _CONTENT[folder] = digest.hexdigest()
+    return _CONTENT[folder]

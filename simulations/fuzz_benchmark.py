@@ -8,7 +8,8 @@ policy's budget, that a refusal left the ledger exactly as it was, and that a se
 charged exactly what it released.
 
 ``python -m simulations.fuzz_benchmark --messages 10000 --seed 0`` prints one table per
-node kind; ``tests/test_fuzz_node.py`` runs a shorter slice in CI.
+node kind; ``tests/test_fuzz_node.py`` runs a slice in CI (1,000 messages of every type, summed
+over the node kinds).
 """
 
 from __future__ import annotations
@@ -81,8 +82,12 @@ def bundle(folder: Path) -> np.ndarray:
     return pack(folder)
 
 
-def node(folder: Path, memoize: bool = True, engine: bool = False) -> Any:
-    """A one-node, one-user federation (a device unless ``engine``), set up with the run's bundle."""
+def node(folder: Path, memoize: bool = True, engine: bool = False, cache: Path | None = None) -> Any:
+    """A one-node, one-user federation (a device unless ``engine``), set up with the run's bundle.
+
+    ``cache``: a device's cache folder (encodings, unpacked bundles), which devices may share;
+    by default ``<folder>/state/cache``.
+    """
     from clients.app import app
     from simulations.local_grid import LocalGrid
 
@@ -90,6 +95,8 @@ def node(folder: Path, memoize: bool = True, engine: bool = False) -> Any:
     policy = folder / "policy.toml"
     policy.write_text("".join(f"{k} = {json.dumps(v) if k != 'epsilon_user' else v}\n" for k, v in {**POLICY, "memoize": memoize}.items()))
     node_config = {"data": DATA, "state-dir": str(folder / "state"), "policy": str(policy)}
+    if cache is not None:
+        node_config["cache-dir"] = str(cache)
     grid = LocalGrid(app, 1, RunConfig.from_mapping(RUN).to_mapping(), engine=engine, node_configs=[node_config])
     (reply,) = grid.send_and_receive([Message(protocol.setup_request(bundle(folder / "bundle")), dst_node_id=NODE, message_type=protocol.SETUP)])
     if reply.has_error() or protocol.read_refusal(reply.content) is not None:
@@ -319,65 +326,108 @@ def ledger(grid: Any) -> Ledger:
     return Ledger.from_json(protocol.read_ledger_reply(reply.content)[0])
 
 
-def fuzz(grid: Any, per_type: int, seed: int, exact: bool = False) -> dict[str, TypeStats]:
-    """Send ``per_type`` hostile messages of every type in a seeded order; check every reply.
+def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = False) -> dict[str, TypeStats]:
+    """Send ``per_type`` hostile messages of every type (or ``per_type[type]`` of each) in a seeded
+    order; check every reply.
 
     After each message the node's ledger database is compared with its state before (every
-    table, memos included): a refusal must leave it untouched. Whenever it changed, or a
-    message was served, the ledger is read through the node's own ledger message and checked
-    against the budget and against what the reply released. ``exact``: the node runs in the
-    simulation engine (evaluation outcomes are exact and free).
+    table, memos included): a refusal must leave it untouched. Whenever it changed, the ledger
+    is read through the node's own ledger message and checked against the budget and against
+    what the reply released; a served message that left the database as it was charged nothing.
+    ``exact``: the node runs in the simulation engine (evaluation outcomes are exact and free).
     """
+    counts = per_type if isinstance(per_type, dict) else dict.fromkeys(MESSAGE_TYPES, per_type)
     rng = np.random.default_rng(seed)
-    setup = bundle(Path(tempfile.mkdtemp(prefix="ldpfed-fuzz-bundle-")))
+    with tempfile.TemporaryDirectory(prefix="ldpfed-fuzz-bundle-") as folder:
+        setup = bundle(Path(folder))
     (reply,) = grid.send_and_receive([Message(protocol.setup_request(setup), dst_node_id=NODE, message_type=protocol.SETUP)])
     info = protocol.read_setup_reply(reply.content)
     hostile = Hostile(rng, setup, dim=info.dim, num_labels=info.num_labels)
     stats = {t: TypeStats() for t in MESSAGE_TYPES}
-    order = np.repeat(np.arange(len(MESSAGE_TYPES)), per_type)
+    order = np.repeat(np.arange(len(MESSAGE_TYPES)), [counts.get(t, 0) for t in MESSAGE_TYPES])
     rng.shuffle(order)
     seen: set[bytes] = set()
-    store = ledger_file(grid)
-    current, state = ledger(grid), _fingerprint(store)
-    for index in order.tolist():
-        message_type = MESSAGE_TYPES[index]
-        entry = stats[message_type]
-        content = hostile.content(message_type)
-        started = time.perf_counter()
-        (reply,) = grid.send_and_receive([Message(content, dst_node_id=NODE, message_type=message_type)])
-        entry.slowest = max(entry.slowest, time.perf_counter() - started)
-        entry.sent += 1
-        refused = None if reply.has_error() else protocol.read_refusal(reply.content)
-        changed = _fingerprint(store) != state
-        released = 0
-        if reply.has_error():
-            entry.uncaught += 1
-            entry.problem(reply.error.reason.splitlines()[0])
-        elif refused is not None:
-            entry.refused[refused[0]] += 1
-            if refused[1].startswith("malformed request:"):
-                entry.generic += 1
-                entry.problem(f"generic refusal: {refused[1]}")
+    current = ledger(grid)
+    with LedgerWatch(ledger_file(grid)) as watch:
+        for index in order.tolist():
+            message_type = MESSAGE_TYPES[index]
+            entry = stats[message_type]
+            content = hostile.content(message_type)
+            started = time.perf_counter()
+            (reply,) = grid.send_and_receive([Message(content, dst_node_id=NODE, message_type=message_type)])
+            entry.slowest = max(entry.slowest, time.perf_counter() - started)
+            entry.sent += 1
+            refused = None if reply.has_error() else protocol.read_refusal(reply.content)
+            changed = watch.changed()
+            released = 0
+            if reply.has_error():
+                entry.uncaught += 1
+                entry.problem(reply.error.reason.splitlines()[0])
+            elif refused is not None:
+                entry.refused[refused[0]] += 1
+                if refused[1].startswith("malformed request:"):
+                    entry.generic += 1
+                    entry.problem(f"generic refusal: {refused[1]}")
+                if changed:
+                    entry.spend_without_release += 1
+                    entry.problem(f"refused {refused} but the ledger database changed")
+            else:
+                entry.served += 1
+                released = _released(message_type, reply.content, seen, exact)
+                if message_type == protocol.RELEASE:
+                    hostile.released = len(protocol.read_release_reply(reply.content).slots)
+            served = refused is None and not reply.has_error()
+            after = ledger(grid) if changed else current  # an unchanged database holds the same ledger
             if changed:
-                entry.spend_without_release += 1
-                entry.problem(f"refused {refused} but the ledger database changed")
-        else:
-            entry.served += 1
-            released = _released(message_type, reply.content, seen, exact)
-            if message_type == protocol.RELEASE:
-                hostile.released = len(protocol.read_release_reply(reply.content).slots)
-        if changed or (refused is None and not reply.has_error()):
-            after = ledger(grid)
-            budget = after.budget
-            if after.sentence_epsilon() > budget.epsilon_sentence * (1 + 1e-9) or after.user_epsilon() > budget.epsilon_user * (1 + 1e-9):
-                entry.overruns += 1
-                entry.problem(f"overrun after {message_type}: epsilon {after.sentence_epsilon():.4g} > {budget.epsilon_sentence}")
+                budget = after.budget
+                if after.sentence_epsilon() > budget.epsilon_sentence * (1 + 1e-9) or after.user_epsilon() > budget.epsilon_user * (1 + 1e-9):
+                    entry.overruns += 1
+                    entry.problem(f"overrun after {message_type}: epsilon {after.sentence_epsilon():.4g} > {budget.epsilon_sentence}")
             spent = after.releases() - current.releases()
-            if refused is None and not reply.has_error() and not _charged_as_released(message_type, spent, released, content):
+            if served and not _charged_as_released(message_type, spent, released, content):
                 entry.spend_without_release += 1
                 entry.problem(f"{message_type}: {spent} record releases charged for {released} released")
-            current, state = after, _fingerprint(store)
+            current = after
     return stats
+
+
+class LedgerWatch:
+    """Whether the ledger database's content changed since the last look.
+
+    A read-only connection held open for the whole fuzz asks SQLite's ``data_version``, which
+    moves whenever another connection commits; only then are all the rows read and compared
+    with the last content (a commit may rewrite rows as they were). Holding a reader open means
+    the node's connection is no longer the file's last one on close, so SQLite does not
+    checkpoint the WAL on every message; each commit is as durable as before (WAL,
+    ``synchronous=FULL`` on devices).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        self.version = self._version()
+        self.content = self._content()
+
+    def __enter__(self) -> "LedgerWatch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.connection.close()
+
+    def changed(self) -> bool:
+        """Whether the content differs from the last look (and remember the new content)."""
+        version = self._version()
+        if version == self.version:
+            return False
+        self.version, before, self.content = version, self.content, self._content()
+        return self.content != before
+
+    def _version(self) -> int:
+        return int(self.connection.execute("PRAGMA data_version").fetchone()[0])
+
+    def _content(self) -> tuple:
+        """Every row of the ledger database (spending, user-level spending, steps, memos)."""
+        tables = ("events", "spend", "user_spend", "steps", "memo")
+        return tuple(tuple(sorted(self.connection.execute(f"SELECT * FROM {table}"))) for table in tables)
 
 
 def ledger_file(grid: Any) -> Path:
@@ -391,16 +441,6 @@ def ledger_file(grid: Any) -> Path:
     with simulation_engine() if grid.engine else nullcontext():
         site = Site.resolve(context.node_config, RunConfig.from_mapping(context.run_config), context.run_id, NODE)
     return Path(site.ledger_file)
-
-
-def _fingerprint(path: Path) -> tuple:
-    """Every row of the ledger database (spending, user-level spending, steps, memos), read-only."""
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        tables = ("events", "spend", "user_spend", "steps", "memo")
-        return tuple(tuple(sorted(connection.execute(f"SELECT * FROM {table}"))) for table in tables)
-    finally:
-        connection.close()
 
 
 def _released(message_type: str, content: RecordDict, seen: set[bytes], exact: bool) -> int:
@@ -457,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ldpfed-fuzz-") as work:
         for name, memoize, engine in (("device, memoize on", True, False), ("device, memoize off", False, False), ("simulation engine", False, True)):
             started = time.perf_counter()
-            grid = node(Path(work) / name.replace(" ", "-").replace(",", ""), memoize=memoize, engine=engine)
+            grid = node(Path(work) / name.replace(" ", "-").replace(",", ""), memoize=memoize, engine=engine, cache=Path(work) / "cache")
             stats = fuzz(grid, args.messages, args.seed, exact=engine)
             print(f"\n{name}: {sum(e.sent for e in stats.values())} messages in {time.perf_counter() - started:.1f} s")
             print(table(stats))

@@ -182,3 +182,13 @@ def test_pure_composition_past_dp_accounting_overflow_falls_back_to_basic_compos
     assert compose_epsilon({event: 200}, 1e-5) < 200 * event.epsilon  # the PLD is tighter here
     for n in (296, 400, 1000):  # coarse grid beyond PLD_FINE_RELEASES: fast, finite, below basic
         assert math.isfinite(compose_epsilon({event: n}, 1e-5)) and compose_epsilon({event: n}, 1e-5) <= n * event.epsilon
+
+
+def test_gdp_conversions_survive_absurd_noise_levels() -> None:
+    """Hostile sigmas (1e-12, 1e-300) give an infinite or huge epsilon, never an exception (fuzzing, issue 9)."""
+    from fed.privacy.composition import gaussian_mu
+
+    assert gdp.epsilon_for_delta(2e12, 1e-5) > 1e20
+    assert gdp.epsilon_for_delta(1e200, 1e-5) == float("inf")
+    assert gaussian_mu({GaussianEvent(sensitivity=2.0, sigma=1e-300): 1}) == float("inf")
+    assert gdp.delta_for_epsilon(1.0, 3.0) == pytest.approx(0.0015371853694, rel=1e-9)

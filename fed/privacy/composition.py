@@ -46,7 +46,7 @@ def gaussian_mu(counts: Mapping[PrivacyEvent, int]) -> float:
     """mu of the GDP composition of a Gaussian-only multiset: sqrt(sum n mu_i^2)."""
     if not is_gaussian_only(counts):
         raise ValueError("gaussian_mu needs a Gaussian-only multiset")
-    return math.sqrt(sum(n * e.mu**2 for e, n in counts.items() if n > 0))  # type: ignore[attr-defined]
+    return math.sqrt(sum(n * e.mu * e.mu for e, n in counts.items() if n > 0))  # type: ignore[attr-defined]  (mu**2 raises on overflow; this gives inf)
 
 
 @lru_cache(maxsize=65536)

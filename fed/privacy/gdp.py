@@ -10,7 +10,6 @@ import math
 
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
-from scipy.stats import norm
 
 
 def delta_for_epsilon(mu: float, epsilon: float) -> float:
@@ -19,8 +18,11 @@ def delta_for_epsilon(mu: float, epsilon: float) -> float:
         return 0.0
     if math.isinf(mu):
         return 1.0
-    # exp(eps) * Phi(b) is formed in log space: exp(eps) alone overflows for large eps.
-    return float(norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon + log_ndtr(-epsilon / mu - mu / 2)))
+    # Phi(a) - exp(eps) Phi(b) = Phi(a) (1 - exp(gap)), all in log space: exp(eps) alone
+    # overflows for large eps, and so does exp(eps + log Phi(b)) for a huge mu (sigma 1e-12).
+    upper = float(log_ndtr(-epsilon / mu + mu / 2))
+    gap = epsilon + float(log_ndtr(-epsilon / mu - mu / 2)) - upper  # < 0; rounding may bring it to 0
+    return math.exp(upper) * -math.expm1(gap) if gap < 0 else 0.0
 
 
 def epsilon_for_delta(mu: float, delta: float) -> float:
@@ -35,6 +37,8 @@ def epsilon_for_delta(mu: float, delta: float) -> float:
     upper = 1.0
     while delta_for_epsilon(mu, upper) > delta:
         upper *= 2
+        if math.isinf(upper):
+            return math.inf
     return float(brentq(lambda e: delta_for_epsilon(mu, e) - delta, 0.0, upper, xtol=1e-12))
 
 

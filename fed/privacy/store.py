@@ -79,11 +79,12 @@ class LedgerStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.durable = durable
         self.timeout = timeout
-        connection = self._connect()
-        try:
-            connection.executescript(SCHEMA)
-        finally:
-            connection.close()
+        if not self.path.is_file():  # an existing file gets any missing table in its next transaction
+            connection = self._connect()
+            try:
+                connection.executescript(SCHEMA)
+            finally:
+                connection.close()
 
     def _connect(self) -> sqlite3.Connection:
         connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
@@ -96,6 +97,9 @@ class LedgerStore:
         """One serialised read-check-charge-write: committed on normal exit, rolled back on error."""
         connection = self._connect()
         try:
+            # The schema on this connection (no-ops once the tables exist): one connection per
+            # message, where a separate schema connection in __init__ cost a second open and close.
+            connection.executescript(SCHEMA)
             connection.execute("BEGIN IMMEDIATE")
             tx = LedgerTransaction(connection)
             try:
