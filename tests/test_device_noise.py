@@ -44,8 +44,8 @@ def test_device_noise_has_the_stated_distribution(kind: str, scale: float) -> No
     x = np.full((40, 100), 0.25)  # 4,000 draws on a non-zero input
     add, law = (add_gaussian, stats.norm(0.25, scale)) if kind == "gaussian" else (add_laplace, stats.laplace(0.25, scale))
     reports = add(x, scale, 1.0, SecureGenerator.from_os())
-    assert stats.kstest(reports.ravel(), law.cdf).pvalue > 1e-3
-    assert stats.kstest(SecureGenerator.from_os().random(4000), "uniform").pvalue > 1e-3  # the coins
+    assert stats.kstest(reports.ravel(), law.cdf).pvalue > 1e-6
+    assert stats.kstest(SecureGenerator.from_os().random(4000), "uniform").pvalue > 1e-6  # the coins
 
 
 @pytest.mark.parametrize(
@@ -101,13 +101,26 @@ def test_the_attacks_membership_test_recognises_raw_numpy_draws() -> None:
 
 
 @pytest.mark.parametrize(
-    "mechanism,power",
-    [("gaussian", 0.1), ("laplace", 0.5), ("randomized-response", 0.5), ("sue", 0.1), ("dpie-gaussian", 0.0)],
+    "mechanism,power,samples",
+    [
+        ("gaussian", 0.05, 10_000),
+        ("laplace", 0.5, 10_000),
+        ("randomized-response", 0.5, 10_000),
+        ("sue", 0.1, 100_000),
+        ("dpie-gaussian", 0.0, 2000),
+    ],
 )
-def test_the_distinguishing_audit_of_the_device_sampler_stays_within_the_claim(mechanism: str, power: float) -> None:
-    """``power``: what the test must at least see of epsilon 1 (dpie-*: none, its mixing is secret)."""
+def test_the_distinguishing_audit_of_the_device_sampler_stays_within_the_claim(
+    mechanism: str, power: float, samples: int
+) -> None:
+    """``power``: what the test must at least see of epsilon 1 (dpie-*: none, its mixing is secret).
+
+    The device's noise comes from the OS and cannot be seeded, so the bound is taken at
+    confidence 1 - 1e-6: a tight mechanism (randomized response) would otherwise show a
+    lower bound above its claim in about one run in twenty.
+    """
     case = build_for_audit(mechanism, 1.0, DELTA, 2, {"clip": 1.0})
-    result = audit(case, DELTA, 10_000 if mechanism != "dpie-gaussian" else 2000, SecureGenerator.from_os())
+    result = audit(case, DELTA, samples, SecureGenerator.from_os(), confidence=1 - 1e-6)
     assert power <= result.lower_bound <= result.claimed_epsilon, result
 
 
