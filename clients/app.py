@@ -9,6 +9,7 @@ folder and data on a device; the run options inside the simulation engine.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from flwr.clientapp import ClientApp
 
 from clients import protocol
 from fed.assets import default_cache_dir, load_assets, unpack
+from fed.cohort import Cohort
 from fed.config import RunConfig
 from fed.node import NodeHost, sessions_from_json
 from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
@@ -62,6 +64,8 @@ limit_blas_threads()  # once per process (Ray actor or device)
 _RECORDS: dict[tuple[RunConfig, int, int, str, bool, str | None], tuple[dict[int, UserRecords], int, int]] = {}
 _CONTENT: dict[str, str] = {}
 """Unpacked bundle folder -> digest of its files (names and bytes)."""
+_COHORTS: dict[int, Cohort] = {}
+"""id of a records dict in _RECORDS -> the same records stacked (simulation only: fed.cohort)."""
 
 
 def _serve(msg: Message, context: Context, handle: Callable[[Message, Context], RecordDict]) -> Message:
@@ -153,7 +157,20 @@ def _setup(msg: Message, context: Context) -> RecordDict:
 
 def _release(kind: str, msg: Message, context: Context) -> RecordDict:
     raw = protocol.read_release_request(msg.content)
-    return _with_host(context, lambda host: protocol.release_reply(host.release(kind, raw)))  # type: ignore[arg-type]
+    served_by = _engine_host(_site(context))
+
+    def reply(host: NodeHost) -> RecordDict:
+        released = host.release(kind, raw)  # type: ignore[arg-type]
+        released.host = served_by
+        return protocol.release_reply(released)
+
+    return _with_host(context, reply)
+
+
+def _engine_host(site: Site) -> str:
+    """Ray node id of the actor serving this call inside the simulation engine; "" elsewhere (a device reveals nothing)."""
+    ray = sys.modules.get("ray") if site.simulation else None
+    return str(ray.get_runtime_context().get_node_id()) if ray is not None and ray.is_initialized() else ""
 
 
 def _answer(msg: Message, context: Context) -> RecordDict:
@@ -181,7 +198,12 @@ def _host(context: Context) -> NodeHost:
     # The same planned inference steps as the server's plan (whose floor this must not undercut).
     plan = make_plan(site.config, num_labels, max(max_queries, 1))
     sessions = sessions_from_json(str(context.state["node"]["users"]))
-    return NodeHost(records, plan, site.policy(plan), site.store(), site.owner(), site.seed, sessions, site.simulation)
+    cohort = None
+    if site.simulation:
+        if id(records) not in _COHORTS:
+            _COHORTS[id(records)] = Cohort.build(records, site.owner())
+        cohort = _COHORTS[id(records)]
+    return NodeHost(records, plan, site.policy(plan), site.store(), site.owner(), site.seed, sessions, site.simulation, cohort)
 
 
 def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserRecords], int, int]:

@@ -121,13 +121,15 @@ def release_reply(reply: NodeReply) -> RecordDict:
             "label-channel": json.dumps(reply.label_channel),
             "refusals": json.dumps({str(k): list(v) for k, v in reply.refusals.items()}),
             "ledgers": json.dumps({str(k): v for k, v in reply.ledgers.items()}),
+            "host": reply.host,
+            "ledger-seconds": float(reply.ledger_seconds),
         }
     )
     return RecordDict({"reports": arrays, "meta": meta})
 
 
 def read_release_reply(content: RecordDict) -> NodeReply:
-    """Inverse of :func:`release_reply`."""
+    """Inverse of :func:`release_reply` (a reply without "host", e.g. from an older node, reads as "")."""
     arrays, meta = content["reports"], content["meta"]
     return NodeReply(
         reports=arrays["reports"].numpy(),
@@ -138,6 +140,8 @@ def read_release_reply(content: RecordDict) -> NodeReply:
         label_channel=json.loads(str(meta["label-channel"])),
         refusals={int(k): (str(v[0]), str(v[1])) for k, v in json.loads(str(meta["refusals"])).items()},
         ledgers={int(k): v for k, v in json.loads(str(meta["ledgers"])).items()},
+        host=str(meta.get("host", "")),
+        ledger_seconds=float(meta.get("ledger-seconds", 0.0)),
     )
 
 

@@ -14,6 +14,7 @@ release happen under its write lock and the charge commits before the reply exis
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,16 +23,21 @@ from typing import Any
 import numpy as np
 
 from fed.classifier import LinearModel
+from fed.cohort import Cohort, train_step
+from fed.entropy import generator
 from fed.evaluation import Outcomes, local_correct
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
 from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import Budget, EventCapReached
 from fed.privacy.store import LedgerStore, LedgerTransaction
-from fed.requests import ClientLimits, Refusal, RequestRefused, parse_release_request
+from fed.requests import ClientLimits, Refusal, ReleaseRequest, RequestRefused, parse_release_request
 from fed.user import BudgetExhausted, Kind, MemoBook, QueriesDone, User, UserRecords, UserState
 
 MAX_SCORES = 10_000_000
+COHORT_STREAM = 2
+"""Key tag of a cohort step's generator: (first hosted user, step number, 2), apart from every
+user's own keys (user, calls) and (user, calls, 1)."""
 
 
 @dataclass
@@ -49,6 +55,10 @@ class NodeReply:
     label_channel: dict[str, Any]
     refusals: dict[int, tuple[str, str]] = field(default_factory=dict)
     ledgers: dict[int, dict[str, float]] = field(default_factory=dict)
+    host: str = ""
+    """Ray node id of the actor that served the reply, inside the simulation engine only ("" on a device)."""
+    ledger_seconds: float = 0.0
+    """Seconds the node spent reading, checking, charging and writing ledgers for this reply (scale mode)."""
 
 
 class NodeHost:
@@ -73,6 +83,9 @@ class NodeHost:
         Each user's release counter and remote-inference session from earlier messages.
     simulation:
         Whether this node runs in the simulation engine (exact evaluation metrics allowed).
+    cohort:
+        The same records stacked (scale mode): training steps that need no per-user state
+        are then served for all requested users at once (fed.cohort).
     """
 
     def __init__(
@@ -85,8 +98,9 @@ class NodeHost:
         seed: int | None,
         sessions: Mapping[int, dict[str, Any]] | None = None,
         simulation: bool = False,
+        cohort: Cohort | None = None,
     ) -> None:
-        self.records = dict(records)
+        self.records = records
         self.plan = plan
         self.policy = policy
         self.store = store
@@ -94,6 +108,7 @@ class NodeHost:
         self.seed = seed
         self.sessions = {int(k): dict(v) for k, v in (sessions or {}).items()}
         self.simulation = simulation
+        self.cohort = cohort
         self.labels = policy.label_channel(plan.labels.num_values)
         self.budget = Budget(policy.epsilon_sentence, policy.delta, policy.epsilon_user)
 
@@ -142,6 +157,8 @@ class NodeHost:
         if reason:
             raise RequestRefused(reason, Refusal.POLICY)
         self._check_hosted(request.users)
+        if kind == "train" and self._batched(request):
+            return self._cohort_train(request)
         parts: list[tuple[int, Any]] = []
         refusals: dict[int, tuple[str, str]] = {}
         summaries: dict[int, dict[str, float]] = {}
@@ -170,6 +187,41 @@ class NodeHost:
             ledgers=summaries,
         )
 
+    def _batched(self, request: ReleaseRequest) -> bool:
+        """Whether a training request can be served for all its users at once (fed.cohort).
+
+        Not when a user needs state of its own (memoized reports, the amplified step
+        schedule), when reports mix records, or when the request names a user twice.
+        """
+        return (
+            self.cohort is not None
+            and self.policy.enforce == "worst-case"
+            and not self.policy.memoize
+            and type(request.randomizer).batch_release
+            and request.randomizer.records_per_report == 1
+            and len(set(request.users)) == len(request.users)
+        )
+
+    def _cohort_train(self, request: ReleaseRequest) -> NodeReply:
+        """One training step of every requested user, checked and charged in one transaction."""
+        assert self.cohort is not None
+        started = time.perf_counter()
+        with self.store.transaction() as tx:
+            ledger = tx.cohort_ledger(self.cohort.keys, self.budget, self.policy.max_events)
+            rng = generator(self.seed, (int(self.cohort.users[0]), tx.next_count("cohort-steps"), COHORT_STREAM))
+            step = train_step(self.cohort, ledger, request, self.labels, rng)
+        return NodeReply(
+            reports=step.reports,
+            labels=_stack_labels([step.labels]) if len(step.labels) else np.zeros(0, np.int64),
+            users=step.users,
+            slots=np.zeros(0, np.int64),
+            randomizer=request.randomizer.params(),
+            label_channel=self.labels.params(),
+            refusals=step.refusals,
+            ledgers=step.summaries,
+            ledger_seconds=time.perf_counter() - started - step.noise_seconds,
+        )
+
     def evaluate(self, models: Mapping[str, LinearModel]) -> Outcomes:
         """Local inference on every user's clean queries: exact counts in a simulation; on a
         device only through the policy's evaluation channel (charged per query and model)."""
@@ -178,11 +230,17 @@ class NodeHost:
         correct = {name: 0 for name in models}
         total = {name: 0 for name in models}
         if self.simulation:
-            for records in self.records.values():
-                x = self.plan.query.preprocess(records.query) if len(records.query) else records.query
-                for name, value in local_correct(models, x, records.query_labels).items():
+            parts = (
+                [(self.cohort.query, self.cohort.query_labels)]
+                if self.cohort is not None
+                else [(r.query, r.query_labels) for r in self.records.values()]
+            )
+            for query, labels in parts:
+                if not len(labels):
+                    continue
+                for name, value in local_correct(models, self.plan.query.preprocess(query), labels).items():
                     correct[name] += value
-                    total[name] += len(records.query_labels)
+                    total[name] += len(labels)
             return Outcomes(correct, total, exact=True)
         channel = self._evaluation_channel()
 

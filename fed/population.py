@@ -43,11 +43,19 @@ class Population:
         if config.train_limit and config.train_limit < len(train):
             keep = np.random.default_rng(config.seed).choice(len(train), config.train_limit, replace=False)
             train = train.subset(np.sort(keep))
-        for name, split in (("train", train), ("dev", dev)):
-            if len(split) < config.users:
-                raise ValueError(f"the {name} split has {len(split)} records, fewer than --users {config.users}")
+        if len(train) < config.users:
+            raise ValueError(f"the train split has {len(train)} records, fewer than --users {config.users}")
         train_parts = partition(train.labels, config.users, config.partition, config.seed, train.groups)
-        query_parts = partition(dev.labels, config.users, config.partition, config.seed + 1, dev.groups)
+        # Fewer dev records than users: a seeded random subset of users hold the queries, one or
+        # more each; the others hold none (they do not evaluate).
+        holders = np.arange(config.users)
+        if len(dev) < config.users:
+            holders = np.sort(np.random.default_rng(config.seed + 2).choice(config.users, len(dev), replace=False))
+        query_parts = [np.zeros(0, np.int64)] * config.users
+        if len(holders):
+            parts = partition(dev.labels, len(holders), config.partition, config.seed + 1, dev.groups)
+            for user, part in zip(holders.tolist(), parts):
+                query_parts[user] = part
         return cls(train, dev, tuple(train_parts), tuple(query_parts))
 
 

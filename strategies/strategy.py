@@ -159,11 +159,16 @@ class LdpStrategy(Strategy):
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Add every received report to the classifier's statistics and refit it."""
         received = refused = 0
+        ledger_seconds = 0.0
+        hosts: dict[str, set[int]] = {}  # Ray node id -> users whose reports it served (simulation engine only)
         for _, reply in self._received(self.outbox, replies):
             data = protocol.read_release_reply(reply.content)
+            if data.host and len(data.users):
+                hosts.setdefault(data.host, set()).update(int(u) for u in data.users)
             self.summaries.update(data.ledgers)
             self.exhausted.update(data.refusals)
             refused += len(data.refusals)
+            ledger_seconds += data.ledger_seconds
             if len(data.reports):
                 transition = make_label_release(data.label_channel).transition_matrix()
                 self.aggregator.add(data.reports, data.labels, data.randomizer, transition)
@@ -171,8 +176,14 @@ class LdpStrategy(Strategy):
                 if self.config.save_reports:
                     self.saved.append({"reports": data.reports, "labels": data.labels, "users": data.users})
         self.round_metrics.update(
-            {"reports_received": received, "reports_total": self.aggregator.reports, "users_refused": refused}
+            {
+                "reports_received": received,
+                "reports_total": self.aggregator.reports,
+                "users_refused": refused,
+                "ledger_seconds": ledger_seconds,
+            }
         )
+        self.round_metrics["users_by_host"] = {host: len(users) for host, users in hosts.items()}
         if not self.aggregator.reports:
             return None, MetricRecord({"reports-total": 0})
         self.round_metrics["classifier_coordinates"] = int(self.aggregator.lda.coordinates().sum())

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fed.privacy.cohort_ledger import CohortKeys, CohortLedger
 from fed.privacy.events import PrivacyEvent, event_from_json
 from fed.privacy.ledger import Budget, Ledger
 
@@ -47,10 +48,17 @@ CREATE TABLE IF NOT EXISTS user_spend (
 CREATE TABLE IF NOT EXISTS steps (
     owner TEXT NOT NULL, kind TEXT NOT NULL, sampling TEXT NOT NULL, event INTEGER NOT NULL, steps INTEGER NOT NULL,
     PRIMARY KEY (owner, kind, sampling, event)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS memo (
     owner TEXT NOT NULL, record TEXT NOT NULL, randomizer TEXT NOT NULL, report BLOB NOT NULL, label INTEGER,
     PRIMARY KEY (owner, record, randomizer)) WITHOUT ROWID;
 """
+
+
+_COHORT_CACHE: dict[tuple[str, CohortKeys], tuple[int, CohortLedger]] = {}
+"""Per process: (database file, cohort) -> (the store's generation after the transaction that last
+wrote it here, its ledger). A cohort read at that same generation (no other connection has
+committed since) is taken from here instead of re-read row by row."""
 
 
 @dataclass(frozen=True)
@@ -101,15 +109,17 @@ class LedgerStore:
             # message, where a separate schema connection in __init__ cost a second open and close.
             connection.executescript(SCHEMA)
             connection.execute("BEGIN IMMEDIATE")
-            tx = LedgerTransaction(connection)
+            tx = LedgerTransaction(connection, str(self.path))
             try:
                 yield tx
-                tx.flush()
+                generation = tx.flush()
             except BaseException:
                 if connection.in_transaction:  # SQLite may have rolled back by itself (e.g. disk full)
                     connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+            for key, ledger in tx.cohorts_read:
+                _COHORT_CACHE[key] = (generation, ledger)
         finally:
             connection.close()
 
@@ -117,14 +127,17 @@ class LedgerStore:
 class LedgerTransaction:
     """The ledgers and memos read within one transaction; :meth:`flush` writes what changed."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, path: str = "") -> None:
         self.db = connection
+        self.path = path
+        self.cohorts_read: list[tuple[tuple[str, CohortKeys], CohortLedger]] = []
         self._event_ids: dict[PrivacyEvent, int] = {}
         self._events: dict[int, PrivacyEvent] = {}
         for event_id, text in self.db.execute("SELECT id, json FROM events"):
             event = event_from_json(json.loads(text))
             self._events[event_id], self._event_ids[event] = event, event_id
         self._open: dict[int, tuple[Ledger, str, tuple[str, ...], np.ndarray, list[PrivacyEvent], Counter, dict]] = {}
+        self._cohorts: dict[int, tuple[CohortLedger, CohortKeys, CohortLedger]] = {}
 
     def ledger(self, owner: str, keys: Sequence[str], budget: Budget, max_events: int | None = None) -> Ledger:
         """The ledger of ``owner``'s records ``keys`` (record i has id ``keys[i]``), as stored so far.
@@ -156,6 +169,92 @@ class LedgerTransaction:
             dict(ledger.steps),
         )
         return ledger
+
+    def cohort_ledger(self, keys: CohortKeys, budget: Budget, max_events: int | None = None) -> CohortLedger:
+        """The ledgers of a whole cohort (user i owned by ``keys.owners[i]``), as stored so far.
+
+        The same rows :meth:`ledger` reads one owner at a time, read in one pass; or, when no
+        other connection has committed since this process last wrote them, kept from then.
+        """
+        if self._open or self._cohorts:
+            raise RuntimeError("a cohort ledger is read alone in its transaction")
+        key = (self.path, keys)
+        cached = _COHORT_CACHE.pop(key, None)  # out while in use: a failed transaction leaves none
+        fresh = cached is not None and cached[0] == self._generation()
+        if fresh and (cached[1].budget, cached[1].max_events) == (budget, max_events):
+            ledger = cached[1]
+        else:
+            ledger = self._read_cohort(keys, budget, max_events)
+        self.cohorts_read.append((key, ledger))
+        before = CohortLedger(keys.column_user, len(keys.owners), budget, max_events)
+        before.events, before.counts, before.user_counts = list(ledger.events), ledger.counts.copy(), ledger.user_counts.copy()
+        before.steps = {step: log.copy() for step, log in ledger.steps.items()}
+        self._cohorts[id(ledger)] = (ledger, keys, before)
+        return ledger
+
+    def _read_cohort(self, keys: CohortKeys, budget: Budget, max_events: int | None) -> CohortLedger:
+        ledger = CohortLedger(keys.column_user, len(keys.owners), budget, max_events)
+        found: dict[int, tuple[list[int], list[int]]] = {}
+        for owner, record, event_id, count in self.db.execute("SELECT owner, record, event, count FROM spend"):
+            j = keys.column_of.get((owner, record))
+            if j is not None:
+                columns, counts = found.setdefault(event_id, ([], []))
+                columns.append(j)
+                counts.append(count)
+        for event_id, (columns, counts) in found.items():
+            row = ledger.row(self._events[event_id])  # before indexing: a new row replaces the array
+            ledger.counts[row, columns] = counts
+        for owner, event_id, reports in self.db.execute("SELECT owner, event, reports FROM user_spend"):
+            u = keys.user_of.get(owner)
+            if u is not None:
+                row = ledger.row(self._events[event_id])
+                ledger.user_counts[row, u] = reports
+        for owner, kind, sampling, event_id, steps in self.db.execute("SELECT owner, kind, sampling, event, steps FROM steps"):
+            u = keys.user_of.get(owner)
+            if u is not None:
+                log = ledger.steps.setdefault((kind, sampling, self._events[event_id]), np.zeros(len(keys.owners), np.int64))
+                log[u] = steps
+        return ledger
+
+    def save_cohort(self, ledger: CohortLedger) -> None:
+        """Write what changed in a cohort's ledger since it was read (inside this transaction)."""
+        _, keys, before = self._cohorts.pop(id(ledger))
+        for i, event in enumerate(ledger.events):
+            old = before.counts[before.events.index(event)] if event in before.events else 0
+            changed = np.flatnonzero(ledger.counts[i] != old)
+            if changed.size:
+                event_id = self._event_id(event)
+                self.db.executemany(
+                    "INSERT INTO spend VALUES (?, ?, ?, ?) ON CONFLICT (owner, record, event) DO UPDATE SET count = excluded.count",
+                    [
+                        (keys.owners[keys.column_user[j]], keys.column_keys[j], event_id, int(ledger.counts[i, j]))
+                        for j in changed.tolist()
+                    ],
+                )
+            old = before.user_counts[before.events.index(event)] if event in before.events else 0
+            changed = np.flatnonzero(ledger.user_counts[i] != old)
+            if changed.size:
+                event_id = self._event_id(event)
+                self.db.executemany(
+                    "INSERT INTO user_spend VALUES (?, ?, ?) ON CONFLICT (owner, event) DO UPDATE SET reports = excluded.reports",
+                    [(keys.owners[u], event_id, int(ledger.user_counts[i, u])) for u in changed.tolist()],
+                )
+        for (kind, sampling, event), log in ledger.steps.items():
+            changed = np.flatnonzero(log != before.steps.get((kind, sampling, event), 0))
+            if changed.size:
+                event_id = self._event_id(event)
+                self.db.executemany(
+                    "INSERT INTO steps VALUES (?, ?, ?, ?, ?) ON CONFLICT (owner, kind, sampling, event) "
+                    "DO UPDATE SET steps = excluded.steps",
+                    [(keys.owners[u], kind, sampling, event_id, int(log[u])) for u in changed.tolist()],
+                )
+
+    def next_count(self, name: str) -> int:
+        """The next value (0, 1, ...) of the node's counter ``name``, committed with this transaction."""
+        (value,) = self.db.execute(
+            "INSERT INTO counters VALUES (?, 0) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value", (name,)
+        ).fetchone()
+        return int(value)
 
     def memo(self, owner: str, key: str, randomizer: str) -> Memo | None:
         """The stored report of record ``key`` under ``randomizer`` (canonical params JSON), if any."""
@@ -200,10 +299,18 @@ class LedgerTransaction:
                     (owner, kind, sampling, self._event_id(event), int(steps)),
                 )
 
-    def flush(self) -> None:
-        """Save every ledger still open (before the commit)."""
+    def flush(self) -> int:
+        """Save every ledger still open (before the commit); the store's generation after this transaction."""
         for ledger, *_ in list(self._open.values()):
             self.save(ledger)
+        for cohort, *_ in list(self._cohorts.values()):
+            self.save_cohort(cohort)
+        return self.next_count("generation")
+
+    def _generation(self) -> int:
+        """How many transactions have committed in this store (-1: none yet)."""
+        row = self.db.execute("SELECT value FROM counters WHERE name = 'generation'").fetchone()
+        return -1 if row is None else int(row[0])
 
     def _event_id(self, event: PrivacyEvent) -> int:
         if event not in self._event_ids:

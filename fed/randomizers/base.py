@@ -35,6 +35,9 @@ class Randomizer(ABC):
     """A Gaussian on one record per report: ``--sigma`` sets its noise and ``--enforce amplified`` applies."""
     float_safe: ClassVar[bool] = True
     """On a device its randomness resists floating-point attacks: OpenDP's samplers or coins only (fed.noise)."""
+    batch_release: ClassVar[bool] = False
+    """Each report depends on its own row and fresh noise only, so many users' rows may be released
+    in one call (fed.cohort); a mechanism that mixes rows or labels must leave this False."""
     invalid: ClassVar[bool] = False
     """A published-but-wrong mechanism: built only when asked for (``allow_invalid``); a client may refuse it."""
 

@@ -102,6 +102,7 @@ class BitEncodingRandomizer(Randomizer):
     """
 
     name: ClassVar[str]
+    batch_release: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -56,6 +56,7 @@ class ClipAndNoise(Randomizer):
     noise_kind: ClassVar[NoiseKind]
     fields: ClassVar[tuple[str, ...]]
     required_options: ClassVar[frozenset[str]] = frozenset({"clip"})
+    batch_release: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

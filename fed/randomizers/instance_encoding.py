@@ -110,6 +110,7 @@ class _Mixing(Randomizer):
     """What the mixup randomizers share: k records per report, soft labels mixed like the reports."""
 
     mixup: Mixup
+    batch_release = False  # a report mixes k records of one user, and their labels
 
     @abstractmethod
     def release_groups(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

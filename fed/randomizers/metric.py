@@ -45,6 +45,7 @@ class DChiRandomizer(Randomizer):
 
     name = "dchi"
     noise_key = "eta"
+    batch_release = True
     float_safe = False  # no well-kept sampler of d_chi noise exists: a device runs it only if its policy names it
     required_options = frozenset({"clip"})
     optional_options = frozenset({"post_clip"})

@@ -1,0 +1,266 @@
+"""A node's hosted users as arrays, and a training step served for all of them at once.
+
+Scale mode: a simulated node hosts thousands of users. :class:`Cohort` stacks their clean
+records once per process; :func:`train_step` answers one training request for every user it
+names with the decisions :meth:`fed.user.User.release` takes one user at a time: the same
+candidates (records whose sentence-level budget affords one more release, one per content),
+the same sampling, the same user-level and event-cap checks, the same charges and step log,
+and the same refusals. Only the order of the random draws differs: one generator serves the
+whole message, each report still gets fresh noise. tests/test_cohort.py runs both paths on
+the same requests and compares ledgers, refusals and summaries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fed.privacy.cohort_ledger import CohortKeys, CohortLedger
+from fed.privacy.ledger import EventCapReached
+from fed.randomizers.labels import PublicLabels, RandomizedResponse
+from fed.requests import ReleaseRequest
+from fed.sampling import TrainSampling
+from fed.user import BudgetExhausted, UserRecords
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(s, s + n)`` for each start and length."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(np.asarray(starts, np.int64), lengths) + np.arange(total) - offsets
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """Clean records of a node's users, stacked (user i's rows: ``start[i]:start[i + 1]``).
+
+    Columns are the ledger's: each user's records with the same content share one column, and
+    user i's columns are ``column_start[i]:column_start[i + 1]``.
+    """
+
+    users: np.ndarray
+    train: np.ndarray
+    train_labels: np.ndarray
+    train_start: np.ndarray
+    train_column: np.ndarray
+    train_first: np.ndarray
+    """Whether a training record is the first of its column within its user (one release per content)."""
+    query: np.ndarray
+    query_labels: np.ndarray
+    query_start: np.ndarray
+    column_start: np.ndarray
+    keys: CohortKeys = field(repr=False)
+
+    @classmethod
+    def build(cls, records: Mapping[int, UserRecords], owner: Callable[[int], str]) -> "Cohort":
+        """Stack ``records`` (user id -> clean records); ``owner(uid)`` names each user's account."""
+        users = np.array(sorted(records), dtype=np.int64)
+        parts = [records[int(u)] for u in users]
+        dim = next((len(p.train[0]) for p in parts if len(p.train)), next((len(p.query[0]) for p in parts if len(p.query)), 0))
+        train_columns, first, column_user, column_keys, column_start = [], [], [], [], [0]
+        for i, part in enumerate(parts):
+            keys, inverse = np.unique(np.asarray(part.record_ids).astype(str), return_inverse=True)
+            inverse = inverse.reshape(-1) + column_start[-1]
+            own = inverse[: len(part.train)]
+            seen = np.zeros(len(own), dtype=bool)
+            seen[np.unique(own, return_index=True)[1]] = True
+            train_columns.append(own)
+            first.append(seen)
+            column_user.extend([i] * len(keys))
+            column_keys.extend(keys.tolist())
+            column_start.append(column_start[-1] + len(keys))
+
+        def stack(name: str) -> np.ndarray:
+            arrays = [getattr(p, name) for p in parts]
+            return np.concatenate(arrays) if arrays else np.zeros((0, dim))
+
+        return cls(
+            users=users,
+            train=np.asarray(stack("train"), dtype=np.float64).reshape(-1, dim),
+            train_labels=np.asarray(stack("train_labels"), dtype=np.int64).reshape(-1),
+            train_start=np.cumsum([0] + [len(p.train) for p in parts]).astype(np.int64),
+            train_column=np.concatenate(train_columns).astype(np.int64) if parts else np.zeros(0, np.int64),
+            train_first=np.concatenate(first) if parts else np.zeros(0, bool),
+            query=np.asarray(stack("query"), dtype=np.float64).reshape(-1, dim),
+            query_labels=np.asarray(stack("query_labels"), dtype=np.int64).reshape(-1),
+            query_start=np.cumsum([0] + [len(p.query) for p in parts]).astype(np.int64),
+            column_start=np.asarray(column_start, dtype=np.int64),
+            keys=CohortKeys([owner(int(u)) for u in users], np.asarray(column_user, np.int64), column_keys),
+        )
+
+    def index(self, users: np.ndarray) -> np.ndarray:
+        """Positions of hosted ``users`` in the cohort."""
+        return np.searchsorted(self.users, users)
+
+    def columns_of(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The columns of users ``idx``, grouped by user, and where each user's group starts."""
+        lengths = self.column_start[idx + 1] - self.column_start[idx]
+        return _ranges(self.column_start[idx], lengths), np.cumsum(lengths) - lengths
+
+
+@dataclass
+class CohortStep:
+    """What one training request released for many users, in the order the request names them."""
+
+    reports: np.ndarray
+    labels: np.ndarray
+    users: np.ndarray
+    refusals: dict[int, tuple[str, str]]
+    summaries: dict[int, dict[str, float]]
+    noise_seconds: float
+    """Seconds spent drawing the reports (the rest of a step is ledger work)."""
+
+
+def train_step(
+    cohort: Cohort,
+    ledger: CohortLedger,
+    request: ReleaseRequest,
+    labels: PublicLabels | RandomizedResponse,
+    rng: np.random.Generator,
+) -> CohortStep:
+    """Serve one training step of every user ``request`` names (distinct, hosted users)."""
+    randomizer = request.randomizer
+    events = [randomizer.event] + ([labels.event] if labels.event is not None else [])
+    sampling = TrainSampling.parse(request.sampling)
+    uids = np.asarray(request.users, dtype=np.int64)
+    idx = cohort.index(uids)
+    n_users = len(idx)
+    refusals: dict[int, tuple[str, str]] = {}
+
+    def refuse(positions: np.ndarray, error: type[Exception], reason: Callable[[int], str]) -> None:
+        for position in positions.tolist():
+            uid = int(uids[position])
+            refusals[uid] = (str(error.code), reason(uid))  # type: ignore[attr-defined]
+
+    n_train = cohort.train_start[idx + 1] - cohort.train_start[idx]
+    records = _ranges(cohort.train_start[idx], n_train)
+    position = np.repeat(np.arange(n_users), n_train)
+    first = cohort.train_first[records]
+    records, position = records[first], position[first]
+    ok = ledger.affordable(events, cohort.train_column[records])
+    candidates, owner = records[ok], position[ok]
+    n_candidates = np.bincount(owner, minlength=n_users)
+    refuse(np.flatnonzero(n_train == 0), BudgetExhausted, lambda u: f"user {u}: holds no train records")
+    refuse(
+        np.flatnonzero((n_train > 0) & (n_candidates == 0)),
+        BudgetExhausted,
+        lambda u: f"user {u}: no train record has budget left",
+    )
+    chosen = _select(sampling, request.records, owner, n_candidates, rng)
+    selected, owner = candidates[chosen], owner[chosen]
+    active = np.flatnonzero(n_candidates > 0)
+    n_fresh = np.bincount(owner, minlength=n_users)
+    user_events: dict = {randomizer.user_event: n_fresh}  # reports per user (each one run of its noise, and a label)
+    if labels.event is not None:
+        user_events[labels.event] = user_events.get(labels.event, 0) + n_fresh
+    affords = ledger.users_can_afford({e: n[active] for e, n in user_events.items()}, idx[active])
+    refuse(active[~affords], BudgetExhausted, lambda u: f"user {u}: user-level budget would be exceeded")
+    active = active[affords]
+    if ledger.max_events is not None and len(active):
+        active = _within_event_cap(cohort, ledger, idx, active, [*events, *user_events], refuse)
+    served = np.zeros(n_users, dtype=bool)
+    served[active] = True
+    keep = served[owner]
+    selected, owner = selected[keep], owner[keep]
+    started = time.perf_counter()
+    released = labels.release(cohort.train_labels[selected], rng)
+    if len(selected):
+        reports, released = randomizer.release_with_labels(cohort.train[selected], released, labels.num_values, rng)
+    else:
+        reports = np.zeros((0, randomizer.preprocess(cohort.train[:1]).shape[1]))
+    noise_seconds = time.perf_counter() - started
+    ledger.charge(events, cohort.train_column[selected], {e: n[active] for e, n in user_events.items()}, idx[active])
+    ledger.log_steps("train", request.sampling, randomizer.event, idx[active])
+    return CohortStep(
+        reports=np.asarray(reports, dtype=np.float32),
+        labels=released,
+        users=uids[owner],
+        refusals=refusals,
+        summaries=summaries(cohort, ledger, idx, uids, events),
+        noise_seconds=noise_seconds,
+    )
+
+
+def _select(sampling: TrainSampling, cap: int, owner: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Which candidates each user samples (``owner`` groups them, in order): as TrainSampling.select does per user."""
+    if sampling.kind == "poisson":
+        return rng.random(len(owner)) < sampling.p
+    size = counts.copy()
+    if sampling.kind == "fixed":
+        size = np.minimum(sampling.m, counts)
+    elif cap:
+        size = np.minimum(cap, counts)
+    if (size == counts).all():
+        return np.ones(len(owner), dtype=bool)
+    # m of n uniformly without replacement: the m smallest of n uniform keys, per user.
+    keys = rng.random(len(owner))
+    order = np.lexsort((keys, owner))
+    starts = np.cumsum(counts) - counts
+    rank = np.empty(len(owner), np.int64)
+    rank[order] = np.arange(len(owner)) - starts[owner[order]]
+    return rank < size[owner]
+
+
+def _within_event_cap(
+    cohort: Cohort,
+    ledger: CohortLedger,
+    idx: np.ndarray,
+    active: np.ndarray,
+    events: list,
+    refuse: Callable[[np.ndarray, type[Exception], Callable[[int], str]], None],
+) -> np.ndarray:
+    """The ``active`` users whose ledgers can hold ``events`` within the cap; the others are refused."""
+    for event in events:
+        ledger.row(event)
+    columns, starts = cohort.columns_of(idx[active])
+    held = ledger.events_held(columns, starts, idx[active])
+    wanted = np.zeros(len(ledger.events), dtype=bool)
+    wanted[[ledger.events.index(e) for e in events]] = True
+    n_held = held.sum(axis=0)
+    n_new = (wanted[:, None] & ~held).sum(axis=0)
+    over = n_held + n_new > ledger.max_events
+    for i in np.flatnonzero(over).tolist():
+        refuse(
+            active[i : i + 1],
+            EventCapReached,
+            lambda _u, h=int(n_held[i]), n=int(n_new[i]): (
+                f"the ledger holds {h} distinct privacy events; {n} more would pass the policy's cap of {ledger.max_events}"
+            ),
+        )
+    return active[~over]
+
+
+def summaries(
+    cohort: Cohort, ledger: CohortLedger, idx: np.ndarray, uids: np.ndarray, train_events: list
+) -> dict[int, dict[str, float]]:
+    """The figures :meth:`fed.user.User.summary` reports, for users ``idx`` (ids ``uids``)."""
+    n = len(idx)
+    columns, starts = cohort.columns_of(idx)
+    lengths = np.diff(np.append(starts, len(columns)))
+    nonempty = lengths > 0
+    sentence = np.zeros(n)
+    releases = np.zeros(n, np.int64)
+    if len(columns):
+        sentence[nonempty] = np.maximum.reduceat(ledger.column_epsilons(columns), starts[nonempty])
+        releases[nonempty] = np.add.reduceat(ledger.counts[:, columns].sum(axis=0), starts[nonempty])
+    n_train = cohort.train_start[idx + 1] - cohort.train_start[idx]
+    records = _ranges(cohort.train_start[idx], n_train)
+    position = np.repeat(np.arange(n), n_train)
+    first = cohort.train_first[records]
+    left = np.bincount(position[first][ledger.affordable(train_events, cohort.train_column[records[first]])], minlength=n)
+    user = ledger.user_epsilons(idx)
+    return {
+        int(u): {
+            "epsilon_sentence": float(sentence[i]),
+            "epsilon_user": float(user[i]),
+            "releases": float(releases[i]),
+            "train_records_left": float(left[i]),
+        }
+        for i, u in enumerate(uids.tolist())
+    }

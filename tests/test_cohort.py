@@ -1,0 +1,188 @@
+"""Scale mode serves a training step for all of a node's users at once (fed.cohort): it must take
+exactly the decisions the per-user path takes (same candidates, charges, step logs, refusals and
+summaries), read what other connections committed, and keep nothing of a failed transaction."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fed.cohort import Cohort
+from fed.node import NodeHost
+from fed.plan import PrivacyPlan
+from fed.policy import DevicePolicy
+from fed.privacy.ledger import Budget
+from fed.privacy.store import LedgerStore
+from fed.randomizers.gaussian import GaussianRandomizer
+from fed.randomizers.labels import PublicLabels, RandomizedResponse
+from fed.sampling import TrainSampling
+from fed.user import UserRecords
+
+DELTA = 1e-5
+OWNER = staticmethod(lambda uid: f"user-{uid}")
+
+
+def _population(seed: int = 0, users: int = 30) -> dict[int, UserRecords]:
+    """Users with 0-4 training records, some sharing content (with each other or with a query)."""
+    rng = np.random.default_rng(seed)
+    records = {}
+    for uid in range(users):
+        n_train, n_query = int(rng.integers(0, 5)), int(rng.integers(0, 3))
+        ids = [f"s{uid}-{i}" for i in range(n_train + n_query)]
+        if n_train >= 3:
+            ids[2] = ids[1]  # the same sentence twice: one column, spent once
+        if n_train and n_query:
+            ids[n_train] = ids[0]  # a training sentence also asked as a query
+        records[uid * 3 + 1] = UserRecords(
+            train=rng.normal(size=(n_train, 4)),
+            train_labels=rng.integers(0, 2, n_train),
+            query=rng.normal(size=(n_query, 4)),
+            query_labels=rng.integers(0, 2, n_query),
+            ids=np.array(ids, dtype=object),
+        )
+    return records
+
+
+def _hosts(
+    folder: Path, labels: str, sampling: str = "all", epsilon_user: float = math.inf, max_events: int = 64
+) -> tuple[NodeHost, NodeHost]:
+    randomizer = GaussianRandomizer(1.0, 2.0)
+    label_channel = PublicLabels(2) if labels == "public" else RandomizedResponse(float(labels[3:]), 2)
+    plan = PrivacyPlan(
+        randomizer, randomizer, label_channel, Budget(9.0, DELTA, epsilon_user), train_sampling=TrainSampling.parse(sampling)
+    )
+    policy = DevicePolicy(
+        9.0, epsilon_user, DELTA, mechanisms=("gaussian",), labels=labels, memoize=False, max_events=max_events
+    )
+    records = _population()
+    hosts = []
+    for name, cohort in (("users", None), ("cohort", Cohort.build(records, OWNER))):
+        store = LedgerStore(folder / f"{name}.sqlite", durable=False)
+        hosts.append(NodeHost(records, plan, policy, store, OWNER, seed=0, simulation=True, cohort=cohort))
+    return hosts[0], hosts[1]
+
+
+def _request(host: NodeHost, users: list[int], records: int) -> dict:
+    return {
+        "users": users,
+        "randomizer": '{"mechanism": "gaussian", "clip": 1.0, "sigma": 2.0}',
+        "records": records,
+        "sampling": host.plan.train_sampling.spec,
+    }
+
+
+def _counts_by_user(reply) -> dict[int, int]:
+    users, counts = np.unique(reply.users, return_counts=True)
+    return dict(zip(users.tolist(), counts.tolist()))
+
+
+@pytest.mark.parametrize("labels,epsilon_user", [("public", math.inf), ("rr:2.0", math.inf), ("public", 12.0)])
+def test_a_cohort_step_takes_the_per_user_decisions(tmp_path: Path, labels: str, epsilon_user: float) -> None:
+    users_path, cohort_path = _hosts(tmp_path, labels, epsilon_user=epsilon_user)
+    ids = sorted(users_path.records)
+    released = 0
+    for step, (users, records) in enumerate([(ids, 0), (ids[::2], 0), (ids, 0), (ids[5:], 0), (ids, 0)]):
+        a = users_path.release("train", _request(users_path, users, records))
+        b = cohort_path.release("train", _request(cohort_path, users, records))
+        assert b.refusals == a.refusals, step
+        assert _counts_by_user(b) == _counts_by_user(a), step
+        assert b.ledgers.keys() == a.ledgers.keys()
+        for uid in a.ledgers:
+            assert b.ledgers[uid] == pytest.approx(a.ledgers[uid], rel=1e-12), (step, uid)
+        assert b.reports.shape == a.reports.shape and b.labels.shape == a.labels.shape
+        assert (b.users == a.users).all()  # same order: by user as requested, records in order
+        released += len(a.reports)
+    assert cohort_path.ledgers() == users_path.ledgers()  # counts, user-level account, step log: all equal
+    assert released and any(code == "budget" for code, _ in a.refusals.values())  # some released, all are out
+
+
+@pytest.mark.parametrize("sampling,records", [("all", 1), ("all", 2), ("fixed:2", 0)])
+def test_sampled_cohort_steps_release_what_the_per_user_path_releases(tmp_path: Path, sampling: str, records: int) -> None:
+    """Which records a step picks is random; each user's total, and every record's spending once all
+    budgets are spent, are not (nor, one record per step, how many each user releases per step)."""
+    users_path, cohort_path = _hosts(tmp_path, "public", sampling)
+    ids = sorted(users_path.records)
+    totals: tuple[dict[int, int], dict[int, int]] = ({}, {})
+    for step in range(20):
+        a = users_path.release("train", _request(users_path, ids, records))
+        b = cohort_path.release("train", _request(cohort_path, ids, records))
+        for total, reply in zip(totals, (a, b)):
+            for uid, n in _counts_by_user(reply).items():
+                total[uid] = total.get(uid, 0) + n
+        if records == 1:
+            assert b.refusals == a.refusals and _counts_by_user(b) == _counts_by_user(a), step
+    assert b.refusals == a.refusals and len(a.refusals) == len(ids)  # all are out of budget
+    assert totals[0] == totals[1]
+    ledgers = cohort_path.ledgers()
+    for ledger in ledgers.values():  # the step logs differ (users took different numbers of steps)
+        ledger.pop("steps")
+    expected = users_path.ledgers()
+    for ledger in expected.values():
+        ledger.pop("steps")
+    assert ledgers == expected
+
+
+def test_poisson_cohort_steps_charge_exactly_what_they_release(tmp_path: Path) -> None:
+    _, cohort_path = _hosts(tmp_path, "public", "poisson:0.5")
+    ids = sorted(cohort_path.records)
+    released = {uid: 0 for uid in ids}
+    for _ in range(8):
+        reply = cohort_path.release("train", _request(cohort_path, ids, 0))
+        for uid, n in _counts_by_user(reply).items():
+            released[uid] += n
+    ledgers = cohort_path.ledgers()
+    for uid in ids:
+        counts = np.asarray(ledgers[uid]["events"][0]["counts_per_record"]) if ledgers[uid]["events"] else np.zeros(0)
+        columns = np.asarray(ledgers[uid]["columns"])
+        _, first = np.unique(columns, return_index=True)
+        assert counts[first].sum() == released[uid] if len(counts) else released[uid] == 0
+        assert cohort_path.budget.epsilon_sentence >= reply.ledgers[uid]["epsilon_sentence"]
+    total_records = sum(len(r.train) for r in cohort_path.records.values())
+    assert 0.3 * total_records < sum(released.values())  # Poisson at 0.5 over 8 steps reaches most records
+
+
+def test_the_event_cap_refuses_like_the_per_user_path(tmp_path: Path) -> None:
+    users_path, cohort_path = _hosts(tmp_path, "rr:0.5", max_events=1)
+    ids = sorted(users_path.records)
+    a = users_path.release("train", _request(users_path, ids, 0))
+    b = cohort_path.release("train", _request(cohort_path, ids, 0))
+    assert b.refusals == a.refusals and len(b.reports) == len(a.reports) == 0
+    assert {code for code, _ in b.refusals.values()} == {"policy", "budget"}  # cap, or no train records
+
+
+def test_a_cohort_sees_what_another_connection_spent(tmp_path: Path) -> None:
+    """The cohort's arrays kept between messages are used only if no other transaction committed since."""
+    users_path, cohort_path = _hosts(tmp_path, "public")
+    uid = next(u for u, r in cohort_path.records.items() if len(r.train) == 1)
+    cohort_path.release("train", _request(cohort_path, [u for u in cohort_path.records if u != uid], 0))
+    per_user = NodeHost(
+        cohort_path.records, cohort_path.plan, cohort_path.policy, LedgerStore(cohort_path.store.path, durable=False),
+        OWNER, seed=0, simulation=True,
+    )
+    for _ in range(5):  # another connection spends the user's only record
+        per_user.release("train", _request(per_user, [uid], 0))
+    reply = cohort_path.release("train", _request(cohort_path, [uid], 0))
+    assert len(reply.reports) == 0 and reply.refusals[uid][0] == "budget"
+
+
+def test_a_failed_cohort_transaction_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, cohort_path = _hosts(tmp_path, "public")
+    ids = sorted(cohort_path.records)
+    cohort_path.release("train", _request(cohort_path, ids[:3], 0))  # the arrays are now kept in this process
+    before = cohort_path.ledgers()
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    from fed.privacy import store
+
+    monkeypatch.setattr(store.LedgerTransaction, "save_cohort", fail)
+    with pytest.raises(OSError):
+        cohort_path.release("train", _request(cohort_path, ids, 0))
+    monkeypatch.undo()
+    assert cohort_path.ledgers() == before
+    reply = cohort_path.release("train", _request(cohort_path, ids, 0))  # served from the store, not the failed arrays
+    assert set(np.unique(reply.users).tolist()) >= {u for u in ids[3:] if len(cohort_path.records[u].train)}
