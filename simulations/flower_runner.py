@@ -2,7 +2,8 @@
 
 Everything is isolated in a work folder: its own FLWR_HOME (connection config and
 installed app bundles), free ports, and processes started in their own session and
-stopped by pid, so nothing outlives the run.
+stopped by pid, so nothing outlives the run. The Ray simulation starts its own private Ray
+instance, or joins a running Ray cluster (``ray_address``, docs/scale.md).
 
 The default is insecure (loopback, the Ray simulation or a quick local test). With
 ``secure=Secure(...)`` the cluster is the documented deployment: TLS with the SuperLink's
@@ -41,6 +42,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def resolve_ray_address(value: str | None = None) -> str | None:
+    """The Ray cluster a simulation joins: ``value``, else $RAY_ADDRESS; None for a private instance.
+
+    Raises ValueError unless the address is 'auto' (the cluster ``ray start`` last started on
+    this machine) or HOST:PORT of a Ray head that accepts connections.
+    """
+    source = "--ray-address" if value else "$RAY_ADDRESS"
+    address = (value or os.environ.get("RAY_ADDRESS") or "").strip()
+    if not address:
+        return None
+    if address == "auto":
+        return address
+    host, _, port = address.rpartition(":")
+    if not host or "/" in host or any(c.isspace() for c in host) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{source} {address!r}: expected 'auto' or HOST:PORT of a Ray head (e.g. 10.0.0.5:6379)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as error:
+        raise ValueError(f"{source} {address!r}: no Ray head answers there ({error}); start one with `ray start --head`") from None
+    return address
 
 
 def flower_env(flwr_home: Path) -> dict[str, str]:
@@ -95,13 +118,20 @@ class Cluster:
 
 @contextmanager
 def cluster(
-    workdir: Path, simulation: bool, node_configs: list[str] | None = None, secure: Secure | None = None
+    workdir: Path,
+    simulation: bool,
+    node_configs: list[str] | None = None,
+    secure: Secure | None = None,
+    ray_address: str | None = None,
 ) -> Iterator[Cluster]:
     """Start a SuperLink (with the Ray simulation runtime, or with one SuperNode per node config).
 
     With ``secure``, the SuperLink serves TLS and authenticates nodes (the authorised keys in
     the SuperLink folder are registered before any node starts), fetches apps from the app
     registry of that folder, and each node runs with its device's keys and trusted entities.
+    The Ray simulation joins the cluster at ``ray_address`` (see :func:`resolve_ray_address`;
+    Flower's ray.init reads $RAY_ADDRESS), else it starts a private Ray instance, whatever
+    $RAY_ADDRESS or a cluster that ``ray start`` left on this machine say.
     """
     node_configs = node_configs or []
     if secure is not None and (simulation or len(secure.devices) != len(node_configs)):
@@ -117,6 +147,8 @@ def cluster(
     )
     (flwr_home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n{connection}')
     env = flower_env(flwr_home)
+    if simulation:
+        env["RAY_ADDRESS"] = ray_address or "local"
     processes: list[subprocess.Popen] = []
     registry = None
 

@@ -27,7 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=OPTION_HELP[field.name])
         else:
             parser.add_argument(flag, type=kind, default=None, help=f"{OPTION_HELP[field.name]} (default: {field.default!r})")
-    parser.add_argument("--cpus-per-client", type=float, default=1.0, help="CPUs Ray reserves per ClientApp")
+    parser.add_argument(
+        "--cpus-per-client", type=int, default=1, help="CPUs Ray reserves per ClientApp (whole CPUs: Flower takes no fractions)"
+    )
+    parser.add_argument(
+        "--ray-address", default=None, metavar="HOST:PORT",
+        help="join this running Ray cluster ('auto' or the head's HOST:PORT; default: $RAY_ADDRESS, "
+        "else a private Ray instance); see docs/scale.md",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
 
 
@@ -38,21 +45,30 @@ def run(args: argparse.Namespace) -> int:
         values["epsilon"] = 0.0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     values["out"] = str(Path(values.get("out") or Path("runs") / stamp).resolve())
+    from simulations.flower_runner import cluster, resolve_ray_address, run_status, start_run
+
+    if args.cpus_per_client < 1:
+        raise ValueError(f"--cpus-per-client {args.cpus_per_client}: each ClientApp needs at least 1 CPU")
+    ray_address = resolve_ray_address(args.ray_address)
+    if ray_address:  # actors on a cluster inherit neither this environment ($LDPFED_CACHE) nor its folder
+        from fed.assets import default_cache_dir
+
+        values["cache_dir"] = str(default_cache_dir(RunConfig.from_mapping(values)).resolve())
     config = RunConfig.from_mapping(values)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     _warm_cache(config, progress=not args.quiet)
 
-    from simulations.flower_runner import cluster, run_status, start_run
-
-    cpus = int(args.cpus_per_client) if float(args.cpus_per_client).is_integer() else args.cpus_per_client
     federation = (
-        f"num-supernodes={config.nodes} client-resources-num-cpus={cpus} "
-        f"init-args-num-cpus={os.cpu_count() or 1} init-args-logging-level='error'"
+        f"num-supernodes={config.nodes} client-resources-num-cpus={args.cpus_per_client} init-args-logging-level='error'"
     )
+    if not ray_address:  # a cluster has its own CPUs: ray.init refuses num_cpus when joining one
+        federation += f" init-args-num-cpus={os.cpu_count() or 1}"
     log = out / "flower.log"
-    with tempfile.TemporaryDirectory(prefix="ldpfed-flwr-") as work, cluster(Path(work), simulation=True) as running:
+    with tempfile.TemporaryDirectory(prefix="ldpfed-flwr-") as work, cluster(
+        Path(work), simulation=True, ray_address=ray_address
+    ) as running:
         process = start_run(running, config.to_mapping(), federation, log)
         _follow(process, out / "metrics.jsonl", config.rounds, quiet=args.quiet)
         status = run_status(running, log)
