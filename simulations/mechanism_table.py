@@ -29,7 +29,7 @@ import numpy as np
 
 from simulations.report_file import write_report
 
-from simulations.local_run import run_in_process, single_threaded_blas, warm_train_sample_cache
+from simulations.local_run import run_in_process, single_threaded_blas
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 L2_CLIP = 2.4
@@ -121,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
                 suffix = "" if seed == 0 else f"-s{seed}"
                 values = {**base, **extra, "seed": seed, "out": f"{args.out}/{slug.strip('-')}{suffix}"}
                 values["nonprivate_baseline"] = i == 0 and seed == args.seeds[0]
-                warm_train_sample_cache(values)
                 params = _params(values)
                 previous = Path(values["out"]) / "summary.json"
                 summary = json.loads(previous.read_text()) if args.resume and previous.is_file() else None

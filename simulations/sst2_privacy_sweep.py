@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulations.local_run import run_in_process, single_threaded_blas, warm_train_sample_cache
+from simulations.local_run import run_in_process, single_threaded_blas
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -75,7 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         "releases_per_record": 1, "inference": "remote", "seed": args.seed, "cache_dir": args.cache_dir,
         "nonprivate_baseline": True,
     }
-    warm_train_sample_cache({**base, "epsilon": 1.0})
     upsampling = {"upsampling_q": args.q, "p_query": args.p_query, "answers": args.answers}
     runs: dict[tuple[str, float, bool], dict[str, Any]] = {}
 

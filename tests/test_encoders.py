@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ from fed.corpus import generate_corpus, generate_public_corpus
 from fed.dataset import TextDataset
 from fed.encoders.base import Encoder
 from fed.encoders.bilstm import BiLSTMEncoder, train_bilstm
-from fed.encoders.cache import cache_path, encode_cached
+from fed.encoders.cache import encode_cached, store_dir
 from fed.encoders.factory import make_encoder
 from fed.encoders.projected import ProjectedEncoder
 from fed.encoders.projection import PCAProjection
@@ -81,13 +83,13 @@ def test_minilm_pairs_and_batching(minilm: Encoder) -> None:
 
 
 class CountingEncoder:
-    """A cheap deterministic encoder that counts how often it runs."""
+    """A cheap deterministic encoder that records every text it encodes."""
 
     name = "counting"
     dim = 3
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.encoded: list[str] = []
 
     def fingerprint(self) -> str:
         return "c" * 64
@@ -95,23 +97,78 @@ class CountingEncoder:
     def encode(
         self, texts: Sequence[str], texts2: Sequence[str] | None = None, batch_size: int = 64, progress: bool = False
     ) -> np.ndarray:
-        self.calls += 1
-        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32)
+        self.encoded += texts
+        second = [""] * len(texts) if texts2 is None else texts2
+        return np.array([[len(t), t.count("a"), len(u)] for t, u in zip(texts, second)], dtype=np.float32)
 
 
-def test_cache_hit_skips_encoding(tmp_path: Path) -> None:
+def _data(texts: Sequence[str], texts2: Sequence[str] | None = None) -> TextDataset:
+    second = None if texts2 is None else tuple(texts2)
+    return TextDataset("d", tuple(texts), second, np.zeros(len(texts), dtype=np.int64), ("x",))
+
+
+def test_cache_is_content_keyed(tmp_path: Path) -> None:
     encoder = CountingEncoder()
     assert isinstance(encoder, Encoder)
-    data = TextDataset("d", ("a", "bab", "cc"), None, np.array([0, 1, 0]), ("x", "y"))
+    data = _data(["a", "bab", "cc", "a"])
     first = encode_cached(encoder, data, tmp_path)
-    second = encode_cached(encoder, data, tmp_path)
-    assert encoder.calls == 1 and np.array_equal(first, second)
-    assert cache_path(encoder, data, tmp_path).is_file()
-    assert [p.suffix for p in tmp_path.iterdir()] == [".npy"]  # no temporary file left
-    encode_cached(encoder, data.subset([0, 1]), tmp_path)
-    assert encoder.calls == 2
-    np.save(cache_path(encoder, data, tmp_path), np.zeros((1, 3), dtype=np.float32))
-    assert np.array_equal(encode_cached(encoder, data, tmp_path), first) and encoder.calls == 3
+    assert sorted(encoder.encoded) == ["a", "bab", "cc"]  # each distinct sentence once
+    assert np.array_equal(first, encoder.encode(data.texts))
+    encoder.encoded = []
+    texts = ["dddd", "cc", "aaaa", "a", "bab", "e"]  # a shuffled superset, other name and labels
+    superset = TextDataset("other", tuple(texts), None, np.arange(6) % 2, ("x", "y"))
+    assert np.array_equal(encode_cached(encoder, superset, tmp_path), CountingEncoder().encode(texts))
+    assert sorted(encoder.encoded) == ["aaaa", "dddd", "e"]  # only the new sentences
+    assert np.array_equal(encode_cached(encoder, data.subset([2, 0]), tmp_path), first[[2, 0]])
+    assert encode_cached(encoder, _data([]), tmp_path).shape == (0, 3) and len(encoder.encoded) == 3
+    pairs = _data(["a", "bab"], ["cc", "a"])  # a pair is not its first sentence
+    assert np.array_equal(encode_cached(encoder, pairs, tmp_path), CountingEncoder().encode(pairs.texts, pairs.texts2))
+    assert encoder.encoded[3:] == ["a", "bab"]
+    shards = list(store_dir(encoder, tmp_path).iterdir())
+    assert len(shards) == 3 and all(path.suffix == ".npz" for path in shards)  # no temporary file left
+
+
+def test_cache_ignores_other_row_sizes_and_names_damaged_shards(tmp_path: Path) -> None:
+    class WideEncoder(CountingEncoder):
+        """Same fingerprint, rows of another size (as an incompatible version would write)."""
+
+        dim = 4
+
+        def encode(self, texts: Sequence[str], *args: object, **kwargs: object) -> np.ndarray:
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    data = _data(["a", "bab"])
+    assert encode_cached(WideEncoder(), data, tmp_path).shape == (2, 4)
+    encoder = CountingEncoder()
+    assert np.array_equal(encode_cached(encoder, data, tmp_path), CountingEncoder().encode(data.texts))
+    assert sorted(encoder.encoded) == ["a", "bab"]
+    next(store_dir(encoder, tmp_path).iterdir()).write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="damaged.*delete it"):
+        encode_cached(encoder, data, tmp_path)
+
+
+def test_cache_concurrent_writers(tmp_path: Path) -> None:
+    texts = [f"sentence {i}" for i in range(200)]
+    parts = [_data(texts[start : start + 120]) for start in (0, 40, 80)]
+    with ThreadPoolExecutor(3) as pool:  # overlapping writers, as Ray actors may be
+        results = list(pool.map(lambda part: encode_cached(CountingEncoder(), part, tmp_path), parts))
+    for part, result in zip(parts, results):
+        assert np.array_equal(result, CountingEncoder().encode(part.texts))
+    assert np.array_equal(encode_cached(CountingEncoder(), _data(texts), tmp_path), CountingEncoder().encode(texts))
+
+
+def test_bench_encoding_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from simulations import bench_encoding
+
+    assert bench_encoding.main(["--sentences", "8", "--no-progress", "--out", str(tmp_path / "bench.json")]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row.split("|")[1].strip() for row in rows[1:]] == [
+        "raw: transformers MiniLM, length-sorted batches",
+        "ldpfed: encode_cached, cold cache",
+        "ldpfed: encode_cached, warm cache",
+    ]
+    results = json.loads((tmp_path / "bench.json").read_text())
+    assert results["sentences"] == 8 and results["warm_equals_cold"] and results["max_abs_difference_raw_cold"] < 1e-4
 
 
 def test_projection_reduces_dim_and_is_deterministic(tmp_path: Path) -> None:

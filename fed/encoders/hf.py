@@ -125,8 +125,7 @@ class HFEncoder:
     ) -> np.ndarray:
         """Mean of the last hidden states over non-padding tokens; float32 (n, dim).
 
-        Records are batched in order of character length (less padding), and returned
-        in input order.
+        Records are batched in order of token count (least padding), and returned in input order.
         """
         import torch
         from tqdm.auto import tqdm
@@ -135,14 +134,17 @@ class HFEncoder:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
         tokenizer, model = self._model
-        lengths = [len(text) + (0 if texts2 is None else len(texts2[i])) for i, text in enumerate(texts)]
-        order = np.argsort(lengths, kind="stable")
+        first, second = list(texts), None if texts2 is None else list(texts2)
+        ids = tokenizer(first, second, truncation=True, max_length=self.max_length)["input_ids"]
+        order = np.argsort([len(row) for row in ids], kind="stable")
         batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
         for batch in tqdm(batches, desc=f"encode {self.name}", disable=not progress):
             inputs = tokenizer(
-                [texts[i] for i in batch],
-                None if texts2 is None else [texts2[i] for i in batch],
+                [first[i] for i in batch],
+                None if second is None else [second[i] for i in batch],
                 padding=True,
                 truncation=True,
                 max_length=self.max_length,
@@ -150,7 +152,7 @@ class HFEncoder:
             ).to(self.device)
             with torch.inference_mode():
                 states = model(**inputs).last_hidden_state
-            mask = inputs["attention_mask"].unsqueeze(-1).to(states.dtype)
-            pooled = (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+                mask = inputs["attention_mask"].unsqueeze(-1).to(states.dtype)
+                pooled = (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
             out[batch] = pooled.float().cpu().numpy()
         return out
