@@ -55,6 +55,12 @@ CREATE TABLE IF NOT EXISTS memo (
 """
 
 
+UPSERT_SPEND = "INSERT INTO spend VALUES (?, ?, ?, ?) ON CONFLICT (owner, record, event) DO UPDATE SET count = excluded.count"
+UPSERT_USER_SPEND = "INSERT INTO user_spend VALUES (?, ?, ?) ON CONFLICT (owner, event) DO UPDATE SET reports = excluded.reports"
+UPSERT_STEPS = (
+    "INSERT INTO steps VALUES (?, ?, ?, ?, ?) ON CONFLICT (owner, kind, sampling, event) DO UPDATE SET steps = excluded.steps"
+)
+
 _COHORT_CACHE: dict[tuple[str, CohortKeys], tuple[int, CohortLedger]] = {}
 """Per process: (database file, cohort) -> (the store's generation after the transaction that last
 wrote it here, its ledger). A cohort read at that same generation (no other connection has
@@ -219,35 +225,27 @@ class LedgerTransaction:
     def save_cohort(self, ledger: CohortLedger) -> None:
         """Write what changed in a cohort's ledger since it was read (inside this transaction)."""
         _, keys, before = self._cohorts.pop(id(ledger))
+
+        def changed(now: np.ndarray, then: np.ndarray | int) -> list[int]:
+            return np.flatnonzero(now != then).tolist()
+
         for i, event in enumerate(ledger.events):
-            old = before.counts[before.events.index(event)] if event in before.events else 0
-            changed = np.flatnonzero(ledger.counts[i] != old)
-            if changed.size:
+            j = before.events.index(event) if event in before.events else None
+            spent = changed(ledger.counts[i], 0 if j is None else before.counts[j])
+            reports = changed(ledger.user_counts[i], 0 if j is None else before.user_counts[j])
+            if spent or reports:
                 event_id = self._event_id(event)
+                counts, user_counts = ledger.counts[i].tolist(), ledger.user_counts[i].tolist()
+                column_user = keys.column_user.tolist()
                 self.db.executemany(
-                    "INSERT INTO spend VALUES (?, ?, ?, ?) ON CONFLICT (owner, record, event) DO UPDATE SET count = excluded.count",
-                    [
-                        (keys.owners[keys.column_user[j]], keys.column_keys[j], event_id, int(ledger.counts[i, j]))
-                        for j in changed.tolist()
-                    ],
+                    UPSERT_SPEND, [(keys.owners[column_user[c]], keys.column_keys[c], event_id, counts[c]) for c in spent]
                 )
-            old = before.user_counts[before.events.index(event)] if event in before.events else 0
-            changed = np.flatnonzero(ledger.user_counts[i] != old)
-            if changed.size:
-                event_id = self._event_id(event)
-                self.db.executemany(
-                    "INSERT INTO user_spend VALUES (?, ?, ?) ON CONFLICT (owner, event) DO UPDATE SET reports = excluded.reports",
-                    [(keys.owners[u], event_id, int(ledger.user_counts[i, u])) for u in changed.tolist()],
-                )
+                self.db.executemany(UPSERT_USER_SPEND, [(keys.owners[u], event_id, user_counts[u]) for u in reports])
         for (kind, sampling, event), log in ledger.steps.items():
-            changed = np.flatnonzero(log != before.steps.get((kind, sampling, event), 0))
-            if changed.size:
-                event_id = self._event_id(event)
-                self.db.executemany(
-                    "INSERT INTO steps VALUES (?, ?, ?, ?, ?) ON CONFLICT (owner, kind, sampling, event) "
-                    "DO UPDATE SET steps = excluded.steps",
-                    [(keys.owners[u], kind, sampling, event_id, int(log[u])) for u in changed.tolist()],
-                )
+            users = changed(log, before.steps.get((kind, sampling, event), 0))
+            if users:
+                event_id, steps = self._event_id(event), log.tolist()
+                self.db.executemany(UPSERT_STEPS, [(keys.owners[u], kind, sampling, event_id, steps[u]) for u in users])
 
     def next_count(self, name: str) -> int:
         """The next value (0, 1, ...) of the node's counter ``name``, committed with this transaction."""
@@ -282,22 +280,14 @@ class LedgerTransaction:
             if changed.size:
                 event_id = self._event_id(event)
                 self.db.executemany(
-                    "INSERT INTO spend VALUES (?, ?, ?, ?) ON CONFLICT (owner, record, event) DO UPDATE SET count = excluded.count",
-                    [(owner, keys[j], event_id, int(ledger.counts[i, j])) for j in changed.tolist()],
+                    UPSERT_SPEND, [(owner, keys[j], event_id, int(ledger.counts[i, j])) for j in changed.tolist()]
                 )
         for event, reports in ledger.user_counts.items():
             if reports != user_before.get(event, 0):
-                self.db.execute(
-                    "INSERT INTO user_spend VALUES (?, ?, ?) ON CONFLICT (owner, event) DO UPDATE SET reports = excluded.reports",
-                    (owner, self._event_id(event), int(reports)),
-                )
+                self.db.execute(UPSERT_USER_SPEND, (owner, self._event_id(event), int(reports)))
         for (kind, sampling, event), steps in ledger.steps.items():
             if steps != steps_before.get((kind, sampling, event), 0):
-                self.db.execute(
-                    "INSERT INTO steps VALUES (?, ?, ?, ?, ?) ON CONFLICT (owner, kind, sampling, event) "
-                    "DO UPDATE SET steps = excluded.steps",
-                    (owner, kind, sampling, self._event_id(event), int(steps)),
-                )
+                self.db.execute(UPSERT_STEPS, (owner, kind, sampling, self._event_id(event), int(steps)))
 
     def flush(self) -> int:
         """Save every ledger still open (before the commit); the store's generation after this transaction."""
