@@ -37,6 +37,7 @@ class ReportAggregator:
     ) -> None:
         self.lda = NoiseAwareLDA(dim, num_classes, shrinkage, target, public_means, screening)
         self.reports = 0
+        self._fitted: tuple[int, LinearModel] | None = None
 
     def add(
         self,
@@ -51,8 +52,10 @@ class ReportAggregator:
         self.reports += len(reports)
 
     def model(self) -> LinearModel:
-        """The classifier for clean inputs (local inference)."""
-        return self.lda.fit()
+        """The classifier for clean inputs (local inference), refitted only after new reports."""
+        if self._fitted is None or self._fitted[0] != self.reports:
+            self._fitted = (self.reports, self.lda.fit())
+        return self._fitted[1]
 
     def model_for_reports(self, randomizer_params: Mapping[str, Any], answers: int = 1) -> LinearModel:
         """The classifier for noisy query reports made by this randomizer (remote inference).

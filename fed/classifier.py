@@ -136,21 +136,16 @@ class NoiseAwareLDA:
         within = _denoised_within(self.class_sums, self.class_counts, self.second_moment, per_report, self.count)
         cov = _shrunk(within, per_report, self.target, self.shrinkage, self.count)
 
-        def signal_and_noise(subset: np.ndarray) -> tuple[float, float]:
-            inverse = np.linalg.inv(cov[np.ix_(subset, subset)])
-            g, v = gaps[:, subset], noise[:, subset]
-            return float(np.einsum("pi,ij,pj->", g, inverse, g)), float(v.sum(axis=0) @ np.diag(inverse))
-
-        signal, spread = signal_and_noise(np.arange(self.dim))
-        if self.screening == "auto" and spread <= signal:
-            return keep
         own_signal = (gaps**2).sum(axis=0) / np.diag(cov)
         own_spread = noise.sum(axis=0) / np.diag(cov)
         order = np.argsort(-(own_signal**2 / (own_signal + own_spread + 1e-300)), kind="stable")
-        ratios = []
-        for m in range(1, self.dim + 1):
-            d, n = signal_and_noise(order[:m])
-            ratios.append(d * d / (d + n) if d + n > 0 else 0.0)
+        try:
+            d, n = _leading_signal_and_noise(cov[np.ix_(order, order)], gaps[:, order], noise[:, order].sum(axis=0))
+        except np.linalg.LinAlgError:  # not positive definite: no Fisher ratio to screen by
+            return keep
+        if self.screening == "auto" and n[-1] <= d[-1]:  # all coordinates: noise does not dominate
+            return keep
+        ratios = np.where(d + n > 0, d * d / np.where(d + n > 0, d + n, 1.0), 0.0)
         keep = np.zeros(self.dim, dtype=bool)
         keep[order[: int(np.argmax(ratios)) + 1]] = True
         return keep
@@ -174,6 +169,19 @@ class NoiseAwareLDA:
         full = np.zeros((self.dim, self.num_classes))
         full[keep] = weights
         return LinearModel(weights=full, bias=bias)
+
+
+def _leading_signal_and_noise(cov: np.ndarray, gaps: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every m, D_m = sum_p g_p^T S_m^-1 g_p and N_m = sum_i w_i (S_m^-1)_ii over the leading m coordinates.
+
+    One Cholesky factor L of S serves every leading block: L[:m, :m] factors S_m, and the
+    leading block of M = L^-1 inverts it, so D_m and N_m are running sums over the rows of
+    M g and of M^2 w (O(d^3) once, instead of a d x d inverse per m).
+    """
+    lower = np.linalg.cholesky(cov)
+    inverse = np.linalg.inv(lower)  # lower triangular
+    projected = inverse @ gaps.T  # (d, pairs): row k depends on the first k + 1 coordinates only
+    return np.cumsum((projected**2).sum(axis=1)), np.cumsum(inverse**2 @ weights)
 
 
 def _discriminant(

@@ -34,7 +34,9 @@ class RunRecord:
     def write_json(self, name: str, data: Any) -> Path:
         """Write ``data`` as indented JSON under the run directory."""
         path = self.out / name
-        path.write_text(json.dumps(_clean(data), indent=1) + "\n")
+        with open(path, "w") as handle:  # streamed: a run's ledgers can be hundreds of MiB of text
+            json.dump(_clean(data), handle, indent=1)
+            handle.write("\n")
         return path
 
     def round(self, metrics: dict[str, Any]) -> None:

@@ -68,6 +68,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
 
     record.write_json("ledgers.json", {"delta": config.delta, "users": ledgers})
     figures = LedgerFigures.from_ledgers(ledgers, strategy.train_counts)
+    del ledgers  # the parsed ledgers in ``figures`` are what the report needs
     last = record.rounds[-1] if record.rounds else {}
     accuracies = {
         "accuracy_local": last.get("accuracy_local"),

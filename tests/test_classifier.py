@@ -117,3 +117,17 @@ def test_public_screening_rescues_noise_dominated_reports_and_leaves_the_rest_al
         NoiseAwareLDA(160, 2, screening="sometimes")
     with pytest.raises(ValueError, match="public class means"):
         NoiseAwareLDA(160, 2, public_means=np.zeros((2, 3)))
+
+
+def test_screening_ratios_from_one_cholesky_match_an_inverse_per_leading_block() -> None:
+    from fed.classifier import _leading_signal_and_noise
+
+    rng = np.random.default_rng(0)
+    d = 40
+    a = rng.normal(size=(d, d))
+    cov, gaps, weights = a @ a.T / d + 0.1 * np.eye(d), rng.normal(size=(3, d)), rng.random(d)
+    signal, noise = _leading_signal_and_noise(cov, gaps, weights)
+    for m in (1, 7, d):
+        inverse = np.linalg.inv(cov[:m, :m])
+        assert signal[m - 1] == pytest.approx(np.einsum("pi,ij,pj->", gaps[:, :m], inverse, gaps[:, :m]), rel=1e-10)
+        assert noise[m - 1] == pytest.approx(weights[:m] @ np.diag(inverse), rel=1e-10)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,9 +81,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _warm_cache(config: RunConfig, progress: bool) -> None:
-    """Encode the run's data once here, with progress bars, so every Ray actor reads the cache."""
+    """Encode the run's data once, with progress bars, so every Ray actor reads the cache.
+
+    The encoding runs in a child process: the encoder's memory (hundreds of MiB) is gone before
+    the run starts instead of staying in this process for the whole run.
+    """
     if config.encoder == "bilstm":
         return  # the server trains the encoder inside the run
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool.submit(_encode_run_data, config, progress).result()
+
+
+def _encode_run_data(config: RunConfig, progress: bool) -> None:
+    """Fill the encoding cache with the run's public data and both splits."""
     from fed.assets import default_cache_dir, load_public
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder

@@ -1,0 +1,688 @@
+"""How ldpfed's per-round cost grows with the number of users, beside plain Flower (issue 10).
+
+``python -m simulations.bench_scale [--users 1000,10000,100000] [--profile 16,384]`` runs, in
+one invocation and in this order:
+
+1. the noise bound: torch.randn and numpy ``standard_normal`` throughput (normals/s; float32
+   and float64; one thread, and two threads each with its own generator);
+2. plain Flower (simulations.plain_flower: a trivial ClientApp answering one train message
+   with a tiny array) at ``--nodes`` nodes (the ldpfed runs' count) and at each
+   ``--plain-nodes``, one user per node, run the way ``ldpfed simulate`` runs (private
+   SuperLink, Flower's Ray simulation backend, same federation options);
+3. ``ldpfed simulate`` for every profile and user count: every user sampled every round
+   (``--users-per-round 0``), profile 16 releasing one 16-d report per round, profile 384
+   sixteen records x 384 dims (``--dim 0 --records-per-user-round 16``).
+
+It prints users, steady-state user-rounds/s of ldpfed and of plain Flower side by side, the
+fraction of the noise bound reached, the peak memory of all processes and the seconds the
+nodes spent on ledgers, and writes a JSON report (``--out``) and a plot of cost against users
+beside it (same name, ``.png``).
+
+Definitions:
+
+- steady state: rounds 2..R of metrics.jsonl (round 1 includes warm-up: Ray actors start,
+  nodes load their users). user-rounds/s = users served (sampled less refused; plain Flower:
+  nodes answering) summed over those rounds / their summed ``seconds``. A round's seconds
+  run from the server's train request to the end of its evaluation (ldpfed) or to the last
+  reply (plain Flower).
+- noise-bound fraction: normals the reports need per second (reports/s x dims) over the best
+  normals/s measured in step 1.
+- peak memory: the largest sum, over samples every ``--sample-interval`` s, of the RSS (and
+  PSS) of the launched command and all its descendants (SuperLink, SuperExec, flwr run,
+  flwr-simulation, Ray's GCS, raylet, agents and actors), plus any process carrying the run's
+  environment tag that has left the tree (re-parented); read from /proc (Linux).
+- ledger time: the per-round ``ledger_seconds`` field of metrics.jsonl (seconds the nodes spent
+  checking, charging and writing ledgers, summed over nodes, so it can exceed the round's
+  seconds when nodes work in parallel), averaged over the steady rounds; blank when absent.
+
+- round 1 done after: seconds from the launch to the end of round 1 (cluster and Ray start,
+  the server's assets, the nodes' setup, round 1).
+
+Each user holds ``records per round`` training records (iid partition of ``generated:N``, N =
+users x records; the dev split, N / 5, gives query records to some users only) and every
+record may be released once per round (``--releases-per-record`` = rounds), so no user runs
+out of budget and the data to encode stays one record set per user. The ldpfed runs
+skip the simulation-only non-private baseline (``--no-nonprivate-baseline``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulations.flower_runner import BIN
+
+TAG_VARIABLE = "LDPFED_BENCH_TAG"
+"""Environment variable every process of one benchmarked run inherits (finds re-parented ones)."""
+GOALS = {"16": 15_000.0, "384": 5_000.0}
+"""Issue 10, goal 1: user-rounds/s ldpfed must reach on 2 cores, per profile."""
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What each user releases per round: ``records`` reports of ``dims`` coordinates."""
+
+    name: str
+    dim_option: int
+    dims: int
+    records: int
+
+    def simulate_options(self) -> list[str]:
+        """The ``ldpfed simulate`` options of this profile."""
+        return ["--dim", str(self.dim_option), "--records-per-user-round", str(self.records)]
+
+
+PROFILES = {
+    "16": Profile("16", dim_option=16, dims=16, records=1),
+    "384": Profile("384", dim_option=0, dims=384, records=16),  # --dim 0: MiniLM's own 384 dims
+}
+
+
+# -- figures from metrics.jsonl ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Steady:
+    """Steady-state figures of one run: sums over rounds 2..R (round 1 is warm-up)."""
+
+    rounds: int
+    user_rounds: int
+    reports: int
+    seconds: float
+    first_round_seconds: float | None
+    ledger_seconds: float | None
+
+    @property
+    def user_rounds_per_s(self) -> float:
+        """Users served per second of round time."""
+        return self.user_rounds / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def reports_per_s(self) -> float:
+        """Reports received per second of round time."""
+        return self.reports / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def seconds_per_round(self) -> float:
+        """Mean seconds of a steady round."""
+        return self.seconds / self.rounds
+
+    @property
+    def ledger_seconds_per_round(self) -> float | None:
+        """Mean ledger seconds of a steady round (None when the run does not record them)."""
+        return None if self.ledger_seconds is None else self.ledger_seconds / self.rounds
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The complete rows (newline-terminated: one being written is left out) of a metrics.jsonl file."""
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().split("\n")[:-1] if line.strip()]
+
+
+def users_served(row: dict[str, Any]) -> int:
+    """Users one round served: plain Flower's answering nodes, or ldpfed's sampled users less refusals."""
+    if "replies" in row:
+        return int(row["replies"])
+    return int(row.get("users_sampled", 0)) - int(row.get("users_refused", 0))
+
+
+def steady_state(rows: Sequence[dict[str, Any]], warmup: int = 1) -> Steady:
+    """Sum the rounds after the first ``warmup`` ones; ValueError if none is left."""
+    ordered = sorted(rows, key=lambda row: int(row["round"]))
+    counted = ordered[warmup:]
+    if not counted:
+        raise ValueError(f"{len(ordered)} round(s) recorded; steady state needs more than {warmup}")
+    ledger = [row["ledger_seconds"] for row in counted if row.get("ledger_seconds") is not None]
+    return Steady(
+        rounds=len(counted),
+        user_rounds=sum(users_served(row) for row in counted),
+        reports=sum(int(row.get("reports_received", row.get("replies", 0))) for row in counted),
+        seconds=float(sum(float(row["seconds"]) for row in counted)),
+        first_round_seconds=float(ordered[0]["seconds"]) if warmup else None,
+        ledger_seconds=float(sum(ledger)) if len(ledger) == len(counted) else None,
+    )
+
+
+def noise_fraction(reports_per_s: float, dims: int, bound: float) -> float:
+    """Normals the reports need per second (one per coordinate) over the bound's normals/s."""
+    return reports_per_s * dims / bound
+
+
+# -- the noise bound -----------------------------------------------------------------------------
+def normals_per_second(library: str, dtype: str, threads: int, seconds: float = 0.5, block: int = 1 << 20) -> float:
+    """Throughput of ``threads`` Python threads, each filling blocks from its own generator."""
+    if library == "torch":
+        import torch
+
+        torch.set_num_threads(1)
+        generators = [torch.Generator().manual_seed(i) for i in range(threads)]
+        buffers = [torch.empty(block, dtype=getattr(torch, dtype)) for _ in range(threads)]
+
+        def fill(i: int) -> None:
+            torch.randn(block, generator=generators[i], out=buffers[i])
+    else:
+        rngs = [np.random.default_rng(i) for i in range(threads)]
+        arrays = [np.empty(block, dtype=dtype) for _ in range(threads)]
+
+        def fill(i: int) -> None:
+            rngs[i].standard_normal(block, dtype=arrays[i].dtype, out=arrays[i])
+
+    fill(0)  # warm-up
+    counts = [0] * threads
+
+    def work(i: int) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            fill(i)
+            counts[i] += block
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    start = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def measure_noise_bounds(seconds: float, threads: Sequence[int] = (1, 2)) -> list[dict[str, Any]]:
+    """normals/s of torch.randn and numpy standard_normal, float32 and float64, per thread count."""
+    rows = []
+    for library in ("torch", "numpy"):
+        for dtype in ("float32", "float64"):
+            for count in threads:
+                rate = normals_per_second(library, dtype, count, seconds)
+                rows.append({"library": library, "dtype": dtype, "threads": count, "normals_per_s": rate})
+                print(f"[bench] noise bound: {library} {dtype}, {count} thread(s): {rate / 1e6:.1f} M normals/s", flush=True)
+    return rows
+
+
+# -- memory of a process tree --------------------------------------------------------------------
+def _proc_stat(pid: int) -> tuple[int, int]:
+    """(parent pid, start time in clock ticks) of ``pid`` from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        fields_ = handle.read().rsplit(b")", 1)[1].split()
+    return int(fields_[1]), int(fields_[19])
+
+
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _rss_kb(pid: int) -> int:
+    """Resident set size of ``pid`` in kB (0 for a zombie or kernel thread)."""
+    with open(f"/proc/{pid}/statm", "rb") as handle:
+        return int(handle.read().split()[1]) * PAGE_KB
+
+
+def _pss_kb(pid: int) -> int:
+    """Proportional set size of ``pid`` in kB (shared pages split among their users)."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return 0
+
+
+def process_label(pid: int) -> str:
+    """A short name of what ``pid`` runs (e.g. 'flower-superlink', 'ray::ClientAppActor.run', 'raylet')."""
+    args = [a for a in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0") if a]
+    if not args or args[0].startswith("ray::"):
+        return args[0] if args else "?"
+    if Path(args[0]).name.startswith("python"):
+        if len(args) > 2 and args[1] in ("-m", "-c"):
+            return args[2] if args[1] == "-m" else "python -c"
+        args = [a for a in args[1:] if not a.startswith("-")] or args
+    return Path(args[0]).name
+
+
+class TreeMemory:
+    """Samples, in a thread, the summed RSS and PSS of a process tree and of tagged processes.
+
+    The tree is ``root`` and its descendants at each sample; a process outside it whose
+    environment holds ``TAG_VARIABLE=tag`` (e.g. a Ray process re-parented to init) is counted
+    too and reported as re-parented. RSS is read every ``interval`` s, the process list (a scan
+    of /proc) every ``rescan_every``-th sample and PSS (2 to 20 ms per Ray process) every
+    ``pss_every``-th, to keep the sampler's own CPU time (``cpu_seconds``) small on 2 cores;
+    so the PSS peak is coarser than the RSS peak.
+    """
+
+    def __init__(self, root: int, tag: str, interval: float = 0.2, rescan_every: int = 5, pss_every: int = 10) -> None:
+        self.root, self.marker, self.interval = root, f"{TAG_VARIABLE}={tag}".encode(), interval
+        self.rescan_every, self.pss_every = rescan_every, pss_every
+        self.peak_rss_kb = self.peak_pss_kb = 0
+        self.peak_processes: list[dict[str, Any]] = []
+        self.samples = 0
+        self.cpu_seconds = 0.0
+        self.reparented: dict[int, str] = {}
+        self._tagged: dict[tuple[int, int], bool] = {}
+        self._labels: dict[int, str] = {}
+        self._members: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "TreeMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.thread_time()
+            self.sample()
+            self.cpu_seconds += time.thread_time() - started
+            self._stop.wait(self.interval)
+
+    def members(self) -> set[int]:
+        """Pids of the tree under ``root`` and of tagged processes now."""
+        parents: dict[int, int] = {}
+        started: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    parents[int(entry)], started[int(entry)] = _proc_stat(int(entry))
+                except (OSError, ValueError, IndexError):
+                    continue
+        children: dict[int, list[int]] = {}
+        for pid, parent in parents.items():
+            children.setdefault(parent, []).append(pid)
+        tree, todo = set(), [self.root] if self.root in parents else []
+        while todo:
+            pid = todo.pop()
+            tree.add(pid)
+            todo.extend(children.get(pid, []))
+        for pid in parents.keys() - tree:
+            if self.is_tagged(pid, started[pid]):
+                tree.add(pid)
+                if pid not in self.reparented:
+                    try:
+                        self.reparented[pid] = process_label(pid)
+                    except OSError:
+                        continue
+        return tree
+
+    def is_tagged(self, pid: int, started: int) -> bool:
+        """Whether ``pid`` (started at ``started``) inherited this run's tag; cached per process."""
+        key = (pid, started)
+        if key not in self._tagged:
+            try:
+                self._tagged[key] = self.marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                self._tagged[key] = False
+        return self._tagged[key]
+
+    def sample(self) -> None:
+        """One sample: the sums now; the per-process breakdown is kept at the RSS peak."""
+        if self.samples % self.rescan_every == 0:
+            self._members = self.members()
+            self._labels.clear()  # a Ray worker renames itself (ray::...) after it starts
+        with_pss = self.samples % self.pss_every == 0
+        rss = pss = 0
+        processes = []
+        for pid in self._members:
+            try:
+                kb = _rss_kb(pid)
+                if not kb:
+                    continue
+                if pid not in self._labels:
+                    self._labels[pid] = process_label(pid)
+                entry = {"pid": pid, "process": self._labels[pid], "rss_kb": kb}
+                if with_pss:
+                    entry["pss_kb"] = _pss_kb(pid)
+            except (OSError, ValueError, IndexError):
+                continue
+            rss, pss = rss + kb, pss + entry.get("pss_kb", 0)
+            processes.append(entry)
+        self.samples += 1
+        self.peak_pss_kb = max(self.peak_pss_kb, pss)
+        if rss > self.peak_rss_kb:
+            self.peak_rss_kb = rss
+            self.peak_processes = sorted(processes, key=lambda p: -p["rss_kb"])
+
+
+# -- running one benchmarked command -------------------------------------------------------------
+@dataclass
+class Run:
+    """One benchmarked run: what was launched and what it cost."""
+
+    kind: str
+    users: int
+    nodes: int
+    rounds: int
+    out: str
+    command: list[str]
+    status: str = "not run"
+    wall_seconds: float = 0.0
+    data: str = ""
+    profile: str = ""
+    peak_rss_gib: float = 0.0
+    peak_pss_gib: float = 0.0
+    peak_processes: list[dict[str, Any]] = field(default_factory=list)
+    reparented_processes: list[str] = field(default_factory=list)
+    leftover_processes: int = 0
+    memory_samples: int = 0
+    sampler_cpu_seconds: float = 0.0
+    load_average_before: float = 0.0
+    load_average_after: float = 0.0
+    first_round_done_after_s: float | None = None
+    steady: dict[str, Any] | None = None
+    user_rounds_per_s: float | None = None
+    reports_per_s: float | None = None
+    seconds_per_round: float | None = None
+    first_round_seconds: float | None = None
+    ledger_seconds_per_round: float | None = None
+    noise_bound_fraction: float | None = None
+
+
+def run_measured(run: Run, timeout: float, interval: float, progress: Callable[[dict[str, Any]], None]) -> Run:
+    """Launch ``run.command``, sample its memory, follow its metrics.jsonl; stop it after ``timeout`` s."""
+    out = Path(run.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex
+    env = dict(os.environ, **{TAG_VARIABLE: tag, "PYTHONUNBUFFERED": "1"})
+    env.pop("RAY_ADDRESS", None)  # a private Ray per run, inside the measured tree (not a shared cluster)
+    metrics, seen = out / "metrics.jsonl", 0
+    metrics.unlink(missing_ok=True)  # left by an earlier run into the same folder
+    run.load_average_before = os.getloadavg()[0]
+    started = time.monotonic()
+    with open(out / "bench.log", "wb") as log:
+        process = subprocess.Popen(run.command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[1])
+        with TreeMemory(process.pid, tag, interval) as memory:
+            while process.poll() is None:
+                if time.monotonic() - started > timeout:
+                    _interrupt(process)
+                    run.status = f"stopped after {timeout:.0f} s"
+                    break
+                rows = read_metrics(metrics)
+                if rows and run.first_round_done_after_s is None:
+                    run.first_round_done_after_s = time.monotonic() - started
+                for row in rows[seen:]:
+                    progress(row)
+                seen = max(seen, len(rows))
+                time.sleep(0.5)
+    run.wall_seconds = time.monotonic() - started
+    run.load_average_after = os.getloadavg()[0]
+    if run.status == "not run":
+        run.status = "completed" if process.returncode == 0 else f"failed (exit {process.returncode}; see {out / 'bench.log'})"
+    run.leftover_processes = _end_tagged(tag)
+    run.peak_rss_gib, run.peak_pss_gib = memory.peak_rss_kb * 1024 / GIB, memory.peak_pss_kb * 1024 / GIB
+    run.peak_processes, run.memory_samples = memory.peak_processes, memory.samples
+    run.sampler_cpu_seconds = memory.cpu_seconds
+    run.reparented_processes = sorted(memory.reparented.values())
+    rows = read_metrics(metrics)
+    if len(rows) > 1:
+        steady = steady_state(rows)
+        run.steady = asdict(steady)
+        run.user_rounds_per_s, run.reports_per_s = steady.user_rounds_per_s, steady.reports_per_s
+        run.seconds_per_round, run.first_round_seconds = steady.seconds_per_round, steady.first_round_seconds
+        run.ledger_seconds_per_round = steady.ledger_seconds_per_round
+    return run
+
+
+def _interrupt(process: subprocess.Popen) -> None:
+    """Ctrl-C to the launched command (its Flower cluster stops in its own cleanup), then kill it."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def _end_tagged(tag: str) -> int:
+    """Kill, by pid, processes of this run still alive after it ended; return how many there were."""
+    marker = f"{TAG_VARIABLE}={tag}".encode()
+    left = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0") and _rss_kb(int(entry)):
+                    left.append(int(entry))
+            except (OSError, ValueError):
+                continue
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(left)
+
+
+# -- the runs --------------------------------------------------------------------------------------
+def ldpfed_run(profile: Profile, users: int, nodes: int, rounds: int, work: Path) -> Run:
+    """The ``ldpfed simulate`` command of one profile and user count (``records`` train records per user)."""
+    out = work / f"ldpfed-{profile.name}-{users}"
+    data = f"generated:{users * profile.records}"
+    command = [
+        str(BIN / "ldpfed"), "simulate", "--data", data, "--users", str(users), "--partition", "iid",
+        "--users-per-round", "0", *profile.simulate_options(), "--releases-per-record", str(rounds),
+        "--nodes", str(nodes), "--rounds", str(rounds), "--no-nonprivate-baseline", "--out", str(out), "--quiet",
+    ]
+    return Run("ldpfed", users, nodes, rounds, str(out), command, data=data, profile=profile.name)
+
+
+def plain_run(nodes: int, rounds: int, work: Path) -> Run:
+    """The plain-Flower command at ``nodes`` nodes (one user each)."""
+    out = work / f"plain-{nodes}"
+    command = [sys.executable, "-m", "simulations.plain_flower", "--nodes", str(nodes), "--rounds", str(rounds), "--out", str(out)]
+    return Run("plain Flower", nodes, nodes, rounds, str(out), command)
+
+
+def _progress(run: Run) -> Callable[[dict[str, Any]], None]:
+    def show(row: dict[str, Any]) -> None:
+        print(f"[bench]   round {row['round']}/{run.rounds}: {float(row['seconds']):.2f} s, {users_served(row):,} users", flush=True)
+
+    return show
+
+
+# -- output --------------------------------------------------------------------------------------
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or value != value:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 10**digits else f"{value:.{digits}g}"
+
+
+def _load(run: dict[str, Any]) -> str:
+    return f"{run['load_average_before']:.1f} / {run['load_average_after']:.1f}"
+
+
+def print_tables(report: dict[str, Any]) -> None:
+    """The noise bounds, plain Flower and ldpfed tables (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 240))
+    noise = Table(title="Noise bound: normals/s, each thread its own generator")
+    for column in ("library", "dtype", "threads", "M normals/s"):
+        noise.add_column(column, justify="right")
+    for row in report["noise_bounds"]:
+        noise.add_row(row["library"], row["dtype"], str(row["threads"]), f"{row['normals_per_s'] / 1e6:.1f}")
+    console.print(noise)
+
+    plain = Table(title="Plain Flower: trivial ClientApp, one user per node (steady = rounds 2..R)")
+    for column in ("nodes", "round 1 done after s", "round 1 s", "s/round", "user-rounds/s", "peak RSS GiB", "peak PSS GiB", "load", "status"):
+        plain.add_column(column, justify="right")
+    for run in report["plain_flower"]:
+        plain.add_row(
+            f"{run['nodes']:,}", _fmt(run["first_round_done_after_s"]), _fmt(run["first_round_seconds"]),
+            _fmt(run["seconds_per_round"]), _fmt(run["user_rounds_per_s"]), _fmt(run["peak_rss_gib"]),
+            _fmt(run["peak_pss_gib"]), _load(run), run["status"],
+        )
+    console.print(plain)
+
+    same = {run["nodes"]: run["user_rounds_per_s"] for run in report["plain_flower"]}
+    table = Table(title="ldpfed vs plain Flower at the same nodes (steady = rounds 2..R; round 1 includes warm-up)")
+    columns = (
+        "profile", "users", "nodes", "data", "round 1 done after s", "round 1 s", "s/round", "ldpfed u-r/s",
+        "plain u-r/s", "ratio", "noise-bound fraction", "peak RSS GiB", "peak PSS GiB", "ledger s/round (all nodes)", "load", "status",
+    )
+    for column in columns:
+        table.add_column(column, justify="right")
+    for run in report["ldpfed"]:
+        plain_rate = same.get(run["nodes"])
+        ratio = run["user_rounds_per_s"] / plain_rate if run["user_rounds_per_s"] and plain_rate else None
+        profile = PROFILES[run["profile"]]
+        table.add_row(
+            f"{profile.records} x {profile.dims}", f"{run['users']:,}", str(run["nodes"]), run["data"],
+            _fmt(run["first_round_done_after_s"]), _fmt(run["first_round_seconds"]), _fmt(run["seconds_per_round"]),
+            _fmt(run["user_rounds_per_s"]), _fmt(plain_rate), _fmt(ratio), _fmt(run["noise_bound_fraction"]),
+            _fmt(run["peak_rss_gib"]), _fmt(run["peak_pss_gib"]), _fmt(run["ledger_seconds_per_round"]), _load(run),
+            run["status"],
+        )
+    console.print(table)
+    console.print(
+        "u-r/s: user-rounds per second of steady round time; ratio: ldpfed / plain Flower at the same nodes; "
+        "load: the machine's 1-minute load average before / after the run (other jobs share the cores)"
+    )
+
+
+def write_plot(report: dict[str, Any], path: Path) -> None:
+    """Seconds per round and user-rounds/s against users (log axes), ldpfed per profile vs plain Flower.
+
+    Plain Flower's users are its nodes; its dotted line carries its largest measurement on at
+    constant user-rounds/s (an extrapolation, labelled so). The rate panel also shows goal 1
+    and the noise bound (best normals/s over normals per user-round) of each profile.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (cost, rate) = plt.subplots(1, 2, figsize=(11, 4.2))
+    ldpfed = [r for r in report["ldpfed"] if r["seconds_per_round"]]
+    plain = sorted((r for r in report["plain_flower"] if r["seconds_per_round"]), key=lambda r: r["users"])
+    for name in sorted({r["profile"] for r in ldpfed}):
+        runs = sorted((r for r in ldpfed if r["profile"] == name), key=lambda r: r["users"])
+        users = [r["users"] for r in runs]
+        label = f"ldpfed, {PROFILES[name].records} x {PROFILES[name].dims} per user-round"
+        cost.plot(users, [r["seconds_per_round"] for r in runs], "o-", label=label)
+        color = rate.plot(users, [r["user_rounds_per_s"] for r in runs], "o-", label=label)[0].get_color()
+        shape = f"{PROFILES[name].records} x {PROFILES[name].dims}"
+        rate.axhline(GOALS[name], color=color, linestyle="--", linewidth=0.8, label=f"goal 1, {shape}: {GOALS[name]:,.0f}")
+        bound = report["noise_bound_best"]["normals_per_s"] / (PROFILES[name].records * PROFILES[name].dims)
+        rate.axhline(bound, color=color, linestyle=":", linewidth=0.8, label=f"noise bound, {shape}")
+    if plain:
+        users = [r["users"] for r in plain]
+        cost.plot(users, [r["seconds_per_round"] for r in plain], "s-", color="black", label="plain Flower (users = nodes)")
+        rate.plot(users, [r["user_rounds_per_s"] for r in plain], "s-", color="black", label="plain Flower (users = nodes)")
+        top = max(r["users"] for r in report["ldpfed"]) if report["ldpfed"] else users[-1]
+        if top > users[-1]:
+            last = plain[-1]["user_rounds_per_s"]
+            cost.plot([users[-1], top], [users[-1] / last, top / last], ":", color="black", label="plain Flower, extrapolated")
+    for axis, ylabel in ((cost, "seconds per round (steady)"), (rate, "user-rounds/s (steady)")):
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("users")
+        axis.set_ylabel(ylabel)
+        axis.grid(True, which="both", alpha=0.3)
+        if axis.lines:
+            axis.legend(fontsize=7)
+    fig.suptitle(
+        f"ldpfed on {report['settings']['nodes']} nodes vs plain Flower (one user per node), {report['machine']['cpus']} CPUs"
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# -- command line ----------------------------------------------------------------------------------
+def _counts(text: str) -> list[int]:
+    values = [int(v.replace("_", "")) for v in text.split(",") if v.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
+
+
+def _profiles(text: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    if not names or any(n not in PROFILES for n in names):
+        raise argparse.ArgumentTypeError(f"profiles are {', '.join(PROFILES)}; got {text!r}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options of ``python -m simulations.bench_scale``."""
+    parser = argparse.ArgumentParser(prog="python -m simulations.bench_scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=_counts, default=[1_000, 10_000, 100_000], help="user counts (default 1000,10000,100000)")
+    parser.add_argument("--profile", type=_profiles, default=["16"], help="16 (one 16-d report per user-round) and/or 384 (16 x 384); default 16")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per run, at least 2 (round 1 is warm-up; default 4)")
+    parser.add_argument("--nodes", type=int, default=2, help="Flower nodes of the ldpfed runs and of the same-nodes plain run (default 2)")
+    parser.add_argument("--plain-nodes", type=_counts, default=[1_000], help="further plain-Flower node counts (default 1000)")
+    parser.add_argument("--out", type=Path, default=Path("runs/reports/bench_scale.json"), help="JSON report; the plot goes beside it (.png)")
+    parser.add_argument("--work", type=Path, default=None, help="folder of the run directories (default: a new folder under the temp dir)")
+    parser.add_argument("--run-timeout", type=float, default=3600.0, help="seconds after which a run is stopped (default 3600)")
+    parser.add_argument("--noise-seconds", type=float, default=0.5, help="seconds per noise-bound measurement (default 0.5)")
+    parser.add_argument("--sample-interval", type=float, default=0.2, help="seconds between memory samples (default 0.2)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure, print the tables, write the JSON report and the plot."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2: round 1 is warm-up")
+    if args.nodes < 1 or args.nodes > min(args.users):
+        parser.error("--nodes must be between 1 and the smallest --users")
+    if sys.platform != "linux":
+        parser.error("memory is read from /proc: Linux only")
+    work = (args.work or Path(tempfile.mkdtemp(prefix="bench-scale-"))).resolve()
+    print(f"[bench] run directories under {work}", flush=True)
+
+    noise = measure_noise_bounds(args.noise_seconds)
+    best = max(noise, key=lambda row: row["normals_per_s"])
+
+    plain_runs = []
+    for nodes in dict.fromkeys([args.nodes, *args.plain_nodes]):
+        run = plain_run(nodes, args.rounds, work)
+        print(f"[bench] plain Flower, {nodes:,} nodes, {args.rounds} rounds", flush=True)
+        plain_runs.append(run_measured(run, args.run_timeout, args.sample_interval, _progress(run)))
+    ldpfed_runs = []
+    for name in args.profile:
+        for users in args.users:
+            run = ldpfed_run(PROFILES[name], users, args.nodes, args.rounds, work)
+            print(f"[bench] ldpfed profile {name}, {users:,} users, {run.data}, {args.rounds} rounds (new data: encoded once, then cached)", flush=True)
+            run = run_measured(run, args.run_timeout, args.sample_interval, _progress(run))
+            if run.reports_per_s is not None:
+                run.noise_bound_fraction = noise_fraction(run.reports_per_s, PROFILES[name].dims, best["normals_per_s"])
+            ldpfed_runs.append(run)
+
+    report = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": ["python", "-m", "simulations.bench_scale", *(argv if argv is not None else sys.argv[1:])],
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "settings": {"rounds": args.rounds, "nodes": args.nodes, "warmup_rounds": 1, "work": str(work)},
+        "noise_bounds": noise,
+        "noise_bound_best": best,
+        "plain_flower": [asdict(r) for r in plain_runs],
+        "ldpfed": [asdict(r) for r in ldpfed_runs],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_plot(report, args.out.with_suffix(".png"))
+    print_tables(report)
+    print(f"[bench] best noise bound: {best['library']} {best['dtype']}, {best['threads']} thread(s), {best['normals_per_s'] / 1e6:.1f} M normals/s")
+    print(f"[bench] wrote {args.out} and {args.out.with_suffix('.png')}")
+    return 0 if all(r.status == "completed" for r in plain_runs + ldpfed_runs) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
