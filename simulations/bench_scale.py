@@ -20,8 +20,9 @@ beside it (same name, ``.png``).
 
 Definitions:
 
-- steady state: rounds 2..R of metrics.jsonl (round 1 includes warm-up: Ray actors start,
-  nodes load their users). user-rounds/s = users served (sampled less refused; plain Flower:
+- steady state: rounds warmup+1..R of metrics.jsonl (``--warmup``, default 2: round 1 starts
+  the Ray actors and builds each node's users in the actor that serves it; the other actor
+  builds them the first time it serves that node, usually in round 2). user-rounds/s = users served (sampled less refused; plain Flower:
   nodes answering) summed over those rounds / their summed ``seconds``. A round's seconds
   run from the server's train request to the end of its evaluation (ldpfed) or to the last
   reply (plain Flower).
@@ -98,7 +99,7 @@ PROFILES = {
 # -- figures from metrics.jsonl ------------------------------------------------------------------
 @dataclass(frozen=True)
 class Steady:
-    """Steady-state figures of one run: sums over rounds 2..R (round 1 is warm-up)."""
+    """Steady-state figures of one run: sums over the rounds after the warm-up ones."""
 
     rounds: int
     user_rounds: int
@@ -391,8 +392,13 @@ class Run:
     noise_bound_fraction: float | None = None
 
 
-def run_measured(run: Run, timeout: float, interval: float, progress: Callable[[dict[str, Any]], None]) -> Run:
-    """Launch ``run.command``, sample its memory, follow its metrics.jsonl; stop it after ``timeout`` s."""
+def run_measured(
+    run: Run, timeout: float, interval: float, progress: Callable[[dict[str, Any]], None], warmup: int = 1
+) -> Run:
+    """Launch ``run.command``, sample its memory, follow its metrics.jsonl; stop it after ``timeout`` s.
+
+    Steady-state figures leave out the first ``warmup`` rounds.
+    """
     out = Path(run.out)
     out.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex
@@ -427,8 +433,8 @@ def run_measured(run: Run, timeout: float, interval: float, progress: Callable[[
     run.sampler_cpu_seconds = memory.cpu_seconds
     run.reparented_processes = sorted(memory.reparented.values())
     rows = read_metrics(metrics)
-    if len(rows) > 1:
-        steady = steady_state(rows)
+    if len(rows) > warmup:
+        steady = steady_state(rows, warmup)
         run.steady = asdict(steady)
         run.user_rounds_per_s, run.reports_per_s = steady.user_rounds_per_s, steady.reports_per_s
         run.seconds_per_round, run.first_round_seconds = steady.seconds_per_round, steady.first_round_seconds
@@ -516,7 +522,8 @@ def print_tables(report: dict[str, Any]) -> None:
         noise.add_row(row["library"], row["dtype"], str(row["threads"]), f"{row['normals_per_s'] / 1e6:.1f}")
     console.print(noise)
 
-    plain = Table(title="Plain Flower: trivial ClientApp, one user per node (steady = rounds 2..R)")
+    warmup = report.get("settings", {}).get("warmup_rounds", 1)
+    plain = Table(title=f"Plain Flower: trivial ClientApp, one user per node (steady = rounds {warmup + 1}..R)")
     for column in ("nodes", "round 1 done after s", "round 1 s", "s/round", "user-rounds/s", "peak RSS GiB", "peak PSS GiB", "load", "status"):
         plain.add_column(column, justify="right")
     for run in report["plain_flower"]:
@@ -528,7 +535,7 @@ def print_tables(report: dict[str, Any]) -> None:
     console.print(plain)
 
     same = {run["nodes"]: run["user_rounds_per_s"] for run in report["plain_flower"]}
-    table = Table(title="ldpfed vs plain Flower at the same nodes (steady = rounds 2..R; round 1 includes warm-up)")
+    table = Table(title=f"ldpfed vs plain Flower at the same nodes (steady = rounds {warmup + 1}..R; the first rounds include warm-up)")
     columns = (
         "profile", "users", "nodes", "data", "round 1 done after s", "round 1 s", "s/round", "ldpfed u-r/s",
         "plain u-r/s", "ratio", "noise-bound fraction", "peak RSS GiB", "peak PSS GiB", "ledger s/round (all nodes)", "load", "status",
@@ -623,7 +630,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m simulations.bench_scale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=_counts, default=[1_000, 10_000, 100_000], help="user counts (default 1000,10000,100000)")
     parser.add_argument("--profile", type=_profiles, default=["16"], help="16 (one 16-d report per user-round) and/or 384 (16 x 384); default 16")
-    parser.add_argument("--rounds", type=int, default=4, help="rounds per run, at least 2 (round 1 is warm-up; default 4)")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds per run, more than --warmup (default 6)")
+    parser.add_argument(
+        "--warmup", type=int, default=2,
+        help="leading rounds left out of the steady state (default 2: round 1 builds each node's users in the "
+        "first Ray actor, and the other actor builds them the first time it serves that node)",
+    )
     parser.add_argument("--nodes", type=int, default=2, help="Flower nodes of the ldpfed runs and of the same-nodes plain run (default 2)")
     parser.add_argument("--plain-nodes", type=_counts, default=[1_000], help="further plain-Flower node counts (default 1000)")
     parser.add_argument("--out", type=Path, default=Path("runs/reports/bench_scale.json"), help="JSON report; the plot goes beside it (.png)")
@@ -638,8 +650,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Measure, print the tables, write the JSON report and the plot."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.rounds < 2:
-        parser.error("--rounds must be at least 2: round 1 is warm-up")
+    if args.warmup < 1 or args.rounds <= args.warmup:
+        parser.error("--warmup must be at least 1 and --rounds more than --warmup")
     if args.nodes < 1 or args.nodes > min(args.users):
         parser.error("--nodes must be between 1 and the smallest --users")
     if sys.platform != "linux":
@@ -654,13 +666,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for nodes in dict.fromkeys([args.nodes, *args.plain_nodes]):
         run = plain_run(nodes, args.rounds, work)
         print(f"[bench] plain Flower, {nodes:,} nodes, {args.rounds} rounds", flush=True)
-        plain_runs.append(run_measured(run, args.run_timeout, args.sample_interval, _progress(run)))
+        plain_runs.append(run_measured(run, args.run_timeout, args.sample_interval, _progress(run), args.warmup))
     ldpfed_runs = []
     for name in args.profile:
         for users in args.users:
             run = ldpfed_run(PROFILES[name], users, args.nodes, args.rounds, work)
             print(f"[bench] ldpfed profile {name}, {users:,} users, {run.data}, {args.rounds} rounds (new data: encoded once, then cached)", flush=True)
-            run = run_measured(run, args.run_timeout, args.sample_interval, _progress(run))
+            run = run_measured(run, args.run_timeout, args.sample_interval, _progress(run), args.warmup)
             if run.reports_per_s is not None:
                 run.noise_bound_fraction = noise_fraction(run.reports_per_s, PROFILES[name].dims, best["normals_per_s"])
             ldpfed_runs.append(run)
@@ -669,7 +681,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": ["python", "-m", "simulations.bench_scale", *(argv if argv is not None else sys.argv[1:])],
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "settings": {"rounds": args.rounds, "nodes": args.nodes, "warmup_rounds": 1, "work": str(work)},
+        "settings": {"rounds": args.rounds, "nodes": args.nodes, "warmup_rounds": args.warmup, "work": str(work)},
         "noise_bounds": noise,
         "noise_bound_best": best,
         "plain_flower": [asdict(r) for r in plain_runs],
