@@ -8,11 +8,11 @@ node against untrusted content and raises :class:`fed.requests.RequestRefused` (
 | message type | request | reply |
 |---|---|---|
 | ``query.setup`` | the asset bundle (uint8 tar) | :class:`NodeInfo`: hosted users, dimension, labels, public sizes |
-| ``train`` | :func:`release_request` | :func:`release_reply` (reports, labels, per-user refusals and ledger figures) |
+| ``train`` | :func:`release_request` | :func:`release_reply` (reports and labels, or their sums when the request says ``summarise``; per-user refusals and ledger figures) |
 | ``query.release`` | :func:`release_request` | :func:`release_reply` (reports under opaque slots) |
 | ``query.answer`` | :func:`answer_request` | users whose queries all have k answers |
 | ``query.score`` | nothing | :class:`fed.evaluation.Outcomes` of remote inference |
-| ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.evaluation.Outcomes` of local inference |
+| ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.evaluation.Outcomes` of local inference (also per user, simulation only) |
 | ``query.ledger`` | nothing | every hosted user's ledger |
 
 Any of them may be answered by :func:`refusal` (a code from :class:`fed.requests.Refusal` and a
@@ -30,8 +30,9 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fed.classifier import LinearModel
-from fed.evaluation import Outcomes
+from fed.evaluation import Outcomes, UserOutcomes
 from fed.node import NodeReply
+from fed.report_sums import ReportSums
 from fed.requests import RequestRefused
 
 SETUP = "query.setup"
@@ -91,9 +92,13 @@ def read_setup_reply(content: RecordDict) -> NodeInfo:
 
 
 # -- releases --------------------------------------------------------------------------------
-def release_request(users: list[int], randomizer: Mapping[str, Any], records: int, sampling: str) -> RecordDict:
-    """Ask the listed users to release through ``randomizer`` (its params)."""
+def release_request(
+    users: list[int], randomizer: Mapping[str, Any], records: int, sampling: str, summarise: bool = False
+) -> RecordDict:
+    """Ask the listed users to release through ``randomizer`` (its params); ``summarise``: send report sums."""
     request = {"users": [int(u) for u in users], "randomizer": json.dumps(dict(randomizer)), "records": int(records), "sampling": sampling}
+    if summarise:
+        request["summarise"] = True
     return RecordDict({"request": ConfigRecord(request)})
 
 
@@ -105,15 +110,21 @@ def read_release_request(content: RecordDict) -> dict[str, Any]:
 
 
 def release_reply(reply: NodeReply) -> RecordDict:
-    """A node's release reply."""
-    arrays = ArrayRecord(
-        {
-            "reports": Array(np.ascontiguousarray(reply.reports, dtype=np.float32)),
-            "labels": Array(reply.labels),
-            "users": Array(reply.users),
-            "slots": Array(reply.slots),
-        }
-    )
+    """A node's release reply (with the report sums in place of reports when summarised)."""
+    arrays = {
+        "reports": Array(np.ascontiguousarray(reply.reports, dtype=np.float32)),
+        "labels": Array(reply.labels),
+        "users": Array(reply.users),
+        "slots": Array(reply.slots),
+    }
+    if reply.sums is not None:
+        arrays.update(
+            {
+                "class-sums": Array(np.ascontiguousarray(reply.sums.class_sums, dtype=np.float64)),
+                "label-counts": Array(np.ascontiguousarray(reply.sums.label_counts, dtype=np.float64)),
+                "second-moment": Array(np.ascontiguousarray(reply.sums.second_moment, dtype=np.float64)),
+            }
+        )
     meta = ConfigRecord(
         {
             "status": "ok",
@@ -123,14 +134,21 @@ def release_reply(reply: NodeReply) -> RecordDict:
             "ledgers": json.dumps({str(k): v for k, v in reply.ledgers.items()}),
             "host": reply.host,
             "ledger-seconds": float(reply.ledger_seconds),
+            "summed-reports": -1 if reply.sums is None else int(reply.sums.count),
         }
     )
-    return RecordDict({"reports": arrays, "meta": meta})
+    return RecordDict({"reports": ArrayRecord(arrays), "meta": meta})
 
 
 def read_release_reply(content: RecordDict) -> NodeReply:
     """Inverse of :func:`release_reply` (a reply without "host", e.g. from an older node, reads as "")."""
     arrays, meta = content["reports"], content["meta"]
+    count = int(meta.get("summed-reports", -1))
+    sums = None
+    if count >= 0:
+        sums = ReportSums(
+            arrays["class-sums"].numpy(), arrays["label-counts"].numpy(), arrays["second-moment"].numpy(), count
+        )
     return NodeReply(
         reports=arrays["reports"].numpy(),
         labels=arrays["labels"].numpy(),
@@ -142,6 +160,7 @@ def read_release_reply(content: RecordDict) -> NodeReply:
         ledgers={int(k): v for k, v in json.loads(str(meta["ledgers"])).items()},
         host=str(meta.get("host", "")),
         ledger_seconds=float(meta.get("ledger-seconds", 0.0)),
+        sums=sums,
     )
 
 
@@ -205,18 +224,30 @@ def read_evaluate_request(content: RecordDict, dim: int, num_classes: int) -> di
 
 
 def outcomes_reply(outcomes: Outcomes) -> RecordDict:
-    """Evaluation outcomes, marked exact (simulation only) or randomized."""
+    """Evaluation outcomes, marked exact (simulation only) or randomized; exact ones also per user
+    (arrays "users", "queries", "correct.<model>"), which :class:`Outcomes` allows only when exact."""
     metrics = {f"correct.{k}": int(v) for k, v in outcomes.correct.items()}
     metrics.update({f"total.{k}": int(v) for k, v in outcomes.total.items()})
     metrics.update(exact=int(outcomes.exact), keep=float(outcomes.keep_probability))
-    return RecordDict({"metrics": MetricRecord(metrics)})
+    content = RecordDict({"metrics": MetricRecord(metrics)})
+    if outcomes.per_user is not None:
+        per_user = {"users": outcomes.per_user.users, "queries": outcomes.per_user.queries}
+        per_user.update({f"correct.{k}": v for k, v in outcomes.per_user.correct.items()})
+        content["per-user"] = ArrayRecord({k: Array(np.ascontiguousarray(v, dtype=np.int64)) for k, v in per_user.items()})
+    return content
 
 
 def read_outcomes_reply(content: RecordDict) -> Outcomes:
-    """Inverse of :func:`outcomes_reply`."""
+    """Inverse of :func:`outcomes_reply` (per-user arrays are read from exact outcomes only)."""
     metrics = content["metrics"]
     part = {prefix: {k.removeprefix(prefix): int(v) for k, v in metrics.items() if k.startswith(prefix)} for prefix in ("correct.", "total.")}
-    return Outcomes(part["correct."], part["total."], bool(metrics["exact"]), float(metrics["keep"]))
+    exact = bool(metrics["exact"])
+    per_user = None
+    if exact and "per-user" in content.array_records:
+        arrays = {k: v.numpy() for k, v in content.array_records["per-user"].items()}
+        correct = {k.removeprefix("correct."): v for k, v in arrays.items() if k.startswith("correct.")}
+        per_user = UserOutcomes(arrays["users"], arrays["queries"], correct)
+    return Outcomes(part["correct."], part["total."], exact, float(metrics["keep"]), per_user)
 
 
 # -- ledgers ---------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import numpy as np
 
 from fed.classifier import LinearModel, NoiseAwareLDA
 from fed.randomizers import make_randomizer
+from fed.report_sums import ReportSums
 
 
 class ReportAggregator:
@@ -50,6 +51,14 @@ class ReportAggregator:
         estimates, noise_variance = make_randomizer(randomizer_params).decode(reports)
         self.lda.update(estimates, labels, np.sqrt(noise_variance), label_transition)
         self.reports += len(reports)
+
+    def add_sums(
+        self, sums: ReportSums, randomizer_params: Mapping[str, Any], label_transition: np.ndarray | None
+    ) -> None:
+        """Add a node's sums of decoded reports made by one randomizer (a summarised reply)."""
+        _, noise_variance = make_randomizer(randomizer_params).decode(np.zeros((0, self.lda.dim)))
+        self.lda.add(sums, np.sqrt(noise_variance), label_transition)
+        self.reports += int(sums.count)
 
     def model(self) -> LinearModel:
         """The classifier for clean inputs (local inference), refitted only after new reports."""

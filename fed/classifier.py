@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fed.report_sums import ReportSums, soft_labels
+
 
 @dataclass(frozen=True)
 class LinearModel:
@@ -106,18 +108,20 @@ class NoiseAwareLDA:
         reports = np.asarray(reports, dtype=np.float64)
         if reports.ndim != 2 or reports.shape[1] != self.dim:
             raise ValueError(f"reports must have shape (n, {self.dim}), got {reports.shape}")
-        if not np.isfinite(reports).all():
-            raise ValueError("reports contain NaN or infinite values")
-        one_hot = _soft_labels(labels, reports.shape[0], self.num_classes)
-        sums, counts = one_hot.T @ reports, one_hot.sum(axis=0)
+        self.add(ReportSums.of(reports, labels, self.num_classes), noise_std, label_transition)
+
+    def add(self, sums: ReportSums, noise_std: float | np.ndarray, label_transition: np.ndarray | None = None) -> None:
+        """Add the sums of a batch of reports that share one noise scale and one label channel (see :meth:`update`)."""
+        sums.check(self.dim, self.num_classes)
+        class_sums, counts = sums.class_sums, np.asarray(sums.label_counts, dtype=np.float64)
         if label_transition is not None:
             unmix = np.linalg.inv(np.asarray(label_transition, dtype=np.float64).T)
-            sums, counts = unmix @ sums, unmix @ counts
-        self.class_sums += sums
+            class_sums, counts = unmix @ class_sums, unmix @ counts
+        self.class_sums += class_sums
         self.class_counts += counts
-        self.second_moment += reports.T @ reports
-        self.noise_variance += reports.shape[0] * _per_coordinate(noise_std, self.dim) ** 2
-        self.count += reports.shape[0]
+        self.second_moment += sums.second_moment
+        self.noise_variance += sums.count * _per_coordinate(noise_std, self.dim) ** 2
+        self.count += int(sums.count)
 
     def fit(self) -> LinearModel:
         """The discriminant for clean inputs, from everything added so far."""
@@ -241,14 +245,14 @@ def _denoised_within(
 def class_means(x: np.ndarray, y: np.ndarray, num_classes: int) -> np.ndarray:
     """Class means (num_classes, d) of clean labelled data (zero for a class without rows)."""
     x = np.asarray(x, dtype=np.float64)
-    one_hot = _soft_labels(y, len(x), num_classes)
+    one_hot = soft_labels(y, len(x), num_classes)
     return (one_hot.T @ x) / np.maximum(one_hot.sum(axis=0), 1.0)[:, None]
 
 
 def within_class_covariance(x: np.ndarray, y: np.ndarray, num_classes: int) -> np.ndarray:
     """Pooled within-class covariance of clean labelled data (e.g. the server's public data)."""
     x = np.asarray(x, dtype=np.float64)
-    one_hot = _soft_labels(y, len(x), num_classes)
+    one_hot = soft_labels(y, len(x), num_classes)
     residuals = x - one_hot @ class_means(x, y, num_classes)
     return residuals.T @ residuals / max(len(x), 1)
 
@@ -270,19 +274,6 @@ def _per_coordinate(value: float | np.ndarray, dim: int) -> np.ndarray:
     if arr.shape != (dim,) or not np.isfinite(arr).all() or (arr < 0).any():
         raise ValueError(f"noise std must be a non-negative number or {dim} non-negative numbers")
     return arr
-
-
-def _soft_labels(labels: np.ndarray, n: int, num_classes: int) -> np.ndarray:
-    labels = np.asarray(labels)
-    if labels.shape == (n, num_classes):
-        if not np.isfinite(labels).all():
-            raise ValueError("soft labels contain NaN or infinite values")
-        return labels.astype(np.float64)
-    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"labels must be {n} class ids or an ({n}, {num_classes}) soft-label array")
-    if n and (labels.min() < 0 or labels.max() >= num_classes):
-        raise ValueError(f"labels must lie in [0, {num_classes})")
-    return np.eye(num_classes)[labels]
 
 
 def _positive_part(matrix: np.ndarray) -> np.ndarray:

@@ -35,8 +35,8 @@ class RunConfig:
     delta: float = 1e-5
     user_epsilon: float = 0.0
     labels: str = "public"
-    rounds: int = 4
-    users_per_round: int = 5
+    rounds: int = 1
+    users_per_round: int = 0
     records_per_user_round: int = 0
     releases_per_record: int = 1
     releases_per_query: int = 1
@@ -147,6 +147,55 @@ class RunConfig:
             raise ValueError(f"--labels must be 'public' or 'rr:<epsilon>', got {self.labels!r}")
         return epsilon
 
+    def schedule_warnings(self) -> list[str]:
+        """What this run's schedule of training releases wastes, one sentence each (empty: nothing).
+
+        Three settings make a run misleading: users that are never asked (--users-per-round x
+        --rounds below --users), rounds with nothing left to release (under --enforce worst-case
+        with --sampling all and no --records-per-user-round, an asked user releases every record
+        it may, so each user's budget lasts k asks, k the planned releases per record), and noise
+        calibrated for more releases of a record than the schedule makes (more than one per round,
+        or more than a user is asked on average).
+        """
+        from fed.plan import planned_train_releases  # here: fed.plan imports this module
+
+        per_round = min(self.users_per_round or self.users, self.users)
+        asked = self.rounds * per_round
+        warnings = []
+        if asked < self.users:
+            warnings.append(
+                f"at most {asked} of the {self.users} users take part (--users-per-round {self.users_per_round} x "
+                f"--rounds {self.rounds}): the other users' records are never released. Use --users-per-round 0 "
+                "(every user, every round) or more --rounds."
+            )
+        if self.enforce != "worst-case":
+            return warnings
+        k = planned_train_releases(self)
+        whole = self.train_sampling.kind == "all" and not self.records_per_user_round  # an asked user releases all
+        if whole and (k == 1 or per_round == self.users):
+            busy = -(-self.users * k // per_round)  # every user asked k times: no budget left (exact in these cases)
+            if busy < self.rounds:
+                warnings.append(
+                    f"rounds {busy + 1} to {self.rounds} release nothing: an asked user releases all its records and "
+                    f"each record at most {k} time(s) (--releases-per-record), so every budget is spent after round "
+                    f"{busy}. Use --rounds {busy}, or --releases-per-record 0 to release every record in every round "
+                    "(noise calibrated for that many releases)."
+                )
+        if k > self.rounds:
+            warnings.append(
+                f"the noise is calibrated for {k} releases of each training record (--releases-per-record), but a "
+                f"record is released at most once per round ({self.rounds} rounds): every report is noisier than the "
+                f"run needs. Use --releases-per-record {self.rounds} or fewer."
+            )
+        elif k > 1 and asked < k * self.users:
+            warnings.append(
+                f"the noise is calibrated for {k} releases of each training record, but a user is asked "
+                f"{asked / self.users:.2g} times on average (--users-per-round {self.users_per_round} of {self.users} "
+                f"users x --rounds {self.rounds}): most records are released fewer times than the noise assumes. "
+                "Lower --releases-per-record, or use --users-per-round 0."
+            )
+        return warnings
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "RunConfig":
         """Build from a mapping with hyphenated or underscored keys; unknown keys are errors."""
@@ -173,7 +222,7 @@ about 0.5 s more than this module; a test checks the two match)."""
 
 HELP: dict[str, str] = {
     "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV), or a Hugging Face id",
-    "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'",
+    "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'. The run warns when its labels or domain differ from the task's (the default 'generated' matches only --data generated); with other labels it gives no public-only baseline, shrinkage target or class means, while the projection (--dim) is still fitted on it, as it needs no labels. Nothing switches automatically: a mismatched projection can still beat none",
     "users": "number of users",
     "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>",
     "train_limit": "use a seeded sample of this many training records (0: all)",
@@ -187,10 +236,10 @@ HELP: dict[str, str] = {
     "delta": "delta of every (epsilon, delta) figure",
     "user_epsilon": "user-level epsilon budget (0: not enforced, still reported)",
     "labels": "public, or rr:<epsilon> (k-ary randomized response, charged to the ledger)",
-    "rounds": "server rounds",
-    "users_per_round": "users sampled per round (0: all with budget left)",
+    "rounds": "server rounds. By default one: every user takes part and releases each training record once (--releases-per-record 1), which a second round could not repeat. More rounds need --releases-per-record 0 (every record in every round, noise calibrated for that) or a share per round (--users-per-round, --sampling, --records-per-user-round); the run warns about rounds that would release nothing",
+    "users_per_round": "users sampled per round among those with budget left (0: all of them, Flower's convention; the run warns when users would never take part)",
     "records_per_user_round": "records each sampled user releases per round (0: all with budget left)",
-    "releases_per_record": "planned releases of each training record under --enforce worst-case (calibration; 0: the (1-delta)-quantile of Binomial(rounds, sampling rate))",
+    "releases_per_record": "planned releases of each training record under --enforce worst-case (calibration; 0: the (1-delta)-quantile of Binomial(rounds, sampling rate), i.e. every round under --sampling all; user sampling is not counted)",
     "releases_per_query": "planned releases of each query record under --enforce worst-case (calibration; at least --answers)",
     "sampling": "training records a user releases per round: all, poisson:<p> (each record with probability p), fixed:<m> (m without replacement)",
     "enforce": "budget enforced: worst-case (ledger of actual releases) or amplified (PLD bound of the Poisson-sampled schedule; assumes the server cannot link a report to its record)",

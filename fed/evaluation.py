@@ -10,9 +10,17 @@ import numpy as np
 from fed.classifier import LinearModel
 
 
-def local_correct(models: Mapping[str, LinearModel], x: np.ndarray, y: np.ndarray) -> dict[str, int]:
-    """Correct predictions of each model on a user's clean query records (no privacy cost)."""
-    return {name: int((model.predict(x) == y).sum()) for name, model in models.items()} if len(y) else {}
+@dataclass(frozen=True)
+class UserOutcomes:
+    """Exact local-inference outcomes of each user (simulation only: never built on a device).
+
+    ``users`` are the hosted users with at least one query, ``queries`` how many each has, and
+    ``correct[name]`` how many of them model ``name`` predicts correctly.
+    """
+
+    users: np.ndarray
+    queries: np.ndarray
+    correct: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -21,12 +29,18 @@ class Outcomes:
 
     ``correct[name]`` counts correct predictions (exact), or reported-correct bits after binary
     randomized response with ``keep_probability`` (noisy); ``total[name]`` how many queries each covers.
+    ``per_user`` splits exact counts by user (simulation only; refused with randomized bits).
     """
 
     correct: dict[str, int]
     total: dict[str, int]
     exact: bool
     keep_probability: float = 1.0
+    per_user: UserOutcomes | None = None
+
+    def __post_init__(self) -> None:
+        if self.per_user is not None and not self.exact:
+            raise ValueError("per-user outcomes are exact counts: simulation only, never beside randomized bits")
 
     def estimated_correct(self) -> dict[str, float]:
         """Unbiased estimates of the correct counts (the counts themselves when exact)."""
@@ -45,3 +59,25 @@ def accuracy(outcomes: Iterable[Outcomes]) -> dict[str, float]:
             correct[name] = correct.get(name, 0.0) + value
             total[name] = total.get(name, 0) + outcome.total[name]
     return {name: correct[name] / total[name] for name in correct if total[name]}
+
+
+def local_outcomes(
+    models: Mapping[str, LinearModel], x: np.ndarray, y: np.ndarray, users: np.ndarray, starts: np.ndarray
+) -> Outcomes:
+    """Exact outcomes of each model on stacked clean query records (simulation only: no privacy cost).
+
+    User ``users[i]``'s queries are rows ``starts[i]:starts[i + 1]`` of ``x`` (already preprocessed)
+    and ``y``; the per-user counts come from one prediction per model and cumulative sums.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    queries = np.diff(starts)
+    held = queries > 0
+    correct: dict[str, np.ndarray] = {}
+    for name, model in models.items():
+        hits = np.concatenate(([0], np.cumsum(model.predict(x) == y))) if len(y) else np.zeros(1, np.int64)
+        correct[name] = (hits[starts[1:]] - hits[starts[:-1]])[held].astype(np.int64)
+    per_user = UserOutcomes(np.asarray(users, dtype=np.int64)[held], queries[held], correct)
+    total = int(queries.sum())
+    return Outcomes(
+        {name: int(c.sum()) for name, c in correct.items()}, dict.fromkeys(models, total), exact=True, per_user=per_user
+    )

@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,12 +25,14 @@ import numpy as np
 from fed.classifier import LinearModel
 from fed.cohort import Cohort, train_step
 from fed.entropy import generator
-from fed.evaluation import Outcomes, local_correct
+from fed.evaluation import Outcomes, local_outcomes
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
 from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import Budget, EventCapReached
 from fed.privacy.store import LedgerStore, LedgerTransaction
+from fed.randomizers.base import Randomizer
+from fed.report_sums import ReportSums
 from fed.requests import ClientLimits, Refusal, ReleaseRequest, RequestRefused, parse_release_request
 from fed.user import BudgetExhausted, Kind, MemoBook, QueriesDone, User, UserRecords, UserState
 
@@ -59,6 +61,14 @@ class NodeReply:
     """Ray node id of the actor that served the reply, inside the simulation engine only ("" on a device)."""
     ledger_seconds: float = 0.0
     """Seconds the node spent reading, checking, charging and writing ledgers for this reply (scale mode)."""
+    sums: ReportSums | None = None
+    """The sums of the decoded reports, sent instead of ``reports`` and ``labels`` when the request asks."""
+
+    def summarised(self, randomizer: Randomizer, num_labels: int) -> "NodeReply":
+        """The same reply with the sums of its decoded reports in place of the reports and labels."""
+        estimates = self.reports if randomizer.decoded_as_sent else randomizer.decode(self.reports)[0]
+        sums = ReportSums.of(np.asarray(estimates, dtype=np.float32), self.labels, num_labels)
+        return replace(self, reports=self.reports[:0], labels=np.zeros(0, np.int64), sums=sums)
 
 
 class NodeHost:
@@ -153,12 +163,17 @@ class NodeHost:
         every user). A user out of budget is listed in ``refusals`` and the others still answer.
         """
         request = parse_release_request(raw_request, self.limits(kind))
+        if request.summarise and kind != "train":
+            raise RequestRefused("'summarise' applies to train requests only (query reports are answered one by one)")
         reason = self.policy.refusal(request.randomizer)
         if reason:
             raise RequestRefused(reason, Refusal.POLICY)
         self._check_hosted(request.users)
-        if kind == "train" and self._batched(request):
-            return self._cohort_train(request)
+        reply = self._cohort_train(request) if kind == "train" and self._batched(request) else self._release(kind, request)
+        return reply.summarised(request.randomizer, self.plan.labels.num_values) if request.summarise else reply
+
+    def _release(self, kind: Kind, request: ReleaseRequest) -> NodeReply:
+        """Serve a checked request one user at a time."""
         parts: list[tuple[int, Any]] = []
         refusals: dict[int, tuple[str, str]] = {}
         summaries: dict[int, dict[str, float]] = {}
@@ -223,25 +238,24 @@ class NodeHost:
         )
 
     def evaluate(self, models: Mapping[str, LinearModel]) -> Outcomes:
-        """Local inference on every user's clean queries: exact counts in a simulation; on a
-        device only through the policy's evaluation channel (charged per query and model)."""
+        """Local inference on every user's clean queries: exact counts, pooled and per user, in a
+        simulation; on a device only the pooled counts of the policy's evaluation channel (charged
+        per query and model), never a user's own accuracy."""
         if len(models) > self.policy.max_models:
             raise RequestRefused(f"{len(models)} models in one message; this device's policy allows {self.policy.max_models}", Refusal.POLICY)
+        if self.simulation:
+            if self.cohort is not None:
+                users, query, labels, starts = self.cohort.users, self.cohort.query, self.cohort.query_labels, self.cohort.query_start
+            else:
+                users = np.array(sorted(self.records), dtype=np.int64)
+                parts = [self.records[int(u)] for u in users]
+                query = np.concatenate([r.query for r in parts]) if parts else np.zeros((0, 0))
+                labels = np.concatenate([r.query_labels for r in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+                starts = np.cumsum([0] + [len(r.query_labels) for r in parts])
+            x = self.plan.query.preprocess(query) if len(labels) else query
+            return local_outcomes(models, x, labels, users, starts)
         correct = {name: 0 for name in models}
         total = {name: 0 for name in models}
-        if self.simulation:
-            parts = (
-                [(self.cohort.query, self.cohort.query_labels)]
-                if self.cohort is not None
-                else [(r.query, r.query_labels) for r in self.records.values()]
-            )
-            for query, labels in parts:
-                if not len(labels):
-                    continue
-                for name, value in local_correct(models, self.plan.query.preprocess(query), labels).items():
-                    correct[name] += value
-                    total[name] += len(labels)
-            return Outcomes(correct, total, exact=True)
         channel = self._evaluation_channel()
 
         def bits(user: User) -> dict[str, np.ndarray]:

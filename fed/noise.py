@@ -65,7 +65,11 @@ def add_gaussian(x: np.ndarray, sigma: float, sensitivity: float, rng: np.random
     """``x`` plus N(0, sigma^2) per coordinate, for an L2 ``sensitivity`` the caller's event states."""
     x = np.asarray(x, dtype=np.float64)
     if not isinstance(rng, SecureGenerator):
-        return x + rng.normal(0.0, sigma, size=x.shape)
+        # x + rng.normal(0, sigma, x.shape), bit for bit, without its two temporaries.
+        noise = rng.standard_normal(x.shape)
+        noise *= sigma
+        noise += x
+        return noise
     measurement = _opendp_measurement("gaussian", float(sigma))
     _check_certificate(measurement.map(float(sensitivity)), sensitivity**2 / (2 * sigma**2), "Gaussian rho")
     return _apply(measurement, x)

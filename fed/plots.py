@@ -1,4 +1,4 @@
-"""The run's PNG plots: accuracy per round and per-user epsilon."""
+"""The run's PNG plots: accuracy per round, per-user epsilon, and per-user accuracy by group (simulation only)."""
 
 from __future__ import annotations
 
@@ -7,23 +7,27 @@ from typing import Any
 
 import numpy as np
 
+from fed.groups import Axis
 
-def _figure() -> tuple[Any, Any]:
-    """A new figure and axes, drawn off-screen (no display needed)."""
+
+def _figure(rows: int = 1, cols: int = 1) -> tuple[Any, Any]:
+    """A new figure and its axes (one, or a grid of panels), drawn off-screen (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt.subplots(figsize=(6, 4))
+    return plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=rows * cols == 1)
 
 
 def _save(fig: Any, ax: Any, path: Path) -> Path:
-    """Legend and grid, then write the PNG and free the figure."""
+    """Legend and grid on every panel, then write the PNG and free the figure."""
     import matplotlib.pyplot as plt
 
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    for panel in np.atleast_1d(ax).ravel():
+        if panel.get_legend_handles_labels()[0]:
+            panel.legend(fontsize=8)
+        panel.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -62,4 +66,35 @@ def plot_epsilon(sentence: np.ndarray, user: np.ndarray, budget: float, path: Pa
         ax.set_yscale("log")
     elif np.isinf(values).any():
         ax.set_title("worst-case epsilon = inf (no differential-privacy guarantee)")
+    return _save(fig, ax, path)
+
+
+def plot_accuracy_cdf(accuracy: np.ndarray, axes: list[Axis], path: Path) -> Path:
+    """Empirical CDF of per-user accuracy (by user id; NaN: no queries), one panel per grouping, one line per group."""
+    fig, panels = _figure(2, (len(axes) + 1) // 2)
+    for panel, axis in zip(panels.ravel(), axes):
+        for group, members in axis.members():
+            values = np.sort(accuracy[members & np.isfinite(accuracy)])
+            if values.size:
+                share = np.arange(values.size + 1) / values.size  # from 0 below the lowest accuracy
+                panel.step(np.r_[values[0], values], share, where="post", label=f"{group} ({values.size})")
+        panel.set_title(f"by {axis.name}", fontsize=10)
+        panel.set_xlabel("user's accuracy on its own queries (simulation only)")
+        panel.set_ylabel("share of users")
+    for panel in panels.ravel()[len(axes):]:
+        panel.set_visible(False)
+    return _save(fig, panels, path)
+
+
+def plot_accuracy_epsilon(accuracy: np.ndarray, epsilon: np.ndarray, tiers: Axis, path: Path) -> Path:
+    """Each user's accuracy against its worst-case sentence-level epsilon, coloured by tier; tier means as large marks."""
+    fig, ax = _figure()
+    for group, members in tiers.members():
+        keep = members & np.isfinite(accuracy) & np.isfinite(epsilon)
+        if keep.any():
+            (dots,) = ax.plot(epsilon[keep], accuracy[keep], ".", alpha=0.4, label=f"{group} ({int(keep.sum())} users)")
+            ax.plot(np.median(epsilon[keep]), accuracy[keep].mean(), "D", color=dots.get_color(), markersize=9, markeredgecolor="black")
+    ax.set_xlabel("user's worst-case sentence-level epsilon spent")
+    ax.set_ylabel("user's accuracy on its own queries (simulation only)")
+    ax.set_title("per user; diamonds: tier mean accuracy at its median epsilon", fontsize=9)
     return _save(fig, ax, path)

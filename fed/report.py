@@ -33,8 +33,9 @@ ENFORCED_KEY = {"worst-case": "worst_case_actual", "amplified": "pld"}
 class LedgerFigures:
     """Per-user figures, recomputed by the server from the ledgers it collected.
 
-    ``sentence`` and ``user`` are worst-case epsilons; :meth:`amplified` gives each user's
-    sentence-level amplified PLD bound over the steps it served.
+    ``sentence`` and ``user`` are worst-case epsilons, ``user_releases`` each user's releases and
+    ``budgets`` its sentence-level budget, all in the order of ``users``; :meth:`amplified` gives
+    each user's sentence-level amplified PLD bound over the steps it served.
     """
 
     sentence: np.ndarray
@@ -43,6 +44,15 @@ class LedgerFigures:
     steps: dict[str, int]
     max_record_releases: dict[str, int]
     ledgers: tuple[Ledger, ...] = field(default=(), repr=False, compare=False)
+    users: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False, compare=False)
+    user_releases: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False, compare=False)
+    budgets: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
+
+    def by_user(self, values: np.ndarray, users: int) -> np.ndarray:
+        """Per-user ``values`` (in the order of ``users``) placed by user id, NaN where no ledger came back."""
+        out = np.full(users, np.nan)
+        out[self.users] = values
+        return out
 
     @classmethod
     def from_ledgers(
@@ -63,13 +73,17 @@ class LedgerFigures:
             n_train = train_counts.get(uid, ledger.num_records)
             most["train"] = max(most["train"], int(per_record[:n_train].max(initial=0)))
             most["query"] = max(most["query"], int(per_record[n_train:].max(initial=0)))
+        releases = np.array([ledger.releases() for ledger in parsed.values()], dtype=np.int64)
         return cls(
             sentence=np.array([ledger.sentence_epsilon() for ledger in parsed.values()]),
             user=np.array([ledger.user_epsilon() for ledger in parsed.values()]),
-            releases=sum(ledger.releases() for ledger in parsed.values()),
+            releases=int(releases.sum()),
             steps=steps,
             max_record_releases=most,
             ledgers=tuple(parsed.values()),
+            users=np.array(list(parsed), dtype=np.int64),
+            user_releases=releases,
+            budgets=np.array([ledger.budget.epsilon_sentence for ledger in parsed.values()], dtype=np.float64),
         )
 
     def amplified(self, labels: PrivacyEvent | None) -> np.ndarray:
@@ -323,6 +337,8 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
         "epsilon at finite T). PLD, RDP and the PRV upper bound are upper bounds under that assumption.",
         *_label_lines(plan, result["accountants"]),
     ]
+    if result.get("groups"):
+        lines += ["", *group_lines(result["groups"], level="##")]
     inference = result.get("remote_inference")
     if inference:
         lines += [
@@ -338,6 +354,40 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
             "true release is charged to the worst-case ledger. The server is not told which slots are true.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def group_lines(groups: dict[str, Any], level: str = "#") -> list[str]:
+    """Markdown tables of :func:`fed.user_results.group_summary`: per group of each axis, the spread of
+    per-user accuracy next to the group's worst-case epsilons (groups.md, and a privacy-report section)."""
+    overall = groups["overall"]
+    lines = [
+        f"{level} Per-user and per-group results (simulation only)",
+        "",
+        f"Accuracy of the {groups['model']} model on each user's own query records (local inference; exact counts, "
+        "which only a simulated node returns), over users with queries: mean, percentiles, the mean of the worst "
+        "10% of users and the variance across users. Epsilons are each user's worst-case ledger (max and median "
+        f"over the group's users). All users: {overall['users_evaluated']} evaluated, mean {_fmt(overall['mean'])}, "
+        f"p10 / p50 / p90 {_fmt(overall['p10'])} / {_fmt(overall['p50'])} / {_fmt(overall['p90'])}, worst 10% "
+        f"{_fmt(overall['worst10_mean'])}, variance {_fmt(overall['variance'])}; gap between tiers "
+        f"{'n/a (one tier)' if groups['tier_gap'] is None else _fmt(groups['tier_gap'])}.",
+    ]
+    for axis, rows in groups["axes"].items():
+        lines += [
+            "",
+            f"{level}# By {axis}",
+            "",
+            "| group | users | with queries | mean | p10 | p50 | p90 | worst 10% mean | variance | "
+            "sentence epsilon max / median | user epsilon max / median | releases |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for group, g in rows.items():
+            lines.append(
+                f"| {group} | {g['users']} | {g['users_evaluated']} | {_fmt(g['mean'])} | {_fmt(g['p10'])} | {_fmt(g['p50'])} | "
+                f"{_fmt(g['p90'])} | {_fmt(g['worst10_mean'])} | {_fmt(g['variance'])} | "
+                f"{_fmt(g['epsilon_sentence_max'])} / {_fmt(g['epsilon_sentence_median'])} | "
+                f"{_fmt(g['epsilon_user_max'])} / {_fmt(g['epsilon_user_median'])} | {g['releases']} |"
+            )
+    return lines
 
 
 def _label_lines(plan: PrivacyPlan, accountants: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -369,4 +419,4 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["AccountantFigure", "LedgerFigures", "accountant_figures", "privacy_report", "schedules", "summary"]
+__all__ = ["AccountantFigure", "LedgerFigures", "accountant_figures", "group_lines", "privacy_report", "schedules", "summary"]

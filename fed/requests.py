@@ -76,6 +76,8 @@ class ReleaseRequest:
     randomizer: Randomizer
     records: int
     sampling: str = "all"
+    summarise: bool = False
+    """Send the sums of the decoded reports (fed.report_sums) instead of the reports: post-processing."""
 
 
 def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> ReleaseRequest:
@@ -99,6 +101,9 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
         raise RequestRefused(f"'sampling' {sampling!r} is not this run's sampling {limits.sampling!r}")
     if records and not sampling.startswith("all"):
         raise RequestRefused(f"'records' must be 0 with sampling {sampling!r} (the sampling sets the count)")
+    summarise = config.get("summarise", False)
+    if not isinstance(summarise, bool):
+        raise RequestRefused("'summarise' must be true or false")
     randomizer = _randomizer(config.get("randomizer"))
     cost = compose_epsilon({randomizer.event: 1}, limits.delta)
     if cost > limits.max_release_epsilon * (1 + 1e-9):
@@ -107,7 +112,7 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
             f"user's floor of {limits.max_release_epsilon:.4g} per release (noise too low)",
             Refusal.POLICY,
         )
-    return ReleaseRequest(users=tuple(users), randomizer=randomizer, records=records, sampling=sampling)
+    return ReleaseRequest(users=tuple(users), randomizer=randomizer, records=records, sampling=sampling, summarise=summarise)
 
 
 def _randomizer(raw: Any) -> Randomizer:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from fed.config import RunConfig
 
@@ -19,6 +23,18 @@ def _clean(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_clean(v) for v in value]
     return value
+
+
+def _cells(column: np.ndarray) -> list[str]:
+    """A column as CSV cells: integers as written, floats to 6 significant digits (integral ones as
+    integers), infinities as inf, NaN and None as empty cells."""
+    column = np.asarray(column)
+    if column.dtype.kind == "f":
+        finite = np.isfinite(column)
+        integral = bool(np.all(column[finite] == np.round(column[finite])))
+        spec = "%d" if integral else "%.6g"
+        return [spec % v if math.isfinite(v) else "" if math.isnan(v) else str(v) for v in column.tolist()]
+    return ["" if v is None else str(v) for v in column.tolist()]
 
 
 class RunRecord:
@@ -44,3 +60,12 @@ class RunRecord:
         self.rounds.append(metrics)
         with open(self.out / "metrics.jsonl", "a") as handle:
             handle.write(json.dumps(_clean(metrics)) + "\n")
+
+    def write_csv(self, name: str, columns: Mapping[str, np.ndarray]) -> Path:
+        """Write equal-length ``columns`` as one CSV table (a header row, then one row per entry)."""
+        path = self.out / name
+        with open(path, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(list(columns))
+            writer.writerows(zip(*(_cells(c) for c in columns.values())))
+        return path

@@ -5,22 +5,28 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fed.aggregation import ReportAggregator, fit_clean
-from fed.assets import Assets, build_bundle, default_cache_dir, load_assets, load_public, unpack
+from fed.assets import (
+    DOMAIN_SAMPLE, Assets, PublicCheck, build_bundle, check_public, default_cache_dir, load_assets, load_public, unpack,
+)
 from fed.classifier import class_means, within_class_covariance
 from fed.dataset import TextDataset
 from fed.encoders.cache import encode_cached
+from fed.groups import TIER
+from fed.loaders import load_dataset
 from fed.config import RunConfig
-from fed.plots import plot_accuracy, plot_epsilon
+from fed.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
 from fed.policy import DevicePolicy
 from fed.population import Population
-from fed.report import LedgerFigures, privacy_report, summary
+from fed.report import LedgerFigures, group_lines, privacy_report, summary
 from fed.run_record import RunRecord
+from fed.user_results import group_summary, users_table
 from strategies.strategy import LdpStrategy
 from fed.threads import limit_blas_threads
 
@@ -60,7 +66,8 @@ def run(grid: Grid, config: RunConfig) -> Path:
     strategy = LdpStrategy(config, record, baselines={})
     strategy.setup(grid, bundle, expected_nodes=config.nodes)
     (record.out / "policy.toml").write_text(SIMULATED_POLICY + DevicePolicy.from_run(config, strategy.plan).to_toml())
-    _baselines(config, assets, public, strategy)
+    public_check = _public_check(config, assets, public, strategy.num_labels)
+    _baselines(config, assets, public if public_check.labels_match else None, strategy)
 
     strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.rounds, timeout=config.round_timeout)
     inference = strategy.remote_inference(grid) if config.inference == "remote" else None
@@ -81,8 +88,15 @@ def run(grid: Grid, config: RunConfig) -> Path:
     )
     result["errors"] = strategy.errors
     result["nodes_dropped"] = {str(node): reason for node, reason in sorted(strategy.dropped.items())}
+    result["public_data"] = public_check.to_json()
+    result["warnings"] = config.schedule_warnings() + list(public_check.warnings)
+    for text in result["warnings"]:
+        print(f"ldpfed: WARNING: {text}", flush=True)
+    result["groups"] = _user_results(record, strategy, figures)
     record.write_json("summary.json", result)
-    (record.out / "privacy_report.md").write_text(privacy_report(config, strategy.plan, figures, result))
+    (record.out / "privacy_report.md").write_text(
+        privacy_report(config, strategy.plan, figures, result) + _warning_section(result["warnings"])
+    )
     plot_accuracy(record.rounds, record.out / "accuracy.png")
     plot_epsilon(figures.sentence, figures.user, strategy.plan.budget.epsilon_sentence, record.out / "epsilon.png")
     if config.save_reports and strategy.saved:
@@ -94,17 +108,77 @@ def run(grid: Grid, config: RunConfig) -> Path:
     return record.out
 
 
+def _user_results(record: RunRecord, strategy: LdpStrategy, figures: LedgerFigures) -> dict[str, Any] | None:
+    """users.csv, groups.md and the per-user plots; returns the group summary (None on devices,
+    whose replies carry no per-user outcome: per-user results are simulation only)."""
+    results = strategy.user_results
+    if results is None:
+        return None
+    users = strategy.config.users
+    axes = strategy.user_axes(figures.by_user(figures.budgets, users))  # tiers: the budgets the ledgers enforced
+    attributes = strategy.attributes
+    sentence, user = figures.by_user(figures.sentence, users), figures.by_user(figures.user, users)
+    releases = figures.by_user(figures.user_releases, users)
+    node = np.array([str(strategy.node_of.get(u, "")) for u in range(users)], dtype=object)  # Flower node ids are uint64
+    columns = {
+        "train_records": attributes.train_records,
+        "query_records": attributes.query_records,
+        "label_skew_tv": attributes.label_skew,
+        "releases": releases,
+        "epsilon_budget": attributes.budget,
+        "epsilon_sentence": sentence,
+        "epsilon_user": user,
+    }
+    record.write_csv("users.csv", users_table(results, node, axes, columns))
+    groups = group_summary(results, axes, sentence, user, releases)
+    (record.out / "groups.md").write_text("\n".join(group_lines(groups)) + "\n")
+    accuracy = results.accuracy()
+    plot_accuracy_cdf(accuracy, axes, record.out / "accuracy_users.png")
+    tiers = next(axis for axis in axes if axis.name == TIER)
+    plot_accuracy_epsilon(accuracy, sentence, tiers, record.out / "accuracy_epsilon.png")
+    return groups
+
+
+def _public_check(config: RunConfig, assets: Assets, public: TextDataset | None, num_labels: int) -> PublicCheck:
+    """Compare the public data with the task (fed.assets.check_public).
+
+    The nodes tell the number of labels. Label names and the domain need the task's own
+    training records, which the server reads only where it also trains the non-private upper
+    bound (a simulation); there the domain is measured on a seeded sample of them (not for the
+    BiLSTM encoder, as in ``ldpfed simulate``).
+    """
+    if public is None or not config.nonprivate_baseline:
+        return check_public(config, public, [str(i) for i in range(num_labels)])
+    train = load_dataset(config.data, "train")
+    if config.encoder == "bilstm":  # trained on the public data: its space tells little about the domain
+        return check_public(config, public, train.label_names)
+    cache = default_cache_dir(config)
+    if len(train) > DOMAIN_SAMPLE:
+        keep = np.random.default_rng(config.seed).choice(len(train), DOMAIN_SAMPLE, replace=False)
+        train = train.subset(np.sort(keep))
+    task_x, public_x = (encode_cached(assets.encoder, d, cache) for d in (train, public))
+    return check_public(config, public, train.label_names, public_x, task_x)
+
+
+def _warning_section(warnings: list[str]) -> str:
+    """The privacy report's closing section: the run's warnings (empty text when none)."""
+    if not warnings:
+        return ""
+    return "\n## Warnings\n\n" + "".join(f"- {text}\n" for text in warnings)
+
+
 def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, strategy: LdpStrategy) -> None:
     """Public-only baseline and shrinkage target from public data; the non-private upper bound.
 
-    The upper bound (simulation only) is the same discriminant trained on the clean,
-    unprojected encodings of every user's training records and scored on every user's
-    query records (the dev split), i.e. what the encoder gives without any privacy.
+    ``public`` is the server's public data if it is labelled like the task, else None. The
+    upper bound (simulation only) is the same discriminant trained on the clean, unprojected
+    encodings of every user's training records and scored on every user's query records (the
+    dev split), i.e. what the encoder gives without any privacy.
     """
     cache = default_cache_dir(config)
     preprocess = strategy.plan.train.preprocess
     target = public_means = None
-    if public is not None and public.num_labels == strategy.num_labels:
+    if public is not None:
         x = preprocess(assets.features(public, cache))
         strategy.baselines["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.shrinkage)
         public_means = class_means(x, public.labels, strategy.num_labels)

@@ -29,11 +29,15 @@ from fed.classifier import LinearModel
 from fed.config import RunConfig
 from fed.plan import PrivacyPlan, make_plan
 from fed.evaluation import accuracy
+from fed.groups import Axis, UserAttributes, simulated_budgets
 from fed.node import NodeReply
+from fed.noise import ENGINE_SAMPLER
 from fed.requests import Refusal
 from fed.randomizers import make_randomizer
 from fed.randomizers.labels import make_label_release
 from fed.run_record import RunRecord
+from fed.population import Population
+from fed.user_results import UserResults, round_metrics
 
 
 class LdpStrategy(Strategy):
@@ -74,6 +78,8 @@ class LdpStrategy(Strategy):
         self.dim = self.feature_dim = self.num_labels = 0
         self.round_started = time.monotonic()
         self.round_metrics: dict[str, Any] = {}
+        self.user_results: UserResults | None = None
+        self.attributes: UserAttributes | None = None
 
     # -- setup -------------------------------------------------------------------------
     def setup(self, grid: Grid, bundle: np.ndarray, expected_nodes: int) -> None:
@@ -151,7 +157,7 @@ class LdpStrategy(Strategy):
         sampled = np.sort(self.rng.choice(available, size=size, replace=False)) if size else available
         self.round_metrics = {"round": server_round, "users_sampled": int(size)}
         request = (self.plan.train.params(), self.config.records_per_user_round, self.plan.train_sampling.spec)
-        self.outbox = self._per_node(sampled.tolist(), protocol.TRAIN, *request)
+        self.outbox = self._per_node(sampled.tolist(), protocol.TRAIN, *request, summarise=not self.config.save_reports)
         return self.outbox
 
     def aggregate_train(
@@ -169,7 +175,11 @@ class LdpStrategy(Strategy):
             self.exhausted.update(data.refusals)
             refused += len(data.refusals)
             ledger_seconds += data.ledger_seconds
-            if len(data.reports):
+            if data.sums is not None and data.sums.count:
+                transition = make_label_release(data.label_channel).transition_matrix()
+                self.aggregator.add_sums(data.sums, data.randomizer, transition)
+                received += data.sums.count
+            elif len(data.reports):
                 transition = make_label_release(data.label_channel).transition_matrix()
                 self.aggregator.add(data.reports, data.labels, data.randomizer, transition)
                 received += len(data.reports)
@@ -204,7 +214,8 @@ class LdpStrategy(Strategy):
         return self.outbox
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        """Pool local-inference accuracy (exact in a simulation, estimated from randomized bits on devices).
+        """Pool local-inference accuracy (exact in a simulation, estimated from randomized bits on devices);
+        in a simulation also each user's own, whose spread over users and groups joins the round's metrics.
 
         Ends the round: its metrics count the nodes that took part throughout (set up, connected,
         answering) and the users out of reach on the others.
@@ -228,8 +239,28 @@ class LdpStrategy(Strategy):
                 "seconds": time.monotonic() - self.round_started,
             }
         )
+        per_user = [o.per_user for o in outcomes if o.per_user is not None]
+        if per_user:  # simulation only: a device's reply carries no per-user outcome
+            self.user_results = UserResults.pool(per_user, self.config.users)
+            self.round_metrics.update(round_metrics(self.user_results, self.user_axes()))
         self.record.round(self.round_metrics)
         return MetricRecord({k: float(v) for k, v in acc.items()})
+
+    def user_axes(self, budgets: np.ndarray | None = None) -> list[Axis]:
+        """Every grouping of the users (tier, size and label-skew quartiles, availability): simulation only.
+
+        The first call rebuilds the run's population on the server, as the non-private baseline
+        does; availability counts the users that answered a training request so far. ``budgets``
+        (by user id, NaN: unknown) replaces the simulated budgets, e.g. with the ledgers' own.
+        """
+        if self.attributes is None:
+            simulated = simulated_budgets(self.plan, self.config.users)
+            self.attributes = UserAttributes.from_population(Population.build(self.config), simulated)
+        if budgets is not None:
+            self.attributes = self.attributes.with_budgets(budgets)
+        took_part = np.zeros(self.config.users, dtype=bool)
+        took_part[np.fromiter(self.summaries, dtype=np.int64, count=len(self.summaries))] = True
+        return self.attributes.axes(took_part)
 
     def summary(self) -> None:
         """Strategy description (Flower prints it at start)."""
@@ -315,13 +346,27 @@ class LdpStrategy(Strategy):
         return make_randomizer(data.randomizer).decode(data.reports)[0]
 
     def _per_node(
-        self, users: list[int], message_type: str, randomizer: dict[str, Any], records: int, sampling: str
+        self,
+        users: list[int],
+        message_type: str,
+        randomizer: dict[str, Any],
+        records: int,
+        sampling: str,
+        summarise: bool = False,
     ) -> list[Message]:
+        """One release request per node hosting ``users``; with ``summarise``, simulation-engine nodes
+        send the sums of their reports (all the classifier reads; a device's one report stays smaller)."""
         by_node: dict[int, list[int]] = {}
         for uid in users:
             by_node.setdefault(self.node_of[uid], []).append(int(uid))
         return [
-            Message(protocol.release_request(group, randomizer, records, sampling), dst_node_id=node, message_type=message_type)
+            Message(
+                protocol.release_request(
+                    group, randomizer, records, sampling, summarise and self.samplers.get(node) == ENGINE_SAMPLER
+                ),
+                dst_node_id=node,
+                message_type=message_type,
+            )
             for node, group in sorted(by_node.items())
         ]
 

@@ -3,6 +3,7 @@ hostile server messages, and a canary check of every byte a client sends."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -79,6 +80,21 @@ def test_whole_run_writes_the_run_directory(canary_data: Path, tmp_path: Path) -
     assert summary["releases"] == 160
     report = (out / "privacy_report.md").read_text()
     assert "replace one record" in report and "estimate" in report
+    # per-user results (simulation only): one row per user, summing to the pooled counts
+    for name in ("users.csv", "groups.md", "accuracy_users.png", "accuracy_epsilon.png"):
+        assert (out / name).is_file(), name
+    with open(out / "users.csv") as handle:
+        users = list(csv.DictReader(handle))
+    assert [int(u["user"]) for u in users] == [0, 1, 2, 3]
+    correct, queries = (sum(int(u[k]) for u in users) for k in ("correct_private", "queries_evaluated"))
+    assert queries == 40 and correct / queries == pytest.approx(summary["accuracy_local"])
+    assert sum(int(u["releases"]) for u in users) == summary["releases"]
+    assert max(float(u["epsilon_sentence"]) for u in users) == pytest.approx(summary["epsilon_sentence_max"])
+    for axis, groups in summary["groups"]["axes"].items():
+        assert sum(g["users"] for g in groups.values()) == 4, axis
+    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["users_evaluated"] == 4 and last["accuracy_user_p10"] <= last["accuracy_user_p50"] <= last["accuracy_user_p90"]
+    assert "Per-user and per-group results" in report
 
 
 def test_no_raw_text_or_clean_vector_leaves_a_client(canary_data: Path, tmp_path: Path) -> None:

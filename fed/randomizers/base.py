@@ -38,6 +38,8 @@ class Randomizer(ABC):
     batch_release: ClassVar[bool] = False
     """Each report depends on its own row and fresh noise only, so many users' rows may be released
     in one call (fed.cohort); a mechanism that mixes rows or labels must leave this False."""
+    decoded_as_sent: ClassVar[bool] = False
+    """:meth:`decode` returns the reports themselves (as float64), so their sums need no decoding."""
     invalid: ClassVar[bool] = False
     """A published-but-wrong mechanism: built only when asked for (``allow_invalid``); a client may refuse it."""
 

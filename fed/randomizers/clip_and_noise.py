@@ -57,6 +57,7 @@ class ClipAndNoise(Randomizer):
     fields: ClassVar[tuple[str, ...]]
     required_options: ClassVar[frozenset[str]] = frozenset({"clip"})
     batch_release: ClassVar[bool] = True
+    decoded_as_sent: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

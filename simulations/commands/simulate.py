@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    _warm_cache(config, progress=not args.quiet)
+    _warn(config.schedule_warnings())
+    _warn(_warm_cache(config, progress=not args.quiet))
 
     federation = (
         f"num-supernodes={config.nodes} client-resources-num-cpus={args.cpus_per_client} init-args-logging-level='error'"
@@ -80,33 +81,48 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warm_cache(config: RunConfig, progress: bool) -> None:
-    """Encode the run's data once, with progress bars, so every Ray actor reads the cache.
+def _warm_cache(config: RunConfig, progress: bool) -> list[str]:
+    """Encode the run's data once, with progress bars, so every Ray actor reads the cache; returns
+    the warnings of the public-data check (fed.assets.check_public).
 
     The encoding runs in a child process: the encoder's memory (hundreds of MiB) is gone before
     the run starts instead of staying in this process for the whole run.
     """
-    if config.encoder == "bilstm":
-        return  # the server trains the encoder inside the run
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pool.submit(_encode_run_data, config, progress).result()
+        return pool.submit(_encode_run_data, config, progress).result()
 
 
-def _encode_run_data(config: RunConfig, progress: bool) -> None:
-    """Fill the encoding cache with the run's public data and both splits."""
-    from fed.assets import default_cache_dir, load_public
+def _encode_run_data(config: RunConfig, progress: bool) -> list[str]:
+    """Fill the encoding cache with the run's public data and both splits; check the public data
+    against the task (labels; the domain too, unless the encoder is the BiLSTM the server trains on the
+    public data inside the run)."""
+    from fed.assets import check_public, default_cache_dir, load_public
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
     from fed.population import Population
 
+    population = Population.build(config)
+    public = load_public(config)
+    if config.encoder == "bilstm":
+        return list(check_public(config, public, population.train.label_names).warnings)
     encoder = make_encoder(config.encoder)
     if config.dim > encoder.dim:  # fail now, not at the projection's fit inside the run
         raise ValueError(f"--dim {config.dim} exceeds the encoder's {encoder.dim} dimensions ({config.encoder})")
     cache = default_cache_dir(config)
-    population = Population.build(config)
-    public = load_public(config)
-    for dataset in (d for d in (public, population.train, population.dev) if d is not None):
-        encode_cached(encoder, dataset, cache, progress=progress)
+    train = encode_cached(encoder, population.train, cache, progress=progress)
+    encode_cached(encoder, population.dev, cache, progress=progress)
+    public_x = None if public is None else encode_cached(encoder, public, cache, progress=progress)
+    return list(check_public(config, public, population.train.label_names, public_x, train).warnings)
+
+
+def _warn(warnings: list[str]) -> None:
+    """Print each warning, loudly, to standard error."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(stderr=True)
+    for text in warnings:
+        console.print(Text.assemble(("WARNING", "bold yellow"), ": ", text))
 
 
 def _follow(process, metrics: Path, rounds: int, quiet: bool) -> None:
@@ -145,3 +161,4 @@ def _print_summary(out: Path, seconds: float) -> None:
         table.add_row(key, "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
     table.add_row("wall time (s)", f"{seconds:.1f}")
     Console().print(table)
+    _warn(summary.get("warnings", []))

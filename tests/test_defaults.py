@@ -1,0 +1,107 @@
+"""Run defaults that suit any dataset, warnings about wasteful schedules, and the public-data check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fed.assets import DOMAIN_DIMS, DOMAIN_OVERLAP_MIN, check_public, domain_overlap
+from fed.config import RunConfig
+from fed.corpus import LABEL_NAMES, generate_public_corpus
+from fed.plan import planned_train_releases
+from tests.conftest import write_review_folder
+
+TASK = ("negative", "positive")
+
+
+def test_defaults_ask_every_user_once_and_release_each_record_once() -> None:
+    config = RunConfig()
+    assert (config.users_per_round, config.rounds, config.releases_per_record) == (0, 1, 1)
+    assert planned_train_releases(config) == 1
+    assert config.schedule_warnings() == []
+    assert RunConfig(data="../shared/data/sst2", users=200, epsilon=3).schedule_warnings() == []
+
+
+@pytest.mark.parametrize(
+    "values,expected",
+    [
+        ({"users": 200, "rounds": 4, "users_per_round": 5}, "at most 20 of the 200 users take part"),
+        ({"rounds": 4}, "rounds 2 to 4 release nothing"),
+        ({"users": 200, "rounds": 6, "users_per_round": 50}, "rounds 5 to 6 release nothing"),
+        ({"rounds": 2, "releases_per_record": 5}, "calibrated for 5 releases"),
+        ({"users": 100, "rounds": 4, "users_per_round": 10, "releases_per_record": 3}, "asked 0.4 times on average"),
+    ],
+)
+def test_wasteful_schedules_are_named(values: dict, expected: str) -> None:
+    warnings = RunConfig(**values).schedule_warnings()
+    assert any(expected in text for text in warnings), warnings
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"rounds": 4, "releases_per_record": 0},  # every record in every round, noise calibrated for 4
+        {"users": 200, "rounds": 4, "users_per_round": 50},  # each user asked once
+        {"rounds": 4, "sampling": "poisson:0.25", "releases_per_record": 0},
+        {"rounds": 4, "enforce": "amplified", "sampling": "poisson:0.25"},
+    ],
+)
+def test_schedules_that_use_every_round_do_not_warn(values: dict) -> None:
+    assert RunConfig(**values).schedule_warnings() == []
+
+
+def _warnings_for(public_labels: tuple[str, ...] | None = None, **kwargs) -> tuple[str, ...]:
+    public = generate_public_corpus(40)
+    if public_labels is not None:
+        public = type(public)(public.name, public.texts, None, public.labels % len(public_labels), public_labels)
+    return check_public(RunConfig(data="sst2-like"), public, **kwargs).warnings
+
+
+def test_public_data_with_other_labels_warns_what_it_means_and_what_to_do() -> None:
+    (warning,) = _warnings_for(task_labels=TASK)
+    assert "not labelled like the task" in warning and "4 labels: sports" in warning and "2 labels: negative" in warning
+    assert "no public-only baseline" in warning and "projection to 16 dimensions" in warning
+    assert "--public FOLDER" in warning and "--public none" in warning
+    assert _warnings_for(("positive", "negative"), task_labels=TASK)  # same names, other ids
+
+
+def test_public_data_labelled_like_the_task_does_not_warn() -> None:
+    assert _warnings_for(task_labels=LABEL_NAMES) == ()
+    assert _warnings_for(("Negative", "positive"), task_labels=TASK) == ()
+    assert _warnings_for(("negative", "positive"), task_labels=("0", "1")) == ()  # names unknown: count only
+    assert check_public(RunConfig(public="none", dim=0), None, TASK).labels_match is None
+
+
+def test_domain_overlap_tells_shared_directions_from_other_ones() -> None:
+    rng = np.random.default_rng(0)
+    scales = np.r_[np.full(DOMAIN_DIMS, 3.0), np.ones(48)]
+    task = rng.normal(size=(1000, 64)) * scales
+    same = rng.normal(size=(1000, 64)) * scales
+    other = rng.normal(size=(1000, 64)) * scales[::-1]  # its leading directions are the task's weakest
+    assert domain_overlap(same, task) > 0.9 and domain_overlap(other, task) < 0.5
+    assert domain_overlap(same[:100], task) is None  # too few records to measure
+    config, public = RunConfig(data="sst2-like"), generate_public_corpus(40)
+    (warning,) = check_public(config, public, LABEL_NAMES, other, task).warnings
+    assert "another domain" in warning and str(DOMAIN_OVERLAP_MIN) in warning and "{" not in warning
+    assert "the projection to 16 dimensions (--dim) comes from unrelated text" in warning
+    check = check_public(config, public, LABEL_NAMES, same, task)
+    assert check.warnings == () and check.to_json()["domain_match"] is True
+
+
+def test_simulate_and_the_server_report_the_mismatch(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from simulations.commands.simulate import _encode_run_data, _warn
+    from strategies.app import _public_check, _warning_section
+
+    data = write_review_folder(tmp_path, {"train": 40, "dev": 10}, "r", seed=0)
+    (data / "labels.txt").write_text("0\tnegative\n1\tpositive\n")
+    values = dict(data=str(data), public="generated:60", encoder="bilstm", dim=0, users=2, nonprivate_baseline=False)
+    config = RunConfig(**values)
+    warnings = _encode_run_data(config, progress=False)  # bilstm: labels checked, nothing encoded
+    _warn(warnings)
+    assert "WARNING: the public data (generated:60: 4 labels" in capsys.readouterr().err
+    server = _public_check(config, None, generate_public_corpus(60), num_labels=2)  # the nodes' label count
+    assert server.labels_match is False and "not labelled like the task" in server.warnings[0]
+    assert _warning_section(list(server.warnings)).startswith("\n## Warnings\n\n- the public data")
+    assert _warning_section([]) == ""
