@@ -1,4 +1,5 @@
-"""The ldpfed ClientApp: every handler decodes with clients.protocol and serves through fed.node.NodeHost.
+"""The ldpfed ClientApp: every handler decodes with clients.protocol and serves through fed.hosts.NodeHosts
+(one fed.node.NodeHost per policy: a device has one, a simulated node one per privacy tier).
 
 Whatever arrives is a request from an untrusted server (design.md section 2b): a request the
 node cannot or will not serve gets a structured refusal (clients.protocol.refusal), never an
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
@@ -20,6 +22,7 @@ from clients import protocol
 from fed.assets import default_cache_dir, load_assets, unpack
 from fed.cohort import Cohort
 from fed.config import RunConfig
+from fed.hosts import NodeHosts
 from fed.node import NodeHost, sessions_from_json
 from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
 from fed.plan import make_plan
@@ -64,8 +67,10 @@ limit_blas_threads()  # once per process (Ray actor or device)
 _RECORDS: dict[tuple[RunConfig, int, int, str, bool, str | None], tuple[dict[int, UserRecords], int, int]] = {}
 _CONTENT: dict[str, str] = {}
 """Unpacked bundle folder -> digest of its files (names and bytes)."""
+_TIERS: dict[tuple[int, int], dict[int, UserRecords]] = {}
+"""(id of a records dict in _RECORDS, privacy tier) -> that tier's users among them (simulation only)."""
 _COHORTS: dict[int, Cohort] = {}
-"""id of a records dict in _RECORDS -> the same records stacked (simulation only: fed.cohort)."""
+"""id of a records dict in _RECORDS or _TIERS -> the same records stacked (simulation only: fed.cohort)."""
 
 
 def _serve(msg: Message, context: Context, handle: Callable[[Message, Context], RecordDict]) -> Message:
@@ -113,8 +118,8 @@ def score(msg: Message, context: Context) -> Message:
 def evaluate(msg: Message, context: Context) -> Message:
     """Local inference with downloaded classifiers: exact in a simulation, randomized (if allowed) on a device."""
 
-    def handle(host: NodeHost) -> RecordDict:
-        models = protocol.read_evaluate_request(msg.content, host.model_dim, host.plan.labels.num_values)
+    def handle(host: NodeHosts) -> RecordDict:
+        models = protocol.read_evaluate_request(msg.content, host.model_dim, host.num_labels)
         return protocol.outcomes_reply(host.evaluate(models))
 
     return _serve(msg, context, lambda m, c: _with_host(c, handle))
@@ -159,9 +164,10 @@ def _release(kind: str, msg: Message, context: Context) -> RecordDict:
     raw = protocol.read_release_request(msg.content)
     served_by = _engine_host(_site(context))
 
-    def reply(host: NodeHost) -> RecordDict:
-        released = host.release(kind, raw)  # type: ignore[arg-type]
-        released.host = served_by
+    def reply(hosts: NodeHosts) -> RecordDict:
+        released = hosts.release(kind, raw)  # type: ignore[arg-type]
+        for part in released:
+            part.host = served_by
         return protocol.release_reply(released)
 
     return _with_host(context, reply)
@@ -178,7 +184,7 @@ def _answer(msg: Message, context: Context) -> RecordDict:
     return _with_host(context, lambda host: protocol.answer_reply(host.answer(users, slots, scores)))
 
 
-def _with_host(context: Context, act: Callable[[NodeHost], RecordDict]) -> RecordDict:
+def _with_host(context: Context, act: Callable[[NodeHosts], RecordDict]) -> RecordDict:
     """Build the node's host, act, and keep the users' sessions in the node state."""
     host = _host(context)
     content = act(host)
@@ -190,20 +196,37 @@ def _site(context: Context) -> Site:
     return Site.resolve(context.node_config, RunConfig.from_mapping(context.run_config), context.run_id, context.node_id)
 
 
-def _host(context: Context) -> NodeHost:
+def _host(context: Context) -> NodeHosts:
+    """The node's users, one host per policy (a device: one; a simulation: one per privacy tier on the node)."""
     if "node" not in context.state.config_records:
         raise RequestRefused("this node has not been set up (query.setup must come first)", Refusal.NOT_SET_UP)
     site = _site(context)
     records, num_labels, max_queries = _records(site, context, str(context.state["node"]["assets"]))
-    # The same planned inference steps as the server's plan (whose floor this must not undercut).
-    plan = make_plan(site.config, num_labels, max(max_queries, 1))
     sessions = sessions_from_json(str(context.state["node"]["users"]))
-    cohort = None
-    if site.simulation:
-        if id(records) not in _COHORTS:
-            _COHORTS[id(records)] = Cohort.build(records, site.owner())
-        cohort = _COHORTS[id(records)]
-    return NodeHost(records, plan, site.policy(plan), site.store(), site.owner(), site.seed, sessions, site.simulation, cohort)
+    store = site.store()
+    hosts = []
+    for tier, (config, members) in enumerate(site.tiers()):
+        users = records if members is None else _tier_records(records, members, tier)
+        if not users:
+            continue
+        # The same planned inference steps as the server's plan (whose floor this must not undercut).
+        plan = make_plan(config, num_labels, max(max_queries, 1))
+        cohort = None
+        if site.simulation:
+            if id(users) not in _COHORTS:
+                _COHORTS[id(users)] = Cohort.build(users, site.owner())
+            cohort = _COHORTS[id(users)]
+        policy = site.policy(plan, config)
+        hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort))
+    return NodeHosts(hosts)
+
+
+def _tier_records(records: dict[int, UserRecords], members: np.ndarray, tier: int) -> dict[int, UserRecords]:
+    """The hosted users of one privacy tier (``members``: each user's tier by user id), built once per records."""
+    key = (id(records), tier)
+    if key not in _TIERS:
+        _TIERS[key] = {uid: user for uid, user in records.items() if members[uid] == tier}
+    return _TIERS[key]
 
 
 def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserRecords], int, int]:

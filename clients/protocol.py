@@ -8,8 +8,8 @@ node against untrusted content and raises :class:`fed.requests.RequestRefused` (
 | message type | request | reply |
 |---|---|---|
 | ``query.setup`` | the asset bundle (uint8 tar) | :class:`NodeInfo`: hosted users, dimension, labels, public sizes |
-| ``train`` | :func:`release_request` | :func:`release_reply` (reports and labels, or their sums when the request says ``summarise``; per-user refusals and ledger figures) |
-| ``query.release`` | :func:`release_request` | :func:`release_reply` (reports under opaque slots) |
+| ``train`` | :func:`release_request`, or several in one (:func:`release_parts`: one per privacy tier) | :func:`release_reply`, a part per request and host (reports and labels, or their sums when the request says ``summarise``; per-user refusals and ledger figures) |
+| ``query.release`` | the same | the same (reports under opaque slots) |
 | ``query.answer`` | :func:`answer_request` | users whose queries all have k answers |
 | ``query.score`` | nothing | :class:`fed.evaluation.Outcomes` of remote inference |
 | ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.evaluation.Outcomes` of local inference (also per user, simulation only) |
@@ -22,7 +22,7 @@ reason); per-user refusals inside a release reply carry the same codes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fed.classifier import LinearModel
 from fed.evaluation import Outcomes, UserOutcomes
+from fed.hosts import MAX_PARTS
 from fed.node import NodeReply
 from fed.report_sums import ReportSums
 from fed.requests import RequestRefused
@@ -102,15 +103,38 @@ def release_request(
     return RecordDict({"request": ConfigRecord(request)})
 
 
-def read_release_request(content: RecordDict) -> dict[str, Any]:
-    """The raw request fields (validated against the user's limits by fed.requests)."""
-    if "request" not in content.config_records:
+def release_parts(parts: Sequence[RecordDict]) -> RecordDict:
+    """Several release requests in one message (one per privacy tier): records "request", "request-1", ..."""
+    return RecordDict({_part("request", i): part.config_records["request"] for i, part in enumerate(parts)})
+
+
+def read_release_request(content: RecordDict) -> list[dict[str, Any]]:
+    """The raw fields of each request part (validated against each user's limits by fed.requests)."""
+    names = [name for name in content.config_records if name == "request" or name.startswith("request-")]
+    if not names:
         raise RequestRefused("a release request needs a 'request' config record")
-    return dict(content.config_records["request"])
+    if len(names) > MAX_PARTS:
+        raise RequestRefused(f"a release message carries at most {MAX_PARTS} requests, got {len(names)}")
+    expected = [_part("request", i) for i in range(len(names))]
+    if sorted(names) != sorted(expected):
+        raise RequestRefused(f"request parts must be named {', '.join(expected)}; got {', '.join(sorted(names))[:300]}")
+    return [dict(content.config_records[name]) for name in expected]
 
 
-def release_reply(reply: NodeReply) -> RecordDict:
-    """A node's release reply (with the report sums in place of reports when summarised)."""
+def release_reply(replies: NodeReply | Sequence[NodeReply]) -> RecordDict:
+    """A node's release reply: one part per reply, each with the report sums in place of reports when summarised."""
+    parts = [replies] if isinstance(replies, NodeReply) else list(replies)
+    content = RecordDict()
+    for i, reply in enumerate(parts):
+        content[_part("reports", i)], content[_part("meta", i)] = _reply_part(reply)
+    return content
+
+
+def _part(name: str, index: int) -> str:
+    return name if index == 0 else f"{name}-{index}"
+
+
+def _reply_part(reply: NodeReply) -> tuple[ArrayRecord, ConfigRecord]:
     arrays = {
         "reports": Array(np.ascontiguousarray(reply.reports, dtype=np.float32)),
         "labels": Array(reply.labels),
@@ -137,12 +161,27 @@ def release_reply(reply: NodeReply) -> RecordDict:
             "summed-reports": -1 if reply.sums is None else int(reply.sums.count),
         }
     )
-    return RecordDict({"reports": ArrayRecord(arrays), "meta": meta})
+    return ArrayRecord(arrays), meta
+
+
+def read_release_replies(content: RecordDict) -> list[NodeReply]:
+    """Inverse of :func:`release_reply`: each part (a reply without "host", e.g. from an older node, reads as "")."""
+    parts = []
+    while _part("meta", len(parts)) in content.config_records:
+        i = len(parts)
+        parts.append(_read_reply_part(content[_part("reports", i)], content[_part("meta", i)]))
+    return parts
 
 
 def read_release_reply(content: RecordDict) -> NodeReply:
-    """Inverse of :func:`release_reply` (a reply without "host", e.g. from an older node, reads as "")."""
-    arrays, meta = content["reports"], content["meta"]
+    """The one part of a single-part release reply (ValueError if it has several)."""
+    parts = read_release_replies(content)
+    if len(parts) != 1:
+        raise ValueError(f"expected a release reply of one part, got {len(parts)}")
+    return parts[0]
+
+
+def _read_reply_part(arrays: ArrayRecord, meta: ConfigRecord) -> NodeReply:
     count = int(meta.get("summed-reports", -1))
     sums = None
     if count >= 0:

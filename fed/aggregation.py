@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from fed.classifier import LinearModel, NoiseAwareLDA
-from fed.randomizers import make_randomizer
+from fed.privacy.composition import compose_epsilon
+from fed.randomizers import Randomizer, make_randomizer
 from fed.report_sums import ReportSums
 
 
@@ -25,6 +26,10 @@ class ReportAggregator:
         Covariance to shrink towards (the public data's within-class covariance), or None.
     public_means, screening:
         The public data's class means and how they screen coordinates (see NoiseAwareLDA).
+    weighting:
+        How batches of different noise (privacy tiers) are combined (see NoiseAwareLDA).
+    delta:
+        The delta at which a batch's epsilon is stated, for ``epsilon`` weighting.
     """
 
     def __init__(
@@ -35,8 +40,13 @@ class ReportAggregator:
         target: np.ndarray | None = None,
         public_means: np.ndarray | None = None,
         screening: str = "auto",
+        weighting: str = "inverse-variance",
+        delta: float = 1e-5,
     ) -> None:
-        self.lda = NoiseAwareLDA(dim, num_classes, shrinkage, target, public_means, screening)
+        if not 0 < delta < 1:
+            raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+        self.lda = NoiseAwareLDA(dim, num_classes, shrinkage, target, public_means, screening, weighting)
+        self.delta = delta
         self.reports = 0
         self._fitted: tuple[int, LinearModel] | None = None
 
@@ -48,17 +58,23 @@ class ReportAggregator:
         label_transition: np.ndarray | None,
     ) -> None:
         """Decode one batch of reports made by one randomizer and add it."""
-        estimates, noise_variance = make_randomizer(randomizer_params).decode(reports)
-        self.lda.update(estimates, labels, np.sqrt(noise_variance), label_transition)
+        randomizer = make_randomizer(randomizer_params)
+        estimates, noise_variance = randomizer.decode(reports)
+        self.lda.update(estimates, labels, np.sqrt(noise_variance), label_transition, self._epsilon(randomizer))
         self.reports += len(reports)
 
     def add_sums(
         self, sums: ReportSums, randomizer_params: Mapping[str, Any], label_transition: np.ndarray | None
     ) -> None:
         """Add a node's sums of decoded reports made by one randomizer (a summarised reply)."""
-        _, noise_variance = make_randomizer(randomizer_params).decode(np.zeros((0, self.lda.dim)))
-        self.lda.add(sums, np.sqrt(noise_variance), label_transition)
+        randomizer = make_randomizer(randomizer_params)
+        _, noise_variance = randomizer.decode(np.zeros((0, self.lda.dim)))
+        self.lda.add(sums, np.sqrt(noise_variance), label_transition, self._epsilon(randomizer))
         self.reports += int(sums.count)
+
+    def _epsilon(self, randomizer: Randomizer) -> float | None:
+        """Epsilon of one release by ``randomizer`` at this delta, where the weighting needs it."""
+        return compose_epsilon({randomizer.event: 1}, self.delta) if self.lda.weighting == "epsilon" else None
 
     def model(self) -> LinearModel:
         """The classifier for clean inputs (local inference), refitted only after new reports."""

@@ -4,7 +4,10 @@ The server sees reports x = clip(f(s)) + N(0, sigma^2 I) with known sigma, and l
 are either public or passed through randomized response with a known transition matrix.
 Class means are unbiased under the noise; the pooled covariance is not, so the known noise
 variance is subtracted, and label noise is undone by inverting the transition matrix.
-Trained from sufficient statistics, so "everything received so far" costs O(d^2) memory.
+Reports of different noise (privacy tiers) are kept apart and combined by weights (inverse
+variance by default), so that a noisy group adds to the model instead of diluting it.
+Trained from sufficient statistics, so "everything received so far" costs O(d^2) memory
+per noise group.
 Hand-written because no library fits a discriminant from noisy sufficient statistics.
 """
 
@@ -36,6 +39,51 @@ class LinearModel:
 SCREENING = ("auto", "on", "off")
 """Public screening of coordinates: always, never, or when noise dominates (see NoiseAwareLDA)."""
 
+WEIGHTINGS = ("inverse-variance", "epsilon", "pooled")
+"""How groups of reports with different noise are combined (see NoiseAwareLDA)."""
+
+
+@dataclass
+class _Group:
+    """Sums of the reports that share one noise std (under epsilon weighting, also one epsilon).
+
+    Class sums and counts are of the true labels: each batch's label channel is undone before
+    it is added.
+    """
+
+    noise_variance: np.ndarray  # (d,) of one report
+    epsilon: float | None
+    class_sums: np.ndarray
+    class_counts: np.ndarray
+    second_moment: np.ndarray
+    count: int = 0
+
+    def restricted(self, keep: np.ndarray) -> "_Group":
+        """The same sums on the coordinates ``keep`` (a boolean mask)."""
+        return _Group(
+            self.noise_variance[keep],
+            self.epsilon,
+            self.class_sums[:, keep],
+            self.class_counts,
+            self.second_moment[np.ix_(keep, keep)],
+            self.count,
+        )
+
+    def within(self) -> np.ndarray:
+        """Within-class covariance of the clean inputs: the reports' minus the noise (not yet made PSD)."""
+        counts = np.maximum(self.class_counts, 1e-9)
+        means = self.class_sums / counts[:, None]
+        between = (means * counts[:, None]).T @ means
+        return (self.second_moment - between) / self.count - np.diag(self.noise_variance)
+
+
+def _merged(groups: list[_Group]) -> _Group:
+    """All groups as one, each report counting once (its noise variance the mean over reports)."""
+    count = sum(g.count for g in groups)
+    noise = sum(g.count * g.noise_variance for g in groups) / count
+    sums = sum(g.class_sums for g in groups)
+    return _Group(noise, None, sums, sum(g.class_counts for g in groups), sum(g.second_moment for g in groups), count)
+
 
 class NoiseAwareLDA:
     """Sufficient statistics of noisy reports and the discriminant they imply.
@@ -63,6 +111,15 @@ class NoiseAwareLDA:
         get zero weight. ``auto``: the same, but only when the noise term outweighs the signal
         on all coordinates (N > D), e.g. bit encodings, whose hundreds of coordinates each
         carry a tiny share of epsilon. ``off``: every coordinate.
+    weighting:
+        How groups of reports with different noise (e.g. privacy tiers) are combined; a group
+        is the batches that share a noise std. ``inverse-variance``: a group's class sums count
+        with weight 1 / (tau^2 + sigma_g^2) per coordinate, tau^2 the denoised within-class
+        variance and sigma_g^2 the group's noise variance, and its noise-corrected within-class
+        covariance with weight inverse to that estimate's expected squared error, so a noisy
+        group adds information without adding error. ``epsilon``: each report weighted by its
+        batch's epsilon (given to :meth:`add`). ``pooled``: each report counts once (groups
+        weighted by size). With one group all three give the same discriminant.
     """
 
     def __init__(
@@ -73,22 +130,37 @@ class NoiseAwareLDA:
         target: np.ndarray | None = None,
         public_means: np.ndarray | None = None,
         screening: str = "auto",
+        weighting: str = "inverse-variance",
     ) -> None:
         if shrinkage > 1:
             raise ValueError("shrinkage must be at most 1 (negative: automatic)")
         if screening not in SCREENING:
             raise ValueError(f"screening must be one of {SCREENING}, got {screening!r}")
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
         self.dim, self.num_classes, self.shrinkage, self.screening = dim, num_classes, shrinkage, screening
+        self.weighting = weighting
         if target is not None and np.shape(target) != (dim, dim):
             raise ValueError(f"target covariance must have shape ({dim}, {dim})")
         if public_means is not None and np.shape(public_means) != (num_classes, dim):
             raise ValueError(f"public class means must have shape ({num_classes}, {dim})")
         self.target, self.public_means = target, public_means
-        self.class_sums = np.zeros((num_classes, dim))
-        self.class_counts = np.zeros(num_classes)
-        self.second_moment = np.zeros((dim, dim))
-        self.noise_variance = np.zeros(dim)  # per coordinate: sum over reports of its noise variance
-        self.count = 0
+        self.groups: dict[tuple[bytes, float | None], _Group] = {}
+
+    @property
+    def count(self) -> int:
+        """Reports added so far."""
+        return sum(g.count for g in self.groups.values())
+
+    @property
+    def class_sums(self) -> np.ndarray:
+        """Sum of the reports of each (true) class, over all groups."""
+        return sum((g.class_sums for g in self.groups.values()), np.zeros((self.num_classes, self.dim)))
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        """Reports of each (true) class, over all groups."""
+        return sum((g.class_counts for g in self.groups.values()), np.zeros(self.num_classes))
 
     def update(
         self,
@@ -96,6 +168,7 @@ class NoiseAwareLDA:
         labels: np.ndarray,
         noise_std: float | np.ndarray,
         label_transition: np.ndarray | None = None,
+        epsilon: float | None = None,
     ) -> None:
         """Add a batch of reports that share one noise scale and one label channel.
 
@@ -103,25 +176,49 @@ class NoiseAwareLDA:
 
         ``labels`` are class ids, or soft labels of shape (n, num_classes) (e.g. mixup).
         ``label_transition[i, j]`` is P[reported label j | true label i]; None means the
-        labels are exact.
+        labels are exact. ``epsilon`` is the batch's per-release epsilon, needed by epsilon
+        weighting only.
         """
         reports = np.asarray(reports, dtype=np.float64)
         if reports.ndim != 2 or reports.shape[1] != self.dim:
             raise ValueError(f"reports must have shape (n, {self.dim}), got {reports.shape}")
-        self.add(ReportSums.of(reports, labels, self.num_classes), noise_std, label_transition)
+        self.add(ReportSums.of(reports, labels, self.num_classes), noise_std, label_transition, epsilon)
 
-    def add(self, sums: ReportSums, noise_std: float | np.ndarray, label_transition: np.ndarray | None = None) -> None:
+    def add(
+        self,
+        sums: ReportSums,
+        noise_std: float | np.ndarray,
+        label_transition: np.ndarray | None = None,
+        epsilon: float | None = None,
+    ) -> None:
         """Add the sums of a batch of reports that share one noise scale and one label channel (see :meth:`update`)."""
         sums.check(self.dim, self.num_classes)
+        noise_variance = _per_coordinate(noise_std, self.dim) ** 2
+        if self.weighting != "epsilon":
+            epsilon = None
+        elif epsilon is None or not 0 < epsilon < np.inf:
+            raise ValueError(f"epsilon weighting needs each batch's epsilon, finite and positive; got {epsilon!r}")
+        if sums.count == 0:
+            return
         class_sums, counts = sums.class_sums, np.asarray(sums.label_counts, dtype=np.float64)
         if label_transition is not None:
             unmix = np.linalg.inv(np.asarray(label_transition, dtype=np.float64).T)
             class_sums, counts = unmix @ class_sums, unmix @ counts
-        self.class_sums += class_sums
-        self.class_counts += counts
-        self.second_moment += sums.second_moment
-        self.noise_variance += sums.count * _per_coordinate(noise_std, self.dim) ** 2
-        self.count += int(sums.count)
+        key = (noise_variance.tobytes(), None if epsilon is None else float(epsilon))
+        group = self.groups.setdefault(
+            key,
+            _Group(noise_variance, key[1], np.zeros((self.num_classes, self.dim)), np.zeros(self.num_classes), np.zeros((self.dim, self.dim))),
+        )
+        group.class_sums += class_sums
+        group.class_counts += counts
+        group.second_moment += sums.second_moment
+        group.count += int(sums.count)
+
+    def means(self) -> np.ndarray:
+        """Estimated class means (num_classes, dim) of the clean inputs, the groups combined by the weighting."""
+        if self.count == 0:
+            raise ValueError("no reports received yet")
+        return self._estimate(np.ones(self.dim, dtype=bool)).means
 
     def fit(self) -> LinearModel:
         """The discriminant for clean inputs, from everything added so far."""
@@ -132,13 +229,12 @@ class NoiseAwareLDA:
         keep = np.ones(self.dim, dtype=bool)
         if self.public_means is None or self.screening == "off" or self.count == 0:
             return keep
-        counts = np.maximum(self.class_counts, 1.0)
-        per_report = self.noise_variance / self.count
+        estimate = self._estimate(keep)
+        mean_noise = estimate.mean_noise()  # (classes, d)
         pairs = [(a, b) for a in range(self.num_classes) for b in range(a + 1, self.num_classes)]
         gaps = np.array([self.public_means[a] - self.public_means[b] for a, b in pairs])  # (pairs, d)
-        noise = np.array([per_report * (1 / counts[a] + 1 / counts[b]) for a, b in pairs])  # (pairs, d)
-        within = _denoised_within(self.class_sums, self.class_counts, self.second_moment, per_report, self.count)
-        cov = _shrunk(within, per_report, self.target, self.shrinkage, self.count)
+        noise = np.array([mean_noise[a] + mean_noise[b] for a, b in pairs])  # (pairs, d)
+        cov = _shrunk(estimate.within, estimate.error, self.target, self.shrinkage)
 
         own_signal = (gaps**2).sum(axis=0) / np.diag(cov)
         own_spread = noise.sum(axis=0) / np.diag(cov)
@@ -160,19 +256,97 @@ class NoiseAwareLDA:
             raise ValueError("no reports received yet")
         keep = self.coordinates()
         target = None if self.target is None else self.target[np.ix_(keep, keep)]
-        weights, bias = _discriminant(
-            self.class_sums[:, keep],
-            self.class_counts,
-            self.second_moment[np.ix_(keep, keep)],
-            self.noise_variance[keep] / self.count,
-            self.count,
-            self.shrinkage,
-            target,
-            _per_coordinate(query_noise_std, self.dim)[keep],
-        )
+        query = _per_coordinate(query_noise_std, self.dim)[keep]
+        weights, bias = _discriminant(self._estimate(keep), self.shrinkage, target, query)
         full = np.zeros((self.dim, self.num_classes))
         full[keep] = weights
         return LinearModel(weights=full, bias=bias)
+
+    def _estimate(self, keep: np.ndarray) -> "_Estimate":
+        """The groups combined by this weighting, on the coordinates ``keep``."""
+        groups = [g.restricted(keep) for g in self.groups.values()]
+        return _Estimate.of([_merged(groups)] if self.weighting == "pooled" else groups, self.weighting)
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    """Class means and within-class covariance of the clean inputs, combined over noise groups.
+
+    Class c's mean on coordinate j is sum_g w[g, j] S[g, c, j] / sum_g w[g, j] n[g, c], the
+    group means weighted by their shares w[g, j] n[g, c] / sum_h w[h, j] n[h, c], for report
+    weights w. The shares sum to one, so the mean stays unbiased as long as w does not depend
+    on the group means: epsilon weights are constants, and inverse-variance weights depend on
+    the groups' within-class scatter only, which for Gaussian reports is independent of their
+    class means. The covariance is sum_g cov_weights[g] * (group g's covariance corrected by
+    its own noise), the weights summing to one: unbiased for constant weights, and for
+    inverse-variance weights up to their correlation with the scatter, an O(1/n) bias like
+    the 1/n (not 1/(n - classes)) normalisation every group already has.
+    """
+
+    means: np.ndarray  # (classes, m)
+    counts: np.ndarray  # (classes,): over all groups
+    within: np.ndarray  # (m, m), PSD
+    error: float  # expected squared Frobenius error of ``within``
+    shares: np.ndarray  # (groups, classes, m)
+    group_counts: np.ndarray  # (groups, classes)
+    noise: np.ndarray  # (groups, m): each group's noise variance of one report
+
+    @classmethod
+    def of(cls, groups: list[_Group], weighting: str) -> "_Estimate":
+        """Combine ``groups`` with ``weighting``'s weights (one group: the group's own estimate)."""
+        raw = np.array([g.within() for g in groups])
+        noise = np.array([g.noise_variance for g in groups])
+        reports = np.array([g.count for g in groups], dtype=np.float64)
+        if weighting == "epsilon":
+            epsilons = np.array([g.epsilon for g in groups])
+            report_weights = np.broadcast_to((epsilons / epsilons.max())[:, None], noise.shape)
+            cov_weights = epsilons * reports
+            within = _positive_part(np.einsum("g,gij->ij", cov_weights / cov_weights.sum(), raw))
+        elif weighting == "inverse-variance":
+            # A covariance estimated from n reports of covariance R has expected squared error
+            # e = (tr(R)^2 + ||R||_F^2) / n; groups weighted by 1/e minimise the combination's
+            # error sum_g w_g^2 e_g, which is then below every group's own, so a noisy group
+            # cannot make the covariance worse. R = within + noise_g needs the within-class
+            # covariance: first taken as zero (the noise's weights), then as that estimate.
+            # (A size-weighted pilot would carry the noisiest group's error into every weight.)
+            within = np.zeros_like(raw[0])
+            for _ in range(2):
+                cov_weights = _inverse_weights(np.array([_sampling_error(within, v, n) for v, n in zip(noise, reports)]))
+                combined = np.einsum("g,gij->ij", cov_weights / cov_weights.sum(), raw)
+                within = _positive_part(combined)
+            # A group's class mean varies by (tau^2 + sigma_g^2) / n per coordinate. tau^2 is the
+            # combination's own diagonal (unbiased, unlike the PSD part's, which the noise
+            # inflates), clipped at zero where the noise hides the signal: the noise's weights.
+            report_weights = _inverse_weights(np.clip(np.diag(combined), 0.0, None)[None, :] + noise)
+        else:  # pooled: one merged group
+            report_weights, cov_weights = np.ones_like(noise), np.ones(len(groups))
+            within = _positive_part(raw[0])
+        cov_weights = cov_weights / cov_weights.sum()
+        group_counts = np.array([g.class_counts for g in groups])
+        totals = np.maximum(np.einsum("gj,gc->cj", report_weights, group_counts), 1e-9)
+        means = np.einsum("gj,gcj->cj", report_weights, np.array([g.class_sums for g in groups])) / totals
+        # Shares from counts of at least 1e-9, so that a class a group lacks (or, after label
+        # unmixing, has fewer than none of) takes none of the mean's variance.
+        weighted = report_weights[:, None, :] * np.maximum(group_counts, 1e-9)[:, :, None]
+        shares = weighted / weighted.sum(axis=0)
+        error = sum(w * w * _sampling_error(within, v, n) for w, v, n in zip(cov_weights, noise, reports))
+        return cls(means, group_counts.sum(axis=0), within, float(error), shares, group_counts, noise)
+
+    def mean_noise(self) -> np.ndarray:
+        """Per class and coordinate, the variance the report noise adds to the class mean."""
+        return np.einsum("gcj,gj->cj", self.shares**2 / self._sizes()[:, :, None], self.noise)
+
+    def mean_spread(self, cov: np.ndarray) -> np.ndarray:
+        """Per class, tr(cov^-1 Cov(class mean)), Cov(class mean) = sum_g (s s^T) o (within + noise_g) / n_g."""
+        sizes, spread = self._sizes(), np.zeros(len(self.means))
+        for shares, noise, n in zip(self.shares, self.noise, sizes):
+            scaled = shares[:, :, None] * (self.within + np.diag(noise))[None]  # diag(s) R_g per class
+            spread += np.einsum("cj,cjj->c", shares, np.linalg.solve(cov, scaled)) / n
+        return spread
+
+    def _sizes(self) -> np.ndarray:
+        """Reports per group and class, at least one."""
+        return np.maximum(self.group_counts, 1.0)
 
 
 def _leading_signal_and_noise(cov: np.ndarray, gaps: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -189,57 +363,36 @@ def _leading_signal_and_noise(cov: np.ndarray, gaps: np.ndarray, weights: np.nda
 
 
 def _discriminant(
-    class_sums: np.ndarray,
-    class_counts: np.ndarray,
-    second_moment: np.ndarray,
-    noise_variance: np.ndarray,
-    count: int,
-    shrinkage: float,
-    target: np.ndarray | None,
-    query_noise_std: np.ndarray,
+    estimate: _Estimate, shrinkage: float, target: np.ndarray | None, query_noise_std: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Weights (d, classes) and bias of the noise-aware discriminant from sufficient statistics.
+    """Weights (d, classes) and bias of the noise-aware discriminant from the combined estimate.
 
-    ``noise_variance`` and ``query_noise_std`` are per coordinate (the noise is independent
-    across coordinates).
+    ``query_noise_std`` is per coordinate (the noise is independent across coordinates).
     """
-    counts = np.maximum(class_counts, 1e-9)
-    means = class_sums / counts[:, None]
+    counts = np.maximum(estimate.counts, 1e-9)
     priors = np.clip(counts / counts.sum(), 1e-6, None)
-    within = _denoised_within(class_sums, class_counts, second_moment, noise_variance, count)
-    report_cov = within + np.diag(noise_variance)
-    cov = _shrunk(within, noise_variance, target, shrinkage, count) + np.diag(query_noise_std**2)
-    weights = np.linalg.solve(cov, means.T)
+    cov = _shrunk(estimate.within, estimate.error, target, shrinkage) + np.diag(query_noise_std**2)
+    weights = np.linalg.solve(cov, estimate.means.T)
     # mu_c' S^-1 mu_c from estimated means is biased up by tr(S^-1 Cov(mean_c)); under
     # heavy noise that bias, not the data, would pick the class, so it is removed.
-    excess = np.trace(np.linalg.solve(cov, report_cov)) / np.maximum(counts, 1.0)
-    bias = -0.5 * (np.einsum("kd,dk->k", means, weights) - excess) + np.log(priors)
+    excess = estimate.mean_spread(cov)
+    bias = -0.5 * (np.einsum("kd,dk->k", estimate.means, weights) - excess) + np.log(priors)
     return weights, bias
 
 
-def _shrunk(
-    within: np.ndarray, noise_variance: np.ndarray, target: np.ndarray | None, shrinkage: float, count: int
-) -> np.ndarray:
-    """The denoised within-class covariance shrunk towards the target (a scaled identity if None)."""
+def _shrunk(within: np.ndarray, error: float, target: np.ndarray | None, shrinkage: float) -> np.ndarray:
+    """The denoised within-class covariance shrunk towards the target (a scaled identity if None).
+
+    ``error`` is the expected squared Frobenius error of ``within`` (automatic shrinkage).
+    """
     dim = within.shape[0]
     scale = max(np.trace(within) / dim, 1e-12)
     target = scale * np.eye(dim) if target is None else target
-    report_cov = within + np.diag(noise_variance)
-    weight = shrinkage if shrinkage >= 0 else _ledoit_wolf_weight(report_cov, within, target, count)
+    weight = shrinkage if shrinkage >= 0 else _ledoit_wolf_weight(error, within, target)
     cov = (1 - weight) * within + weight * target
     # A relative ridge of 1e-9 keeps cov invertible when a coordinate never varies in the
     # reports or the target (e.g. a bit encoding's constant high-order bits).
     return cov + 1e-9 * max(np.trace(cov) / dim, 1e-12) * np.eye(dim)
-
-
-def _denoised_within(
-    class_sums: np.ndarray, class_counts: np.ndarray, second_moment: np.ndarray, noise_variance: np.ndarray, count: int
-) -> np.ndarray:
-    """Pooled within-class covariance of the clean inputs: the reports' minus the noise, made PSD."""
-    counts = np.maximum(class_counts, 1e-9)
-    means = class_sums / counts[:, None]
-    between = (means * counts[:, None]).T @ means
-    return _positive_part((second_moment - between) / count - np.diag(noise_variance))
 
 
 def class_means(x: np.ndarray, y: np.ndarray, num_classes: int) -> np.ndarray:
@@ -257,15 +410,26 @@ def within_class_covariance(x: np.ndarray, y: np.ndarray, num_classes: int) -> n
     return residuals.T @ residuals / max(len(x), 1)
 
 
-def _ledoit_wolf_weight(report_cov: np.ndarray, within: np.ndarray, target: np.ndarray, count: int) -> float:
-    """Shrinkage intensity: expected squared error of the estimate over its distance to the target.
-
-    For Gaussian reports the sampling error of a covariance estimated from n reports has
-    expected squared Frobenius norm (tr(S)^2 + ||S||_F^2) / n, S the reports' covariance.
-    """
-    error = (np.trace(report_cov) ** 2 + np.sum(report_cov**2)) / count
+def _ledoit_wolf_weight(error: float, within: np.ndarray, target: np.ndarray) -> float:
+    """Shrinkage intensity: expected squared error of the estimate over its distance to the target."""
     distance = np.sum((within - target) ** 2)
     return float(np.clip(error / distance, 0.0, 1.0)) if distance > 0 else 1.0
+
+
+def _sampling_error(within: np.ndarray, noise_variance: np.ndarray, count: float) -> float:
+    """Expected squared Frobenius error of a covariance estimated from ``count`` reports.
+
+    For Gaussian reports of covariance S (here within + the noise) it is (tr(S)^2 + ||S||_F^2) / n.
+    """
+    reports = within + np.diag(noise_variance)
+    return float((np.trace(reports) ** 2 + np.sum(reports**2)) / count)
+
+
+def _inverse_weights(values: np.ndarray) -> np.ndarray:
+    """Weights proportional to 1 / values along the first axis, the largest 1 (zeros share all the weight)."""
+    zero = values <= 0
+    inverse = np.where(zero.any(axis=0), zero.astype(np.float64), 1 / np.where(zero, 1.0, values))
+    return inverse / inverse.max(axis=0)
 
 
 def _per_coordinate(value: float | np.ndarray, dim: int) -> np.ndarray:

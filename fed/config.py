@@ -12,13 +12,16 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from fed.classifier import SCREENING
+from fed.availability import Availability
+from fed.behavior_trace import BehaviorTrace
+from fed.classifier import SCREENING, WEIGHTINGS
+from fed.device_speed import DeviceSpeed
 from fed.sampling import TrainSampling, UpSampling
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Every run option; see docs/options.md for their meaning."""
+    """Every run option; HELP below says what each means (`ldpfed simulate --help`)."""
 
     data: str = "generated"
     public: str = "generated"
@@ -31,6 +34,7 @@ class RunConfig:
     mechanism_options: str = ""
     clip: float = 3.0
     epsilon: float = 8.0
+    tiers: str = ""
     sigma: float = 0.0
     delta: float = 1e-5
     user_epsilon: float = 0.0
@@ -41,6 +45,11 @@ class RunConfig:
     releases_per_record: int = 1
     releases_per_query: int = 1
     sampling: str = "all"
+    availability: str = "1"
+    dropout: float = 0.0
+    device_speed: str = ""
+    behavior_trace: str = ""
+    deadline: float = 0.0
     enforce: str = "worst-case"
     upsampling_q: float = 1.0
     p_query: float = 1.0
@@ -48,6 +57,7 @@ class RunConfig:
     inference: str = "local"
     shrinkage: float = -1.0
     screening: str = "auto"
+    weighting: str = "inverse-variance"
     nodes: int = 1
     min_nodes: int = 1
     round_timeout: float = 600.0
@@ -92,6 +102,14 @@ class RunConfig:
                 raise ValueError(f"--sigma applies to {settable}; give --epsilon for {self.mechanism}")
             if self.enforce == "amplified":
                 raise ValueError(f"--enforce amplified is implemented for {settable} only")
+        if self.tiers:
+            from fed.tiers import Tiers
+
+            Tiers.parse(self.tiers)  # validates --tiers
+            if self.sigma > 0:
+                raise ValueError("--tiers sets each tier's noise from its epsilon: drop --sigma")
+            if RANDOMIZERS[self.mechanism].fixed_params(self.epsilon, options) is not None:
+                raise ValueError(f"--tiers needs a randomizer calibrated to epsilon; {self.mechanism} has fixed parameters")
         if "clip" in options:
             raise ValueError("--mechanism-options: give the clip as --clip")
         if self.inference not in ("local", "remote"):
@@ -100,8 +118,19 @@ class RunConfig:
             raise ValueError("--shrinkage must be at most 1 (negative: automatic)")
         if self.screening not in SCREENING:
             raise ValueError(f"--screening must be one of {', '.join(SCREENING)}, got {self.screening!r}")
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"--weighting must be one of {', '.join(WEIGHTINGS)}, got {self.weighting!r}")
         self.label_epsilon  # validates --labels
         sampling = self.train_sampling  # validates --sampling
+        self.user_availability  # validates --availability, --dropout
+        if self.device_speed:
+            DeviceSpeed(self.device_speed)  # validates --device-speed
+        if not (math.isfinite(self.deadline) and self.deadline >= 0):
+            raise ValueError(f"--deadline must be a number of virtual seconds >= 0 (0: none), got {self.deadline!r}")
+        if (self.deadline or self.behavior_trace) and not self.device_speed:
+            raise ValueError("--deadline and --behavior-trace run on the virtual clock: give --device-speed too")
+        if self.behavior_trace:
+            BehaviorTrace.load(self.behavior_trace, 1, 0)  # validates the trace file
         self.upsampling  # validates --upsampling-q, --p-query, --answers
         if sampling.kind != "all" and self.records_per_user_round:
             raise ValueError("--records-per-user-round applies to --sampling all; use --sampling fixed:<m> instead")
@@ -127,6 +156,16 @@ class RunConfig:
     def train_sampling(self) -> TrainSampling:
         """The parsed --sampling."""
         return TrainSampling.parse(self.sampling)
+
+    @property
+    def user_availability(self) -> Availability:
+        """The parsed --availability and --dropout."""
+        return Availability(self.availability, float(self.dropout))
+
+    @property
+    def virtual_clock(self) -> bool:
+        """Whether rounds run on a virtual clock (--device-speed given: simulation only)."""
+        return bool(self.device_speed)
 
     @property
     def upsampling(self) -> UpSampling:
@@ -232,6 +271,7 @@ HELP: dict[str, str] = {
     "mechanism_options": "extra randomizer parameters as comma-separated key=value (e.g. 'lambda=100,integer_bits=2' for ome, 'eta=20' for dchi, 'k=4,masks=16' for texthide); values are int, float, true/false or text",
     "clip": "clipping radius C (L2); sensitivity is 2C",
     "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it",
+    "tiers": "privacy tiers as share:epsilon pairs, e.g. '0.5:1,0.3:3,0.2:8': each share of the users (drawn by --seed) gets its own sentence-level epsilon in place of --epsilon, with its own policy, noise and ledger budget (simulation only; a device's policy sets its own). Empty: every user has --epsilon",
     "sigma": "noise scale; overrides --epsilon, whose budget becomes what sigma implies",
     "delta": "delta of every (epsilon, delta) figure",
     "user_epsilon": "user-level epsilon budget (0: not enforced, still reported)",
@@ -242,12 +282,18 @@ HELP: dict[str, str] = {
     "releases_per_record": "planned releases of each training record under --enforce worst-case (calibration; 0: the (1-delta)-quantile of Binomial(rounds, sampling rate), i.e. every round under --sampling all; user sampling is not counted)",
     "releases_per_query": "planned releases of each query record under --enforce worst-case (calibration; at least --answers)",
     "sampling": "training records a user releases per round: all, poisson:<p> (each record with probability p), fixed:<m> (m without replacement)",
+    "availability": "simulated users' availability: each is online in a round with this probability (e.g. 0.8), or with its own probability drawn from Beta(a, b) (beta:<a>:<b>); an offline user is not asked, releases nothing and spends nothing (simulation only)",
+    "dropout": "after each round, each simulated user still present leaves for good with this probability (0: nobody leaves)",
+    "device_speed": "simulated device speed, which starts a virtual clock: lognormal:<ms>:<skew>:<kbps> (each user's encoding ms per record drawn once, FedScale's lognormal model; upload kbit/s) or a FedScale device-capacity trace file (pickle or JSON). Empty: no clock",
+    "behavior_trace": "FedScale availability trace file (pickle or JSON; each user follows one of its clients): a user is online in a round only if its client is active at the round's virtual start. Needs --device-speed",
+    "deadline": "virtual seconds a round waits for answers (needs --device-speed): slower users are stragglers, who release and spend but whose late reports the server leaves out. 0: wait for everyone",
     "enforce": "budget enforced: worst-case (ledger of actual releases) or amplified (PLD bound of the Poisson-sampled schedule; assumes the server cannot link a report to its record)",
     "upsampling_q": "remote inference: true-data rate q of the mixed query set (fictitious queries made up to share 1-q; 1: none)",
     "p_query": "remote inference: probability that each mixed query is released in a step (1: every query every step)",
     "answers": "remote inference: steps repeat until every true query has at least this many answers (k)",
     "inference": "local (users apply the downloaded classifier, free) or remote (privatized queries, costs budget)",
     "shrinkage": "covariance shrinkage of the noise-aware classifier in [0, 1]; negative: automatic (Ledoit-Wolf)",
+    "weighting": "how the classifier combines reports of different noise (privacy tiers): inverse-variance (each group by the noise its reports declare; a noisy tier never dilutes the model), epsilon (each report by its epsilon) or pooled (every report counts once)",
     "screening": "classifier coordinates: on = those that maximise the expected Fisher ratio (public class means vs the noise); auto = on when noise dominates; off = all",
     "nodes": "Flower nodes hosting the users (user u lives on node u mod nodes)",
     "min_nodes": "fewest nodes that must answer the setup; fewer is an error (users of missing nodes are unavailable)",

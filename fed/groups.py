@@ -16,7 +16,7 @@ Quartile edges come from the values themselves, so users with equal values alway
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -94,9 +94,9 @@ def label_skew(population: Population) -> np.ndarray:
     return np.round(0.5 * np.abs(own - overall).sum(axis=1), 9)
 
 
-def simulated_budgets(plan: PrivacyPlan, users: int) -> np.ndarray:
-    """Each simulated user's sentence-level budget, by user id (the run's one budget until privacy tiers exist)."""
-    return np.full(users, plan.budget.epsilon_sentence, dtype=np.float64)
+def simulated_budgets(plans: Sequence[PrivacyPlan], tier_of: np.ndarray) -> np.ndarray:
+    """Each simulated user's sentence-level budget, by user id: its privacy tier's (``plans`` by tier, fed.tiers)."""
+    return np.array([plan.budget.epsilon_sentence for plan in plans], dtype=np.float64)[tier_of]
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,10 @@ class NodeHost:
         Raises RequestRefused for a malformed request, or one the policy does not allow (for
         every user). A user out of budget is listed in ``refusals`` and the others still answer.
         """
+        return self.serve(kind, self.check(kind, raw_request))
+
+    def check(self, kind: Kind, raw_request: Mapping[str, Any]) -> ReleaseRequest:
+        """The request, checked against the policy and the hosted users; RequestRefused otherwise."""
         request = parse_release_request(raw_request, self.limits(kind))
         if request.summarise and kind != "train":
             raise RequestRefused("'summarise' applies to train requests only (query reports are answered one by one)")
@@ -169,6 +173,10 @@ class NodeHost:
         if reason:
             raise RequestRefused(reason, Refusal.POLICY)
         self._check_hosted(request.users)
+        return request
+
+    def serve(self, kind: Kind, request: ReleaseRequest) -> NodeReply:
+        """Release what a checked request asks (see :meth:`release`)."""
         reply = self._cohort_train(request) if kind == "train" and self._batched(request) else self._release(kind, request)
         return reply.summarised(request.randomizer, self.plan.labels.num_values) if request.summarise else reply
 
@@ -323,11 +331,11 @@ class NodeHost:
                 self._keep(user)
         return Outcomes(correct, total, exact=False, keep_probability=channel.keep_probability)
 
-    def answer(self, users: np.ndarray, slots: np.ndarray, scores: np.ndarray) -> list[int]:
+    def answer(self, users: np.ndarray, slots: np.ndarray, scores: np.ndarray, apply: bool = True) -> list[int]:
         """Remote inference: take the server's scores for released query slots.
 
-        Everything is checked before any user's state changes (RequestRefused otherwise).
-        Returns the users whose true queries now all have k answers.
+        Everything is checked before any user's state changes (RequestRefused otherwise); with
+        ``apply`` False only checked. Returns the users whose true queries now all have k answers.
         """
         users, slots, scores = np.asarray(users), np.asarray(slots), np.asarray(scores)
         if users.ndim != 1 or slots.ndim != 1 or scores.ndim != 2 or scores.size > MAX_SCORES:
@@ -351,7 +359,7 @@ class NodeHost:
             for uid in uids:
                 built[uid] = user_of(uid)
                 built[uid].check_answers(slots[users == uid])
-            for uid in uids:
+            for uid in uids if apply else []:
                 if built[uid].take_answers(slots[users == uid], scores[users == uid], k):
                     finished.append(uid)
                 self._keep(built[uid])

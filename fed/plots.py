@@ -35,18 +35,21 @@ def _save(fig: Any, ax: Any, path: Path) -> Path:
 
 
 def plot_accuracy(rounds: list[dict[str, Any]], path: Path) -> Path:
-    """Local-inference accuracy of each classifier against the round."""
+    """Local-inference accuracy of each classifier against the round, or against virtual time (time to
+    accuracy) when the run has a virtual clock (--device-speed)."""
     fig, ax = _figure()
-    x = [r["round"] for r in rounds]
+    clock = bool(rounds) and all(r.get("virtual_seconds") is not None for r in rounds)
+    x = [r["virtual_seconds"] if clock else r["round"] for r in rounds]
     for key, label in (
         ("accuracy_local", "private reports (local inference)"),
         ("accuracy_nonprivate", "non-private upper bound (simulation only)"),
         ("accuracy_public_only", "public data only"),
+        ("accuracy_top_tier_only", "largest-budget tier's reports only"),
     ):
         y = [r.get(key) for r in rounds]
         if any(v is not None for v in y):
             ax.plot(x, [np.nan if v is None else v for v in y], marker="o", label=label)
-    ax.set_xlabel("round")
+    ax.set_xlabel("virtual seconds at the round's end" if clock else "round")
     ax.set_ylabel("accuracy on users' query records")
     return _save(fig, ax, path)
 

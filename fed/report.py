@@ -337,6 +337,8 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
         "epsilon at finite T). PLD, RDP and the PRV upper bound are upper bounds under that assumption.",
         *_label_lines(plan, result["accountants"]),
     ]
+    if result.get("tiers"):
+        lines += ["", *tier_lines(result["tiers"], config.weighting, result)]
     if result.get("groups"):
         lines += ["", *group_lines(result["groups"], level="##")]
     inference = result.get("remote_inference")
@@ -354,6 +356,33 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
             "true release is charged to the worst-case ledger. The server is not told which slots are true.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def tier_lines(rows: list[dict[str, Any]], weighting: str, accuracies: dict[str, Any]) -> list[str]:
+    """The privacy report's section on privacy tiers (rows: fed.tiers.tier_rows), with the whole
+    model's local-inference accuracy next to that of the largest-budget tier's reports alone."""
+    lines = [
+        "## Privacy tiers",
+        "",
+        "Each tier's users hold their own policy: the budget below, and noise calibrated to it. The randomizer, "
+        "calibration and accountant sections above describe the tier with the largest budget.",
+        "",
+        "| tier | users | share | epsilon | budget per record | sigma (training) | sigma (queries) | worst-case epsilon, max over its users |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['tier']} | {row['users']} | {row['share']:.3f} | {row['epsilon']:g} | {row['epsilon_budget']:.4f} | "
+            f"{_fmt(row['sigma_train'])} | {_fmt(row['sigma_query'])} | {_fmt(row['epsilon_sentence_max'])} |"
+        )
+    top = max(rows, key=lambda row: row["epsilon"])["tier"]
+    lines += [
+        "",
+        f"Local-inference accuracy of the classifier trained on every tier's reports ({weighting} weighting): "
+        f"{_fmt(accuracies.get('accuracy_local')) or '-'}; on tier {top}'s reports alone: "
+        f"{_fmt(accuracies.get('accuracy_top_tier_only')) or '-'}.",
+    ]
+    return lines
 
 
 def group_lines(groups: dict[str, Any], level: str = "#") -> list[str]:

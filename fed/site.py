@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from fed.assets import default_cache_dir
 from fed.config import RunConfig
 from fed.entropy import in_simulation_engine
@@ -35,6 +36,7 @@ from fed.policy import DevicePolicy
 from fed.privacy.store import LedgerStore
 from fed.record_ids import device_secret
 from fed.requests import Refusal, RequestRefused
+from fed.tiers import run_tiers
 
 DEVICE_OWNER = "device"
 
@@ -84,9 +86,20 @@ class Site:
         own = dataclasses.replace(config, data=str(data), cache_dir=cache)
         return cls(False, own, state, state / "ledger.sqlite", policy)
 
-    def policy(self, plan: PrivacyPlan) -> DevicePolicy:
-        """What the node grants: the owner's policy, or in a simulation what the run options grant."""
-        return DevicePolicy.from_run(self.config, plan) if self.device_policy is None else self.device_policy
+    def policy(self, plan: PrivacyPlan, config: RunConfig | None = None) -> DevicePolicy:
+        """What the node grants: the owner's policy, or in a simulation what the run options grant
+        (``config``: a privacy tier's options, by default the run's)."""
+        if self.device_policy is not None:
+            return self.device_policy
+        return DevicePolicy.from_run(config or self.config, plan)
+
+    def tiers(self) -> list[tuple[RunConfig, np.ndarray | None]]:
+        """Each privacy tier's run options and every user's tier by user id (fed.tiers); on a device one
+        tier, the run's, for all its users (None): the owner's policy sets the budget, not --tiers."""
+        if not self.simulation or not self.config.tiers:
+            return [(self.config, None)]
+        configs, tier_of = run_tiers(self.config)
+        return [(config, tier_of) for config in configs]
 
     def store(self) -> LedgerStore:
         """The node's ledger store (crash-durable on a device)."""

@@ -6,6 +6,7 @@ A study is a TOML file::
     description = "What it shows."       # optional; printed under the heading
     seeds = [0, 1, 2]
     group_by = ["label_skew_quantile"]   # optional: users.csv column(s) to split results by
+    baselines = ["accuracy_nonprivate"]  # optional: summary.json accuracies shown beside each cell's
 
     [base]                               # fixed run options (any RunConfig field but seed and out)
     data = "../shared/data/sst2"
@@ -41,7 +42,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,17 @@ USER_ACCURACY = "accuracy_private"
 """users.csv column with each user's accuracy of the private model (empty: the user has no queries)."""
 ALL = "all users"
 """The group of a row with whole-run figures."""
-PATH_OPTIONS = ("data", "public", "encoder", "cache_dir")
+PATH_OPTIONS = ("data", "public", "encoder", "cache_dir", "device_speed", "behavior_trace")
 """Run options that may name a local path: passed to the run as absolute paths (its apps run elsewhere)."""
 SET_BY_STUDY = ("seed", "out")
 """Run options a study sets itself: seeds from ``seeds``, run directories from the study's folder."""
-TOP_LEVEL = ("title", "description", "seeds", "group_by", "base", "axes")
+TOP_LEVEL = ("title", "description", "seeds", "group_by", "baselines", "base", "axes")
+BASELINES = {
+    "accuracy_nonprivate": "non-private accuracy",
+    "accuracy_public_only": "public-only accuracy",
+    "accuracy_top_tier_only": "accuracy, largest-budget tier's reports alone",
+}
+"""summary.json figures a study may report beside each cell's whole-run accuracy, and their column titles."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,7 @@ class Study:
     axes: dict[str, list[Any]]
     seeds: tuple[int, ...]
     group_by: tuple[str, ...]
+    baselines: tuple[str, ...] = ()
 
     def cells(self) -> list[dict[str, Any]]:
         """Every combination of axis values, in the order the config lists them."""
@@ -138,9 +146,12 @@ def load_study(path: Path) -> Study:
     group_by = [group_by] if isinstance(group_by, str) else group_by
     if not isinstance(group_by, list) or not all(isinstance(g, str) and g for g in group_by):
         raise ValueError(f"{path}: group_by must be a users.csv column name or a list of them, got {group_by!r}")
+    baselines = raw.get("baselines", [])
+    if not isinstance(baselines, list) or any(b not in BASELINES for b in baselines):
+        raise ValueError(f"{path}: baselines must be a list of {', '.join(BASELINES)}, got {baselines!r}")
     study = Study(
         Path(path), str(raw.get("title", Path(path).stem)), str(raw.get("description", "")),
-        base, axes, tuple(seeds), tuple(group_by),
+        base, axes, tuple(seeds), tuple(group_by), tuple(baselines),
     )
     names: dict[str, dict[str, Any]] = {}
     for run in study.runs():
@@ -287,9 +298,12 @@ class RunResult:
     groups: dict[str, Figures] | None
     labels: dict[str, list[str]]
     seconds: float | None
+    baselines: dict[str, float | None]
 
 
-def read_run(directory: Path, run: StudyRun, group_by: Sequence[str]) -> RunResult | None:
+def read_run(
+    directory: Path, run: StudyRun, group_by: Sequence[str], baselines: Sequence[str] = ()
+) -> RunResult | None:
     """The figures of a complete run (None otherwise); groups only with ``group_by`` and a users.csv."""
     if run_state(directory, run) != "complete":
         return None
@@ -302,7 +316,8 @@ def read_run(directory: Path, run: StudyRun, group_by: Sequence[str]) -> RunResu
     groups, labels = None, {}
     if group_by and (directory / USERS_CSV).is_file():
         groups, labels = read_groups(directory / USERS_CSV, group_by)
-    return RunResult(run, whole, groups, labels, marker.get("seconds"))
+    extra = {name: _float(summary.get(name)) for name in baselines}
+    return RunResult(run, whole, groups, labels, marker.get("seconds"), extra)
 
 
 def read_groups(path: Path, group_by: Sequence[str]) -> tuple[dict[str, Figures], dict[str, list[str]]]:
@@ -362,6 +377,8 @@ class Row:
     epsilon: Spread | None
     releases: Spread | None
     users: Spread | None
+    baselines: dict[str, Spread | None]
+    """Whole-run rows only: each of the study's baselines."""
 
 
 def aggregate(study: Study, results: Sequence[RunResult]) -> list[Row]:
@@ -371,7 +388,9 @@ def aggregate(study: Study, results: Sequence[RunResult]) -> list[Row]:
         found = [r for r in results if r.run.cell == cell]
         if not found:
             continue
-        rows.append(_row(cell, ALL, [(r.run.seed, r.whole) for r in found]))
+        whole = _row(cell, ALL, [(r.run.seed, r.whole) for r in found])
+        extra = {name: Spread.of(r.baselines.get(name) for r in found) for name in study.baselines}
+        rows.append(replace(whole, baselines=extra))
         keys = sorted({k for r in found if r.groups for k in r.groups}, key=natural_key)
         for key in keys:
             rows.append(_row(cell, key, [(r.run.seed, r.groups[key]) for r in found if r.groups and key in r.groups]))
@@ -384,7 +403,7 @@ def _row(cell: dict[str, Any], group: str, seeded: list[tuple[int, Figures]]) ->
 
     return Row(
         cell, group, [seed for seed, _ in seeded],
-        spread("accuracy"), spread("epsilon"), spread("releases"), spread("users"),
+        spread("accuracy"), spread("epsilon"), spread("releases"), spread("users"), {},
     )
 
 
@@ -433,14 +452,14 @@ def markdown(
         "",
     ]
     header = [*study.axes, *(["group"] if grouped else []), "seeds", "users (mean)", "accuracy: mean [min, max]",
-              "worst-case sentence epsilon spent (max over users)", "releases"]
+              *(BASELINES[name] for name in study.baselines), "worst-case sentence epsilon spent (max over users)", "releases"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [str(row.cell[name]) for name in study.axes] + ([row.group] if grouped else [])
         users = None if row.users is None else row.users.mean
         cells += [
             str(len(row.seeds)), _number(users, ".0f"), _spread_text(row.accuracy, ".4f"),
-            _spread_text(row.epsilon, ".4g"), _spread_text(row.releases, ".0f"),
+            *(_spread_text(row.baselines.get(name), ".4f") for name in study.baselines), _spread_text(row.epsilon, ".4g"), _spread_text(row.releases, ".0f"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
@@ -519,7 +538,7 @@ def write_report(study: Study, out: Path, report: Path, command: str) -> Path:
     """
     results, missing = [], []
     for run in study.runs():
-        result = read_run(out / run.name, run, study.group_by)
+        result = read_run(out / run.name, run, study.group_by, study.baselines)
         if result is None:
             missing.append(run.name)
         else:
@@ -534,7 +553,7 @@ def write_report(study: Study, out: Path, report: Path, command: str) -> Path:
         {
             "name": r.run.name, "cell": r.run.cell, "seed": r.run.seed, "seconds": r.seconds, "whole": asdict(r.whole),
             "groups": None if r.groups is None else {k: asdict(v) for k, v in r.groups.items()},
-            "group_labels": r.labels,
+            "group_labels": r.labels, "baselines": r.baselines,
         }
         for r in results
     ]

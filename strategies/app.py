@@ -28,6 +28,7 @@ from fed.report import LedgerFigures, group_lines, privacy_report, summary
 from fed.run_record import RunRecord
 from fed.user_results import group_summary, users_table
 from strategies.strategy import LdpStrategy
+from fed.tiers import run_tiers, tier_rows
 from fed.threads import limit_blas_threads
 
 app = ServerApp()
@@ -65,7 +66,9 @@ def run(grid: Grid, config: RunConfig) -> Path:
 
     strategy = LdpStrategy(config, record, baselines={})
     strategy.setup(grid, bundle, expected_nodes=config.nodes)
-    (record.out / "policy.toml").write_text(SIMULATED_POLICY + DevicePolicy.from_run(config, strategy.plan).to_toml())
+    tier_configs, tier_of = run_tiers(config)
+    for name, tier_config, plan in zip(_policy_files(len(tier_configs)), tier_configs, strategy.plans):
+        (record.out / name).write_text(SIMULATED_POLICY + DevicePolicy.from_run(tier_config, plan).to_toml())
     public_check = _public_check(config, assets, public, strategy.num_labels)
     _baselines(config, assets, public if public_check.labels_match else None, strategy)
 
@@ -82,6 +85,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
         "accuracy_remote": None if inference is None else inference["accuracy"],
         "accuracy_nonprivate": last.get("accuracy_nonprivate"),
         "accuracy_public_only": last.get("accuracy_public_only"),
+        "accuracy_top_tier_only": last.get("accuracy_top_tier_only"),
     }
     result = summary(
         config, strategy.plan, figures, accuracies, time.monotonic() - started, inference, strategy.train_counts
@@ -93,6 +97,12 @@ def run(grid: Grid, config: RunConfig) -> Path:
     for text in result["warnings"]:
         print(f"ldpfed: WARNING: {text}", flush=True)
     result["groups"] = _user_results(record, strategy, figures)
+    if strategy.clock is not None:
+        result["virtual_seconds"] = strategy.clock.now
+        result["users_late"] = sum(r.get("users_late", 0) for r in record.rounds)
+    if config.tiers:
+        sentence = figures.by_user(figures.sentence, config.users)
+        result["tiers"] = tier_rows(tier_configs, strategy.plans, tier_of, sentence)
     record.write_json("summary.json", result)
     (record.out / "privacy_report.md").write_text(
         privacy_report(config, strategy.plan, figures, result) + _warning_section(result["warnings"])
@@ -160,6 +170,11 @@ def _public_check(config: RunConfig, assets: Assets, public: TextDataset | None,
     return check_public(config, public, train.label_names, public_x, task_x)
 
 
+def _policy_files(tiers: int) -> list[str]:
+    """Where each tier's simulated policy is written: policy.toml, or policy-tier-<k>.toml with --tiers."""
+    return ["policy.toml"] if tiers == 1 else [f"policy-tier-{k}.toml" for k in range(1, tiers + 1)]
+
+
 def _warning_section(warnings: list[str]) -> str:
     """The privacy report's closing section: the run's warnings (empty text when none)."""
     if not warnings:
@@ -173,7 +188,8 @@ def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, st
     ``public`` is the server's public data if it is labelled like the task, else None. The
     upper bound (simulation only) is the same discriminant trained on the clean, unprojected
     encodings of every user's training records and scored on every user's query records (the
-    dev split), i.e. what the encoder gives without any privacy.
+    dev split), i.e. what the encoder gives without any privacy. With --tiers, a second
+    classifier is fed only the largest-budget tier's reports: what the other tiers add.
     """
     cache = default_cache_dir(config)
     preprocess = strategy.plan.train.preprocess
@@ -184,9 +200,22 @@ def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, st
         public_means = class_means(x, public.labels, strategy.num_labels)
         if len(public) >= PUBLIC_ROWS_PER_DIM * strategy.dim:
             target = within_class_covariance(x, public.labels, strategy.num_labels)
-    strategy.aggregator = ReportAggregator(
-        strategy.dim, strategy.num_labels, config.shrinkage, target, public_means, config.screening
-    )
+
+    def aggregator() -> ReportAggregator:
+        return ReportAggregator(
+            strategy.dim,
+            strategy.num_labels,
+            config.shrinkage,
+            target,
+            public_means,
+            config.screening,
+            config.weighting,
+            strategy.plan.budget.delta,
+        )
+
+    strategy.aggregator = aggregator()
+    if config.tiers:
+        strategy.top_tier = aggregator()
     if config.nonprivate_baseline:
         population = Population.build(config)
         train, dev = (encode_cached(assets.encoder, d, cache) for d in (population.train, population.dev))

@@ -14,6 +14,7 @@ that step (its users count as unavailable in the round's metrics, the reason goe
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -37,7 +38,9 @@ from fed.randomizers import make_randomizer
 from fed.randomizers.labels import make_label_release
 from fed.run_record import RunRecord
 from fed.population import Population
+from fed.tiers import run_tiers
 from fed.user_results import UserResults, round_metrics
+from fed.virtual_clock import VirtualClock
 
 
 class LdpStrategy(Strategy):
@@ -73,8 +76,18 @@ class LdpStrategy(Strategy):
         self.saved: list[dict[str, np.ndarray]] = []
         self.errors: list[str] = []
         self.aggregator: ReportAggregator | None = None
+        self.top_tier: ReportAggregator | None = None
+        """With --tiers: the same classifier fed only the largest-budget tier's reports (a baseline)."""
         self.nonprivate_accuracy: float | None = None
+        self.plans: list[PrivacyPlan] = []
+        """Each privacy tier's plan (fed.tiers; one without --tiers)."""
         self.plan: PrivacyPlan | None = None
+        """The run's plan; with --tiers the plan of the tier with the largest budget."""
+        self.tier_of = np.zeros(config.users, dtype=np.int64)
+        self.clock: VirtualClock | None = None
+        """With --device-speed: the run's virtual clock (simulation only)."""
+        self.late: set[int] = set()
+        """This round's stragglers: asked, but their reports arrive past --deadline and are left out."""
         self.dim = self.feature_dim = self.num_labels = 0
         self.round_started = time.monotonic()
         self.round_metrics: dict[str, Any] = {}
@@ -103,11 +116,17 @@ class LdpStrategy(Strategy):
         if not self.node_of:
             raise RuntimeError("the nodes that answered the setup host no users")
         self.available = set(self.ready)
-        self.plan = make_plan(self.config, self.num_labels, max(max(self.query_counts.values(), default=1), 1))
+        tier_configs, self.tier_of = run_tiers(self.config)
+        max_queries = max(max(self.query_counts.values(), default=1), 1)
+        self.plans = [make_plan(config, self.num_labels, max_queries) for config in tier_configs]
+        self.plan = max(self.plans, key=lambda plan: plan.budget.epsilon_sentence)
         # The classifier reads what the randomizer reports: preprocess(x) may change the dimension
         # (bit encodings report dim * bits); local inference applies the same preprocess.
         self.dim = int(self.plan.train.preprocess(np.zeros((1, self.feature_dim))).shape[1])
-        self.aggregator = ReportAggregator(self.dim, self.num_labels, self.config.shrinkage)
+        self.clock = VirtualClock(self.config, self.dim) if self.config.virtual_clock else None
+        self.aggregator = ReportAggregator(
+            self.dim, self.num_labels, self.config.shrinkage, weighting=self.config.weighting, delta=self.plan.budget.delta
+        )
 
     def refresh(self, grid: Grid) -> None:
         """Re-read the connected nodes: set up new ones (a restarted SuperNode), mark gone ones.
@@ -153,43 +172,61 @@ class LdpStrategy(Strategy):
         spent = {u for u, s in self.summaries.items() if s.get("train_records_left", 1.0) == 0}
         reachable = {u for u, node in self.node_of.items() if node in self.available}
         available = np.array(sorted(reachable - self.exhausted - spent), dtype=np.int64)
+        online = np.ones(self.config.users, dtype=bool)
+        if not self.config.user_availability.always:  # a simulation: the server plays the network
+            online &= self.config.user_availability.online(self.config.users, server_round, self.config.seed)
+        if self.clock is not None and self.clock.online() is not None:
+            online &= self.clock.online()
+        offline = int((~online[available]).sum())
+        available = available[online[available]]
         size = len(available) if not self.config.users_per_round else min(self.config.users_per_round, len(available))
         sampled = np.sort(self.rng.choice(available, size=size, replace=False)) if size else available
-        self.round_metrics = {"round": server_round, "users_sampled": int(size)}
-        request = (self.plan.train.params(), self.config.records_per_user_round, self.plan.train_sampling.spec)
-        self.outbox = self._per_node(sampled.tolist(), protocol.TRAIN, *request, summarise=not self.config.save_reports)
+        self.round_metrics = {"round": server_round, "users_sampled": int(size), "users_offline": offline}
+        self.late = set()
+        if self.clock is not None:
+            per_round = self.config.records_per_user_round
+            records = np.array([self.train_counts.get(int(u), 0) for u in sampled], dtype=np.int64)
+            late = self.clock.run_round(sampled, np.minimum(records, per_round) if per_round else records)
+            self.late = set(sampled[late].tolist())
+            self.round_metrics.update({"users_late": len(self.late), "virtual_seconds": self.clock.now})
+        self.outbox = self._per_node(sampled.tolist(), protocol.TRAIN, summarise=not self.config.save_reports, late=self.late)
         return self.outbox
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Add every received report to the classifier's statistics and refit it."""
-        received = refused = 0
+        received = refused = late = 0
         ledger_seconds = 0.0
         hosts: dict[str, set[int]] = {}  # Ray node id -> users whose reports it served (simulation engine only)
-        for _, reply in self._received(self.outbox, replies):
-            data = protocol.read_release_reply(reply.content)
+        parts = [part for _, reply in self._received(self.outbox, replies) for part in protocol.read_release_replies(reply.content)]
+        top_randomizer = json.dumps(self.plan.train.params(), sort_keys=True)
+        for data in parts:
             if data.host and len(data.users):
                 hosts.setdefault(data.host, set()).update(int(u) for u in data.users)
             self.summaries.update(data.ledgers)
             self.exhausted.update(data.refusals)
             refused += len(data.refusals)
             ledger_seconds += data.ledger_seconds
-            if data.sums is not None and data.sums.count:
-                transition = make_label_release(data.label_channel).transition_matrix()
-                self.aggregator.add_sums(data.sums, data.randomizer, transition)
-                received += data.sums.count
-            elif len(data.reports):
-                transition = make_label_release(data.label_channel).transition_matrix()
-                self.aggregator.add(data.reports, data.labels, data.randomizer, transition)
-                received += len(data.reports)
-                if self.config.save_reports:
-                    self.saved.append({"reports": data.reports, "labels": data.labels, "users": data.users})
+            if len(data.users) and int(data.users[0]) in self.late:  # a straggler's part: it arrived too late
+                late += int(data.sums.count) if data.sums is not None else len(data.reports)
+                continue
+            transition = make_label_release(data.label_channel).transition_matrix()
+            top = self.top_tier is not None and json.dumps(data.randomizer, sort_keys=True) == top_randomizer
+            for aggregator in (self.aggregator, self.top_tier) if top else (self.aggregator,):
+                if data.sums is not None:
+                    aggregator.add_sums(data.sums, data.randomizer, transition)
+                elif len(data.reports):
+                    aggregator.add(data.reports, data.labels, data.randomizer, transition)
+            received += int(data.sums.count) if data.sums is not None else len(data.reports)
+            if data.sums is None and len(data.reports) and self.config.save_reports:
+                self.saved.append({"reports": data.reports, "labels": data.labels, "users": data.users})
         self.round_metrics.update(
             {
                 "reports_received": received,
                 "reports_total": self.aggregator.reports,
                 "users_refused": refused,
+                **({"reports_late": late} if self.clock is not None else {}),
                 "ledger_seconds": ledger_seconds,
             }
         )
@@ -209,6 +246,8 @@ class LdpStrategy(Strategy):
         models = dict(self.baselines)
         if self.aggregator.reports:
             models["private"] = self.aggregator.model()
+        if self.top_tier is not None and self.top_tier.reports:
+            models["top_tier"] = self.top_tier.model()
         content = protocol.evaluate_request(models)
         self.outbox = [Message(content, dst_node_id=n, message_type=protocol.EVALUATE) for n in self._hosting()]
         return self.outbox
@@ -230,6 +269,7 @@ class LdpStrategy(Strategy):
             {
                 "accuracy_local": acc.get("private"),
                 "accuracy_public_only": acc.get("public_only"),
+                "accuracy_top_tier_only": acc.get("top_tier"),
                 "accuracy_nonprivate": self.nonprivate_accuracy,
                 "epsilon_sentence_max": max(eps, default=0.0),
                 "epsilon_sentence_median": float(np.median(eps)) if eps else 0.0,
@@ -254,7 +294,7 @@ class LdpStrategy(Strategy):
         (by user id, NaN: unknown) replaces the simulated budgets, e.g. with the ledgers' own.
         """
         if self.attributes is None:
-            simulated = simulated_budgets(self.plan, self.config.users)
+            simulated = simulated_budgets(self.plans, self.tier_of)
             self.attributes = UserAttributes.from_population(Population.build(self.config), simulated)
         if budgets is not None:
             self.attributes = self.attributes.with_budgets(budgets)
@@ -277,10 +317,17 @@ class LdpStrategy(Strategy):
         nodes that are not connected, or that miss a step, take no further part.
         """
         self.refresh(grid)
-        request = (self.plan.query.params(), 0, self.plan.upsampling.spec)
-        model = self.aggregator.model_for_reports(self.plan.query.params(), answers=self.plan.upsampling.k)
+        models: dict[str, LinearModel] = {}  # per query randomizer (one per privacy tier)
+
+        def model_for(randomizer: dict[str, Any]) -> LinearModel:
+            key = json.dumps(randomizer, sort_keys=True)
+            if key not in models:
+                models[key] = self.aggregator.model_for_reports(randomizer, answers=self.plan.upsampling.k)
+            return models[key]
+
         active = sorted(u for u, node in self.node_of.items() if node in self.available and self.query_counts.get(u, 1) > 0)
-        max_steps = 10 * self.plan.query_steps + 10
+        planned_steps = max(plan.query_steps for plan in self.plans)
+        max_steps = 10 * planned_steps + 10
         steps = 0
         stopped: dict[int, str] = {}
         reports_total = 0
@@ -288,15 +335,21 @@ class LdpStrategy(Strategy):
             steps += 1
             replied: set[int] = set()
             answers = []
-            for node, reply in self._exchange(grid, self._per_node(active, protocol.RELEASE, *request)):
+            for node, reply in self._exchange(grid, self._per_node(active, protocol.RELEASE)):
                 replied.add(node)
-                data = protocol.read_release_reply(reply.content)
-                self.summaries.update(data.ledgers)
-                stopped.update(data.refusals)
-                if not len(data.reports):
+                parts = protocol.read_release_replies(reply.content)
+                for data in parts:
+                    self.summaries.update(data.ledgers)
+                    stopped.update(data.refusals)
+                parts = [data for data in parts if len(data.reports)]
+                if not parts:
                     continue
-                reports_total += len(data.reports)
-                content = protocol.answer_request(data.users, data.slots, model.scores(self._decode(data)))
+                reports_total += sum(len(data.reports) for data in parts)
+                content = protocol.answer_request(
+                    np.concatenate([data.users for data in parts]),
+                    np.concatenate([data.slots for data in parts]),
+                    np.concatenate([model_for(data.randomizer).scores(self._decode(data)) for data in parts]),
+                )
                 answers.append(Message(content, dst_node_id=node, message_type=protocol.ANSWER))
             finished: set[int] = set()
             for _, reply in self._exchange(grid, answers):
@@ -324,7 +377,7 @@ class LdpStrategy(Strategy):
             "answers": totals.get("answers", 0),
             "server_steps": steps,
             "user_steps_max": totals.get("steps_max", 0),
-            "planned_steps": self.plan.query_steps,
+            "planned_steps": planned_steps,
             "releases_true": totals.get("released_true", 0),
             "releases_fictitious": totals.get("released_fictitious", 0),
             "reports": reports_total,
@@ -346,29 +399,32 @@ class LdpStrategy(Strategy):
         return make_randomizer(data.randomizer).decode(data.reports)[0]
 
     def _per_node(
-        self,
-        users: list[int],
-        message_type: str,
-        randomizer: dict[str, Any],
-        records: int,
-        sampling: str,
-        summarise: bool = False,
+        self, users: list[int], message_type: str, summarise: bool = False, late: set[int] | frozenset[int] = frozenset()
     ) -> list[Message]:
-        """One release request per node hosting ``users``; with ``summarise``, simulation-engine nodes
-        send the sums of their reports (all the classifier reads; a device's one report stays smaller)."""
-        by_node: dict[int, list[int]] = {}
+        """One message per node hosting ``users``, with a release request per privacy tier among them (each
+        with its tier's randomizer; the ``late`` users of a tier in a part of their own, so that their
+        reports can be left out); with ``summarise``, simulation-engine nodes send the sums of their
+        reports (all the classifier reads; a device's one report stays smaller)."""
+        by_node: dict[int, dict[tuple[int, bool], list[int]]] = {}
         for uid in users:
-            by_node.setdefault(self.node_of[uid], []).append(int(uid))
-        return [
-            Message(
-                protocol.release_request(
-                    group, randomizer, records, sampling, summarise and self.samplers.get(node) == ENGINE_SAMPLER
-                ),
-                dst_node_id=node,
-                message_type=message_type,
-            )
-            for node, group in sorted(by_node.items())
-        ]
+            tier = int(self.tier_of[uid]) if uid < len(self.tier_of) else 0
+            by_node.setdefault(self.node_of[uid], {}).setdefault((tier, uid in late), []).append(int(uid))
+        messages = []
+        for node, tiers in sorted(by_node.items()):
+            summed = summarise and self.samplers.get(node) == ENGINE_SAMPLER
+            parts = [
+                protocol.release_request(group, *self._request(message_type, tier), summarise=summed)
+                for (tier, _), group in sorted(tiers.items())
+            ]
+            messages.append(Message(protocol.release_parts(parts), dst_node_id=node, message_type=message_type))
+        return messages
+
+    def _request(self, message_type: str, tier: int) -> tuple[dict[str, Any], int, str]:
+        """Randomizer, records per user and sampling of a tier's training or query release."""
+        plan = self.plans[tier]
+        if message_type == protocol.TRAIN:
+            return plan.train.params(), self.config.records_per_user_round, plan.train_sampling.spec
+        return plan.query.params(), 0, plan.upsampling.spec
 
     def _hosting(self) -> list[int]:
         """Available nodes that host users."""

@@ -28,6 +28,7 @@ def test_pyproject_app_config_lists_every_option_with_its_default() -> None:
         ({"epsilon": 0}, "--epsilon"),
         ({"nodes": 30, "users": 4}, "--nodes"),
         ({"inference": "psychic"}, "--inference"),
+        ({"weighting": "size"}, "--weighting must be one of inverse-variance, epsilon, pooled"),
         ({"delta": 2.0}, "--delta"),
         ({"public": "none"}, "--dim"),
         ({"users": "many"}, "users"),

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from fed.config import RunConfig
 from simulations.cli import main
 from simulations.flower_runner import free_port
 
@@ -139,8 +140,9 @@ def two_node_ray() -> Iterator[RayCluster]:
 
 
 def test_simulate_joins_a_two_node_ray_cluster(two_node_ray: RayCluster, tmp_path: Path) -> None:
-    """RAY_ADDRESS alone makes `ldpfed simulate` run on the cluster; users are served on both nodes,
-    and every release is in the ledgers (one cache folder, hence one ledger per Flower node)."""
+    """`ldpfed simulate` end to end (its own SuperLink, Ray simulation): RAY_ADDRESS alone makes it run
+    on the cluster; users are served on both nodes, and every release is in the ledgers (one cache
+    folder, hence one ledger per Flower node)."""
     out = tmp_path / "run"
     args = ["--data=generated:240", "--public=generated:120", "--partition=iid", "--users=8", "--nodes=2"]
     args += ["--rounds=2", "--releases-per-record=2", "--users-per-round=0", "--dim=16", "--cpus-per-client=1"]
@@ -158,6 +160,8 @@ def test_simulate_joins_a_two_node_ray_cluster(two_node_ray: RayCluster, tmp_pat
     assert run.returncode == 0, output[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == 2 and summary["errors"] == [] and summary["releases"] == 2 * 240
+    assert summary["accuracy_nonprivate"] > 0.5 and summary["epsilon_sentence_max"] <= RunConfig().epsilon + 1e-9
+    assert "accuracy_local" in output  # the run's table, printed even with --quiet
     rounds = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [sum(r["users_by_host"].values()) for r in rounds] == [8, 8], rounds  # every user released each round
     served = {host for r in rounds for host, users in r["users_by_host"].items() if users}

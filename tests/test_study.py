@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from fed.config import RunConfig
 from simulations.cli import main
 from simulations.study import (
     ALL, MARKER, StudyRun, aggregate, load_study, read_run, run_name, run_state, run_study, simulate_command,
@@ -41,7 +39,8 @@ def _fake_run(out: Path, run: StudyRun, accuracy: float, epsilon: float, users_c
     """A run directory as a finished ``ldpfed simulate`` run and the study leave it."""
     directory = out / run.name
     directory.mkdir(parents=True)
-    summary = {"accuracy_local": accuracy, "epsilon_sentence_max": epsilon, "releases": 100, "users": 4}
+    summary = {"accuracy_local": accuracy, "accuracy_top_tier_only": accuracy - 0.1, "epsilon_sentence_max": epsilon}
+    summary.update(releases=100, users=4)
     (directory / "summary.json").write_text(json.dumps(summary))
     (directory / MARKER).write_text(json.dumps({"options": run.options, "seconds": 2.0}))
     if users_csv is not None:
@@ -86,9 +85,10 @@ def test_the_grid_is_the_product_of_the_axes_times_the_seeds(tmp_path: Path, mon
         ("[axes]\nlabels = ['public', 'rr:x']\n", "run labels=rr-x__seed=0: --labels must be 'public' or 'rr:<epsilon>'"),
         ("[axes]\nusers = ['many']\n", "run option 'users' must be of type int"),
         ("[axes]\nlabels = ['rr:1', 'rr 1']\n", "get the same run directory 'labels=rr-1__seed=0'"),
+        ("baselines = ['accuracy_oracle']\n", "baselines must be a list of accuracy_nonprivate, "),
     ],
     ids=["unknown-axis", "unknown-base", "unknown-key", "seed", "out", "twice", "scalar-axis", "duplicate-value",
-         "no-seeds", "bad-value", "bad-labels", "bad-type", "name-clash"],
+         "no-seeds", "bad-value", "bad-labels", "bad-type", "name-clash", "bad-baseline"],
 )
 def test_a_bad_config_is_refused_before_anything_runs(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(ValueError) as error:
@@ -107,11 +107,8 @@ def test_the_command_line_reports_a_bad_config_in_one_line(tmp_path: Path, capsy
 def test_the_example_studies_validate() -> None:
     skew = load_study(CONFIGS / "sst2_label_skew.toml")
     assert len(skew.runs()) == 15 and skew.axes["partition"][0] == "dirichlet:0.05"
-    if "tiers" in {f.name for f in fields(RunConfig)}:
-        assert load_study(CONFIGS / "sst2_tiers.toml").axes["tiers"]
-    else:  # the tiers option is not there yet: the config is refused by name
-        with pytest.raises(ValueError, match="unknown run option 'tiers'"):
-            load_study(CONFIGS / "sst2_tiers.toml")
+    tiers = load_study(CONFIGS / "sst2_tiers.toml")
+    assert len(tiers.runs()) == 15 and tiers.axes["tiers"][0] == "1:1"
 
 
 def test_a_rerun_runs_only_what_is_not_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,7 +183,7 @@ def test_the_report_gives_mean_and_range_over_seeds_per_cell_and_group(tmp_path:
 
 
 def test_report_only_writes_markdown_json_and_plots_from_existing_runs(tmp_path: Path) -> None:
-    config = _write(tmp_path, STUDY)
+    config = _write(tmp_path, STUDY.replace('group_by = "tier"', 'group_by = "tier"\nbaselines = ["accuracy_top_tier_only"]'))
     study = load_study(config)
     out = tmp_path / "out"
     for i, run in enumerate(study.runs()[:-1]):  # the last run is missing
@@ -194,13 +191,17 @@ def test_report_only_writes_markdown_json_and_plots_from_existing_runs(tmp_path:
     assert main(["study", str(config), "--out", str(out), "--report", str(tmp_path / "report"), "--report-only"]) == 0
     report = tmp_path / "report"
     text = (report / "study.md").read_text()
-    assert "| dirichlet:0.05 | 1 | all users | 2 | 4 | 0.5050 [0.5000, 0.5100] | 1 [1, 1] | 100 [100, 100] |" in text
+    assert "| accuracy: mean [min, max] | accuracy, largest-budget tier's reports alone | worst-case" in text
+    row = "| dirichlet:0.05 | 1 | all users | 2 | 4 | 0.5050 [0.5000, 0.5100] | 0.4050 [0.4000, 0.4100] | 1 [1, 1] |"
+    assert row + " 100 [100, 100] |" in text
+    assert "| dirichlet:0.05 | 1 | epsilon 1 | 1 | 2 | 0.5000 [0.5000, 0.5000] | - | 1 [1, 1] |" in text
     assert "| iid | 8.0 | all users | 1 |" in text
     assert f"Not complete, left out: {study.runs()[-1].name}." in text
     assert sorted(p.name for p in report.glob("*.png")) == ["accuracy_epsilon.png", "accuracy_partition.png"]
     raw = json.loads((report / "study.json").read_text())
     assert len(raw["runs"]) == 7 and raw["missing"] == [study.runs()[-1].name]
     assert raw["rows"][0]["accuracy"] == {"mean": pytest.approx(0.505), "low": 0.5, "high": 0.51}
+    assert raw["runs"][0]["baselines"] == {"accuracy_top_tier_only": pytest.approx(0.4)}
 
 
 def test_report_only_without_runs_is_an_error(tmp_path: Path) -> None:

@@ -47,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
         values["epsilon"] = 0.0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     values["out"] = str(Path(values.get("out") or Path("runs") / stamp).resolve())
+    for name in ("device_speed", "behavior_trace"):  # trace files, read by the ServerApp elsewhere
+        if values.get(name) and Path(values[name]).is_file():
+            values[name] = str(Path(values[name]).resolve())
     from simulations.flower_runner import cluster, resolve_ray_address, run_status, start_run
 
     if args.cpus_per_client < 1:
@@ -154,7 +157,7 @@ def _print_summary(out: Path, seconds: float) -> None:
     table.add_column("value", justify="right")
     for key in (
         "accuracy_local", "accuracy_remote", "accuracy_nonprivate", "accuracy_public_only",
-        "enforce", "epsilon_enforced_max", "epsilon_sentence_max", "epsilon_sentence_median",
+        "accuracy_top_tier_only", "enforce", "epsilon_enforced_max", "epsilon_sentence_max", "epsilon_sentence_median",
         "epsilon_amplified_pld_max", "epsilon_user_max", "delta", "releases",
     ):
         value = summary.get(key)
