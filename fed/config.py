@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from fed.availability import Availability
-from fed.behavior_trace import BehaviorTrace
 from fed.classifier import SCREENING, WEIGHTINGS
 from fed.device_speed import DeviceSpeed
 from fed.sampling import TrainSampling, UpSampling
@@ -129,8 +128,6 @@ class RunConfig:
             raise ValueError(f"--deadline must be a number of virtual seconds >= 0 (0: none), got {self.deadline!r}")
         if (self.deadline or self.behavior_trace) and not self.device_speed:
             raise ValueError("--deadline and --behavior-trace run on the virtual clock: give --device-speed too")
-        if self.behavior_trace:
-            BehaviorTrace.load(self.behavior_trace, 1, 0)  # validates the trace file
         self.upsampling  # validates --upsampling-q, --p-query, --answers
         if sampling.kind != "all" and self.records_per_user_round:
             raise ValueError("--records-per-user-round applies to --sampling all; use --sampling fixed:<m> instead")

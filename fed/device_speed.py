@@ -37,22 +37,34 @@ class DeviceSpeed:
     spec: str
 
     def __post_init__(self) -> None:
-        self.source  # validates spec
+        self.lognormal  # validates a lognormal spec; a trace file is read only when used
+
+    @property
+    def lognormal(self) -> tuple[float, float, float] | None:
+        """(ms, skew, kbps) of a lognormal spec; None for a trace file.
+
+        Checks the text alone: run options also reach nodes, which must not open files a
+        server names (a trace is read where it is used, by the server of a simulation).
+        """
+        kind, _, rest = self.spec.partition(":")
+        if kind != "lognormal":
+            return None
+        try:
+            ms, skew, kbps = (float(v) for v in rest.split(":"))
+        except ValueError:
+            ms = skew = kbps = math.nan
+        if not (ms > 0 and skew >= 0 and kbps > 0 and all(map(math.isfinite, (ms, skew, kbps)))):
+            raise ValueError(
+                f"--device-speed lognormal:<ms>:<skew>:<kbps> needs ms > 0, skew >= 0 and kbps > 0, got {self.spec!r}"
+            )
+        return ms, skew, kbps
 
     @cached_property
     def source(self) -> tuple[float, float, float] | dict:
-        """(ms, skew, kbps) of a lognormal spec, or the capacity trace's entries."""
-        kind, _, rest = self.spec.partition(":")
-        if kind == "lognormal":
-            try:
-                ms, skew, kbps = (float(v) for v in rest.split(":"))
-            except ValueError:
-                ms = skew = kbps = math.nan
-            if not (ms > 0 and skew >= 0 and kbps > 0 and all(map(math.isfinite, (ms, skew, kbps)))):
-                raise ValueError(
-                    f"--device-speed lognormal:<ms>:<skew>:<kbps> needs ms > 0, skew >= 0 and kbps > 0, got {self.spec!r}"
-                )
-            return ms, skew, kbps
+        """(ms, skew, kbps) of a lognormal spec, or the capacity trace's entries (read here)."""
+        lognormal = self.lognormal
+        if lognormal is not None:
+            return lognormal
         if not Path(self.spec).is_file():
             raise ValueError(f"--device-speed must be lognormal:<ms>:<skew>:<kbps> or a FedScale capacity trace file, got {self.spec!r}")
         trace = read_trace(self.spec)

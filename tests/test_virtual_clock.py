@@ -9,15 +9,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from flwr.app import Array, ArrayRecord, Message, RecordDict
 
+from clients import protocol
 from clients.app import app as client_app
+from fed.assets import build_bundle
 from fed.behavior_trace import BehaviorTrace
 from fed.config import RunConfig
 from fed.device_speed import DeviceSpeed, round_duration
+from fed.plan import make_plan
 from fed.privacy.ledger import Ledger
 from fed.virtual_clock import VirtualClock
 from strategies.app import app as server_app
-from tests.local_grid import run_local
+from tests.local_grid import LocalGrid, run_local
 
 CAPACITY = {101: {"computation": 20.0, "communication": 800.0}, 7: {"computation": 300.0, "communication": 50.0}}
 BEHAVIOR = {
@@ -38,7 +42,6 @@ class _Exploit:
     [
         ({"device_speed": "lognormal:0:1:100"}, "needs ms > 0, skew >= 0 and kbps > 0"),
         ({"device_speed": "lognormal:50:1"}, "lognormal:<ms>:<skew>:<kbps>"),
-        ({"device_speed": "/no/such/trace.pkl"}, "or a FedScale capacity trace file"),
         ({"deadline": 5.0}, "give --device-speed too"),
         ({"device_speed": "lognormal:50:1:100", "deadline": -1.0}, "--deadline must be"),
         ({"behavior_trace": "/no/such/trace.pkl"}, "give --device-speed too"),
@@ -49,22 +52,59 @@ def test_bad_speed_options_are_refused_by_name(values: dict, message: str) -> No
         RunConfig(**values)
 
 
-def test_a_trace_that_names_code_is_refused_without_running_it(tmp_path: Path) -> None:
+def test_bad_trace_files_are_refused_by_name_and_code_in_one_never_runs(tmp_path: Path) -> None:
     marker = Path("/tmp/ldpfed-trace-pwned")
     marker.unlink(missing_ok=True)
     path = tmp_path / "capacity.pkl"
     path.write_bytes(pickle.dumps({1: {"computation": _Exploit(), "communication": 1.0}}))
     with pytest.raises(ValueError, match="names posix.system; a trace holds plain dicts"):
-        RunConfig(device_speed=str(path))
+        VirtualClock(RunConfig(device_speed=str(path)), dim=16)
     assert not marker.exists()
     bad = tmp_path / "behavior.json"
     bad.write_text(json.dumps({"1": {"active": [0, 5], "inactive": [3], "finish_time": 10}}))
     with pytest.raises(ValueError, match="as many 'active' as 'inactive'"):
-        RunConfig(device_speed="lognormal:50:1:100", behavior_trace=str(bad))
+        VirtualClock(RunConfig(device_speed="lognormal:50:1:100", behavior_trace=str(bad)), dim=16)
     capacity = tmp_path / "capacity.json"
     capacity.write_text(json.dumps({"1": {"computation": -3, "communication": 1.0}}))
     with pytest.raises(ValueError, match="client '1' needs positive 'computation'"):
-        RunConfig(device_speed=str(capacity))
+        DeviceSpeed(str(capacity)).source
+    with pytest.raises(ValueError, match="or a FedScale capacity trace file"):
+        DeviceSpeed("/no/such/trace.pkl").source
+
+
+def test_the_cli_refuses_a_bad_trace_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from simulations.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", "--device-speed", str(tmp_path / "missing.pkl"), "--out", str(tmp_path / "run")])
+    assert exit_info.value.code == 2 and "or a FedScale capacity trace file" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_node_never_opens_the_trace_files_a_server_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run options reach nodes too: a hostile server naming files on the device (to probe whether they
+    exist, or to have them parsed) gets a node that serves as usual and reads none of them."""
+    opened: list[str] = []
+    for module in ("fed.device_speed", "fed.behavior_trace"):
+        monkeypatch.setattr(f"{module}.read_trace", lambda path: opened.append(str(path)) or CAPACITY)
+    secret = tmp_path / "secret.pkl"
+    secret.write_bytes(pickle.dumps(CAPACITY))
+    config = RunConfig(
+        data="generated:600", public="none", dim=0, users=4, nodes=1, out=str(tmp_path / "run"),
+        device_speed=str(secret), behavior_trace=str(secret), deadline=1.0,
+    )
+    grid = LocalGrid(client_app, 1, config.to_mapping())
+    setup = Message(
+        RecordDict({"assets": ArrayRecord({"bundle": Array(build_bundle(config, None, tmp_path))})}),
+        dst_node_id=1000, message_type=protocol.SETUP,
+    )
+    (reply,) = grid.send_and_receive([setup])
+    assert protocol.read_refusal(reply.content) is None
+    plan = make_plan(config, 2)
+    request = protocol.release_request([0, 1], plan.train.params(), 0, plan.train_sampling.spec)
+    (reply,) = grid.send_and_receive([Message(request, dst_node_id=1000, message_type=protocol.TRAIN)])
+    assert protocol.read_refusal(reply.content) is None and len(protocol.read_release_reply(reply.content).reports)
+    assert opened == []
 
 
 def test_speeds_follow_the_trace_or_the_lognormal_model_and_the_seed(tmp_path: Path) -> None:

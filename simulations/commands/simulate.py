@@ -60,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
 
         values["cache_dir"] = str(default_cache_dir(RunConfig.from_mapping(values)).resolve())
     config = RunConfig.from_mapping(values)
+    if config.virtual_clock:  # reads the trace files now: a bad one is refused before anything starts
+        from fed.virtual_clock import VirtualClock
+
+        VirtualClock(config, dim=1)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
