@@ -239,9 +239,14 @@ def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserR
         population = Population.build(config)
         assets = load_assets(Path(folder))
         cache = default_cache_dir(site.config)
-        train_x, dev_x = assets.features(population.train, cache), assets.features(population.dev, cache)
         users = hosted_users(config.users, partition_id, num_partitions)
-        records = user_records(population, train_x, dev_x, users, site.secret())
+        records = {}
+        for max_tokens, members in site.device_tiers():
+            train_x = assets.features(population.train, cache, max_tokens=max_tokens)
+            dev_x = assets.features(population.dev, cache, max_tokens=max_tokens)
+            tier_users = users if members is None else [u for u in users if members[u]]
+            records.update(user_records(population, train_x, dev_x, tier_users, site.secret()))
+        records = {u: records[u] for u in users}
         max_queries = max((len(part) for part in population.query_parts), default=1)
         _RECORDS[key] = (records, population.train.num_labels, max_queries)
     return _RECORDS[key]

@@ -225,9 +225,13 @@ class Assets:
     encoder: Encoder
     projection: PCAProjection | None
 
-    def features(self, dataset: TextDataset, cache_dir: Path, progress: bool = False) -> np.ndarray:
-        """Clean (cached) encodings of ``dataset``, projected when a projection was shipped."""
-        x = encode_cached(self.encoder, dataset, cache_dir, progress=progress)
+    def features(
+        self, dataset: TextDataset, cache_dir: Path, progress: bool = False, max_tokens: int | None = None
+    ) -> np.ndarray:
+        """Clean (cached) encodings of ``dataset``, projected when a projection was shipped; with
+        ``max_tokens``, by the encoder reading at most that many tokens (a device tier's setting)."""
+        encoder = self.encoder if max_tokens is None else self.encoder.truncated(max_tokens)
+        x = encode_cached(encoder, dataset, cache_dir, progress=progress)
         return self.projection.apply(x).astype(np.float32) if self.projection else x
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from fed.availability import Availability
 from fed.classifier import SCREENING, WEIGHTINGS
 from fed.device_speed import DeviceSpeed
+from fed.device_tiers import DeviceTiers
 from fed.sampling import TrainSampling, UpSampling
 
 
@@ -34,6 +35,7 @@ class RunConfig:
     clip: float = 3.0
     epsilon: float = 8.0
     tiers: str = ""
+    device_tiers: str = ""
     sigma: float = 0.0
     delta: float = 1e-5
     user_epsilon: float = 0.0
@@ -122,6 +124,8 @@ class RunConfig:
         self.label_epsilon  # validates --labels
         sampling = self.train_sampling  # validates --sampling
         self.user_availability  # validates --availability, --dropout
+        if self.device_tiers:
+            DeviceTiers.parse(self.device_tiers)  # validates --device-tiers
         if self.device_speed:
             DeviceSpeed(self.device_speed)  # validates --device-speed
         if not (math.isfinite(self.deadline) and self.deadline >= 0):
@@ -279,6 +283,7 @@ HELP: dict[str, str] = {
     "releases_per_record": "planned releases of each training record under --enforce worst-case (calibration; 0: the (1-delta)-quantile of Binomial(rounds, sampling rate), i.e. every round under --sampling all; user sampling is not counted)",
     "releases_per_query": "planned releases of each query record under --enforce worst-case (calibration; at least --answers)",
     "sampling": "training records a user releases per round: all, poisson:<p> (each record with probability p), fixed:<m> (m without replacement)",
+    "device_tiers": "device tiers as share:tokens pairs, e.g. '0.7:256,0.3:32': each share of the users (drawn by --seed) encodes with the encoder reading at most that many tokens (a cheaper device), reported per tier (simulation only). Empty: every user runs the encoder as shipped",
     "availability": "simulated users' availability: each is online in a round with this probability (e.g. 0.8), or with its own probability drawn from Beta(a, b) (beta:<a>:<b>); an offline user is not asked, releases nothing and spends nothing (simulation only)",
     "dropout": "after each round, each simulated user still present leaves for good with this probability (0: nobody leaves)",
     "device_speed": "simulated device speed, which starts a virtual clock: lognormal:<ms>:<skew>:<kbps> (each user's encoding ms per record drawn once, FedScale's lognormal model; upload kbit/s) or a FedScale device-capacity trace file (pickle or JSON). Empty: no clock",

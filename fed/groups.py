@@ -8,7 +8,8 @@ server never sees a user's labels, so nothing here runs there.
 - size quantile: quartiles of the number of training records;
 - label-skew quantile: quartiles of the total-variation distance between the user's training
   label distribution and the whole training split's;
-- availability: users that answered at least one training request against those that never did.
+- availability: users that answered at least one training request against those that never did;
+- device tier (with --device-tiers): the most tokens the user's device encoder reads.
 
 Quartile edges come from the values themselves, so users with equal values always share a group
 (with equal sizes, e.g. an iid partition, there are fewer than four size groups).
@@ -21,11 +22,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fed.device_tiers import DeviceTiers
 from fed.plan import PrivacyPlan
 from fed.population import Population
 
-TIER, SIZE, SKEW, AVAILABILITY = "tier", "size quantile", "label-skew quantile", "availability"
-AXES = (TIER, SIZE, SKEW, AVAILABILITY)
+TIER, SIZE, SKEW, AVAILABILITY, DEVICE = "tier", "size quantile", "label-skew quantile", "availability", "device tier"
+AXES = (TIER, SIZE, SKEW, AVAILABILITY, DEVICE)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,12 @@ def availability(took_part: np.ndarray) -> Axis:
     return Axis(AVAILABILITY, lookup[code], tuple(str(name) for name in names[present]))
 
 
+def device_tiers(spec: str, users: int, seed: int) -> Axis:
+    """Each user's device tier (fed.device_tiers), in the order given."""
+    tiers = DeviceTiers.parse(spec)
+    return Axis(DEVICE, tiers.assign(users, seed), tiers.names)
+
+
 def label_skew(population: Population) -> np.ndarray:
     """Total-variation distance of each user's training labels from the training split's (NaN: no records),
     rounded to 9 decimals so that users with the same label distribution fall in the same quartile."""
@@ -107,15 +115,18 @@ class UserAttributes:
     train_records: np.ndarray
     query_records: np.ndarray
     label_skew: np.ndarray
+    device: Axis | None = None
+    """The device tiers, when the run has them."""
 
     @classmethod
-    def from_population(cls, population: Population, budgets: np.ndarray) -> "UserAttributes":
-        """Record counts and label skew from the run's population; ``budgets`` by user id."""
+    def from_population(cls, population: Population, budgets: np.ndarray, device: Axis | None = None) -> "UserAttributes":
+        """Record counts and label skew from the run's population; ``budgets`` by user id; ``device``: the device tiers."""
         return cls(
             budget=np.asarray(budgets, dtype=np.float64),
             train_records=np.array([len(p) for p in population.train_parts], dtype=np.int64),
             query_records=np.array([len(p) for p in population.query_parts], dtype=np.int64),
             label_skew=label_skew(population),
+            device=device,
         )
 
     def with_budgets(self, budgets: np.ndarray) -> "UserAttributes":
@@ -129,4 +140,5 @@ class UserAttributes:
             quartiles(SIZE, self.train_records, "records"),
             quartiles(SKEW, self.label_skew, "TV", ".2f"),
             availability(took_part),
+            *([self.device] if self.device is not None else []),
         ]

@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from fed.assets import default_cache_dir
 from fed.config import RunConfig
+from fed.device_tiers import DeviceTiers
 from fed.entropy import in_simulation_engine
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
@@ -92,6 +94,15 @@ class Site:
         if self.device_policy is not None:
             return self.device_policy
         return DevicePolicy.from_run(config or self.config, plan)
+
+    def device_tiers(self) -> list[tuple[int | None, np.ndarray | None]]:
+        """Each device tier's token limit and its users (a mask by user id); a device, or a run without
+        --device-tiers: [(None, None)], every user running the encoder as shipped."""
+        if not self.simulation or not self.config.device_tiers:
+            return [(None, None)]
+        tiers = DeviceTiers.parse(self.config.device_tiers)
+        tier_of = tiers.assign(self.config.users, self.config.seed)
+        return [(tokens, tier_of == k) for k, tokens in enumerate(tiers.max_tokens)]
 
     def tiers(self) -> list[tuple[RunConfig, np.ndarray | None]]:
         """Each privacy tier's run options and every user's tier by user id (fed.tiers); on a device one

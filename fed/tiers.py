@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fed.shares import assign_shares, parse_shares, share_counts
+
 if TYPE_CHECKING:
     from fed.config import RunConfig
     from fed.plan import PrivacyPlan
@@ -43,48 +45,30 @@ class Tiers:
     @classmethod
     def parse(cls, spec: str) -> "Tiers":
         """``"0.5:1,0.3:3,0.2:8"`` (share:epsilon, shares summing to 1); ValueError naming the problem."""
-        tiers = []
-        for item in filter(None, (part.strip() for part in spec.split(","))):
-            share, sep, epsilon = item.partition(":")
-            try:
-                tier = Tier(float(share), float(epsilon))
-            except ValueError:
-                sep = ""
-            if not sep:
-                raise ValueError(f"--tiers: expected share:epsilon pairs separated by commas, got {item!r}")
-            if not (math.isfinite(tier.share) and 0 < tier.share <= 1):
-                raise ValueError(f"--tiers: a share must lie in (0, 1], got {share!r} in {item!r}")
-            if not (math.isfinite(tier.epsilon) and tier.epsilon > 0):
-                raise ValueError(f"--tiers: a tier's epsilon must be a positive finite number, got {epsilon!r} in {item!r}")
-            tiers.append(tier)
-        if not tiers:
-            raise ValueError("--tiers: give at least one share:epsilon pair, e.g. '0.5:1,0.5:8'")
-        total = sum(t.share for t in tiers)
-        if abs(total - 1) > 1e-6:
-            raise ValueError(f"--tiers: the shares must sum to 1, got {total:g}")
-        epsilons = [t.epsilon for t in tiers]
-        if len(set(epsilons)) != len(epsilons):
-            raise ValueError(f"--tiers: each tier needs its own epsilon, got {epsilons} (merge tiers with equal epsilon)")
-        return cls(tuple(tiers))
+        return cls(tuple(Tier(share, epsilon) for share, epsilon in parse_shares(spec, "--tiers", "epsilon", _epsilon)))
 
     def counts(self, users: int) -> np.ndarray:
         """Users per tier: the shares of ``users`` rounded by largest remainder (they sum to ``users``)."""
-        exact = np.array([t.share for t in self.tiers]) * users
-        counts = np.floor(exact).astype(np.int64)
-        order = np.argsort(-(exact - counts), kind="stable")
-        counts[order[: users - int(counts.sum())]] += 1
-        return counts
+        return share_counts([t.share for t in self.tiers], users)
 
     def assign(self, users: int, seed: int) -> np.ndarray:
         """Each user's tier index, by user id: :meth:`counts` users per tier, placed by a seeded permutation."""
-        order = np.random.default_rng([seed, TIER_STREAM]).permutation(users)
-        tier_of = np.empty(users, dtype=np.int64)
-        tier_of[order] = np.repeat(np.arange(len(self.tiers)), self.counts(users))
-        return tier_of
+        return assign_shares([t.share for t in self.tiers], users, seed, TIER_STREAM)
 
     def config(self, config: "RunConfig", tier: int) -> "RunConfig":
         """The run as tier ``tier``'s users see it: the same options with the tier's epsilon."""
         return replace(config, epsilon=self.tiers[tier].epsilon, tiers="")
+
+
+def _epsilon(text: str) -> float:
+    """A tier's epsilon: a positive finite number."""
+    try:
+        epsilon = float(text)
+    except ValueError:
+        epsilon = math.nan
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"a tier's epsilon must be a positive finite number, got {text!r}")
+    return epsilon
 
 
 def run_tiers(config: "RunConfig") -> tuple[list["RunConfig"], np.ndarray]:

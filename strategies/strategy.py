@@ -30,7 +30,7 @@ from fed.classifier import LinearModel
 from fed.config import RunConfig
 from fed.plan import PrivacyPlan, make_plan
 from fed.evaluation import accuracy
-from fed.groups import Axis, UserAttributes, simulated_budgets
+from fed.groups import Axis, UserAttributes, device_tiers, simulated_budgets
 from fed.node import NodeReply
 from fed.noise import ENGINE_SAMPLER
 from fed.requests import Refusal
@@ -287,7 +287,7 @@ class LdpStrategy(Strategy):
         return MetricRecord({k: float(v) for k, v in acc.items()})
 
     def user_axes(self, budgets: np.ndarray | None = None) -> list[Axis]:
-        """Every grouping of the users (tier, size and label-skew quartiles, availability): simulation only.
+        """Every grouping of the users (tier, size and label-skew quartiles, availability, device tier): simulation only.
 
         The first call rebuilds the run's population on the server, as the non-private baseline
         does; availability counts the users that answered a training request so far. ``budgets``
@@ -295,7 +295,8 @@ class LdpStrategy(Strategy):
         """
         if self.attributes is None:
             simulated = simulated_budgets(self.plans, self.tier_of)
-            self.attributes = UserAttributes.from_population(Population.build(self.config), simulated)
+            device = device_tiers(self.config.device_tiers, self.config.users, self.config.seed) if self.config.device_tiers else None
+            self.attributes = UserAttributes.from_population(Population.build(self.config), simulated, device)
         if budgets is not None:
             self.attributes = self.attributes.with_budgets(budgets)
         took_part = np.zeros(self.config.users, dtype=bool)

@@ -94,6 +94,9 @@ class CountingEncoder:
     def fingerprint(self) -> str:
         return "c" * 64
 
+    def truncated(self, max_length: int) -> "CountingEncoder":
+        raise ValueError("the counting encoder has no token limit")
+
     def encode(
         self, texts: Sequence[str], texts2: Sequence[str] | None = None, batch_size: int = 64, progress: bool = False
     ) -> np.ndarray:

@@ -109,6 +109,8 @@ def test_the_example_studies_validate() -> None:
     assert len(skew.runs()) == 15 and skew.axes["partition"][0] == "dirichlet:0.05"
     tiers = load_study(CONFIGS / "sst2_tiers.toml")
     assert len(tiers.runs()) == 15 and tiers.axes["tiers"][0] == "1:1"
+    weighting = load_study(CONFIGS / "sst2_weighting.toml")
+    assert len(weighting.runs()) == 9 and weighting.baselines == ("accuracy_top_tier_only",)
 
 
 def test_a_rerun_runs_only_what_is_not_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

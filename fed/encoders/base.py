@@ -26,6 +26,10 @@ class Encoder(Protocol):
         """Hex digest that changes whenever the encoder's output could change."""
         ...
 
+    def truncated(self, max_length: int) -> "Encoder":
+        """The same encoder reading at most ``max_length`` tokens (device tiers); ValueError if it cannot."""
+        ...
+
     def encode(
         self,
         texts: Sequence[str],

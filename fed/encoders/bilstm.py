@@ -10,6 +10,7 @@ reads them back.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import json
@@ -91,6 +92,16 @@ class BiLSTMEncoder:
             "hidden": self.net.lstm.hidden_size,
             "max_length": self.max_length,
         }
+
+    def truncated(self, max_length: int) -> "BiLSTMEncoder":
+        """The same network reading at most ``max_length`` tokens (a cheaper device setting), sharing
+        its weights; ValueError past this encoder's own limit."""
+        if not 2 <= max_length <= self.max_length:
+            raise ValueError(f"{self.name} reads 2 to {self.max_length} tokens, asked for {max_length}")
+        other = copy.copy(self)
+        other.__dict__.pop("_fingerprint", None)
+        other.max_length = max_length
+        return other
 
     def fingerprint(self) -> str:
         """Digest of the configuration, vocabulary and weights."""

@@ -7,6 +7,7 @@ construction, so a cache hit (which needs only the fingerprint) never loads the 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Sequence
@@ -93,6 +94,17 @@ class HFEncoder:
         tokenizer = AutoTokenizer.from_pretrained(self._source, local_files_only=self._local)
         model = AutoModel.from_pretrained(self._source, local_files_only=self._local)
         return tokenizer, model.to(self.device).eval()
+
+    def truncated(self, max_length: int) -> "HFEncoder":
+        """The same model reading at most ``max_length`` tokens (a cheaper device setting), sharing
+        the weights (loaded now); ValueError past this encoder's own limit."""
+        if not 2 <= max_length <= self.max_length:
+            raise ValueError(f"{self.name} reads 2 to {self.max_length} tokens, asked for {max_length}")
+        self._model  # noqa: B018 - loaded once here, so that every setting shares it
+        other = copy.copy(self)
+        other.__dict__.pop("_fingerprint", None)
+        other.max_length = max_length
+        return other
 
     def fingerprint(self) -> str:
         """Digest of the model files (local folder) or id and revision (hub model), plus

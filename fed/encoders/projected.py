@@ -38,6 +38,10 @@ class ProjectedEncoder:
         """Digest of the base encoder's and the projection's fingerprints."""
         return hashlib.sha256(f"{self.base.fingerprint()}|{self.projection.fingerprint()}".encode()).hexdigest()
 
+    def truncated(self, max_length: int) -> "ProjectedEncoder":
+        """The base encoder reading at most ``max_length`` tokens, with the same projection."""
+        return ProjectedEncoder(self.base.truncated(max_length), self.projection)
+
     def encode(
         self,
         texts: Sequence[str],

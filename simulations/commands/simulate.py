@@ -118,6 +118,13 @@ def _encode_run_data(config: RunConfig, progress: bool) -> list[str]:
     cache = default_cache_dir(config)
     train = encode_cached(encoder, population.train, cache, progress=progress)
     encode_cached(encoder, population.dev, cache, progress=progress)
+    if config.device_tiers:  # each device tier's encoder setting, which its users' nodes read
+        from fed.device_tiers import DeviceTiers
+
+        for tokens in DeviceTiers.parse(config.device_tiers).max_tokens:
+            truncated = encoder.truncated(tokens)
+            for split in (population.train, population.dev):
+                encode_cached(truncated, split, cache, progress=progress)
     public_x = None if public is None else encode_cached(encoder, public, cache, progress=progress)
     return list(check_public(config, public, population.train.label_names, public_x, train).warnings)
 
