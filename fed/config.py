@@ -264,7 +264,7 @@ HELP: dict[str, str] = {
     "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV), or a Hugging Face id",
     "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'. The run warns when its labels or domain differ from the task's (the default 'generated' matches only --data generated); with other labels it gives no public-only baseline, shrinkage target or class means, while the projection (--dim) is still fitted on it, as it needs no labels. Nothing switches automatically: a mismatched projection can still beat none",
     "users": "number of users",
-    "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>",
+    "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>, or natural (each user's records from one source of the data: its file, or a generated corpus's style)",
     "train_limit": "use a seeded sample of this many training records (0: all)",
     "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), or a model id/path",
     "dim": "project representations to this many dimensions, fitted on public data (0: no projection; needs --public)",

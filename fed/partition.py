@@ -17,6 +17,11 @@ Schemes (``scheme`` argument of ``partition``):
 - "size:lognormal:<sigma>": ``SizePartitioner`` with sizes 1 + Multinomial(n - users,
   w / sum(w)), w ~ LogNormal(0, sigma): a heavy-tailed size skew that works at any scale.
 
+- "natural" (:func:`natural_partition`): by the data's own source column (the file a record
+  came from, e.g. amazon / imdb / yelp, or a generated corpus's writing style): each user holds
+  training and query records of one source only, and each source gets users in proportion to
+  its training records (at least one).
+
 The size schemes hand the sizes to users in a seeded random order. All schemes
 shuffle the records first (seeded), and return sorted indices per user.
 """
@@ -33,6 +38,8 @@ from flwr_datasets.partitioner import (
     SizePartitioner,
     SquarePartitioner,
 )
+
+from fed.shares import share_counts
 
 _SIZE_KINDS: dict[str, type[IdToSizeFncPartitioner]] = {
     "linear": LinearPartitioner,
@@ -99,12 +106,54 @@ def partition(
         else:
             raise ValueError(
                 "unknown scheme; use iid, dirichlet:<alpha>, "
-                "size:linear, size:square, size:exponential or size:lognormal:<sigma>"
+                "size:linear, size:square, size:exponential, size:lognormal:<sigma> or natural"
             )
     except ValueError as err:
         context = f"partition scheme {scheme!r} with {num_users} users and {len(labels)} records"
         raise ValueError(f"{context}: {err}") from err
     return [np.sort(order[np.asarray(share, dtype=np.int64)]) for share in shares]
+
+
+NATURAL_STREAM = 17
+"""Seed tag of the natural partition's draws."""
+
+
+def natural_partition(
+    train_groups: np.ndarray | None, dev_groups: np.ndarray | None, num_users: int, seed: int, name: str = "the data"
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Training and query record indices per user, every user within one source group.
+
+    Sources get users in proportion to their training records (largest remainder), at least one
+    each; which users (ids, hence nodes) hold which source is a seeded draw. Within a source, the
+    records are shuffled and cut into near-equal shares, queries likewise among the same users
+    (a user gets none when its source has fewer query records than users). Hand-written:
+    flwr-datasets' NaturalIdPartitioner makes one partition per source, not several users per
+    source with their queries from the same source.
+    """
+    if train_groups is None or dev_groups is None:
+        raise ValueError(
+            f"--partition natural needs a source column, and {name} has none: use data made of several files "
+            "(e.g. ../shared/data/sentiment_labelled_sentences) or generated:<n>"
+        )
+    sources = np.unique(train_groups)
+    if num_users < len(sources):
+        raise ValueError(f"--partition natural: {name} has {len(sources)} sources, which need at least as many users, got {num_users}")
+    sizes = np.array([(train_groups == g).sum() for g in sources], dtype=np.float64)
+    users_per_source = 1 + share_counts(list(sizes / sizes.sum()), num_users - len(sources))
+    if np.any(users_per_source > sizes):
+        raise ValueError(f"--partition natural: a source of {name} has fewer training records than the users it would get")
+    rng = np.random.default_rng([seed, NATURAL_STREAM])
+    source_of = np.empty(num_users, dtype=np.int64)
+    source_of[rng.permutation(num_users)] = np.repeat(np.arange(len(sources)), users_per_source)
+    train_parts = [np.zeros(0, np.int64)] * num_users
+    query_parts = [np.zeros(0, np.int64)] * num_users
+    for k, source in enumerate(sources):
+        holders = np.flatnonzero(source_of == k)
+        for parts, groups in ((train_parts, train_groups), (query_parts, dev_groups)):
+            records = rng.permutation(np.flatnonzero(groups == source))
+            for user, share in zip(holders, np.array_split(records, len(holders))):
+                parts[user] = np.sort(share).astype(np.int64)
+    return train_parts, query_parts
 
 
 def _positive(text: str) -> float:

@@ -14,7 +14,7 @@ import numpy as np
 from fed.config import RunConfig
 from fed.dataset import TextDataset
 from fed.loaders import load_dataset
-from fed.partition import partition
+from fed.partition import natural_partition, partition
 from fed.record_ids import record_ids
 from fed.user import UserRecords
 
@@ -45,6 +45,9 @@ class Population:
             train = train.subset(np.sort(keep))
         if len(train) < config.users:
             raise ValueError(f"the train split has {len(train)} records, fewer than --users {config.users}")
+        if config.partition == "natural":
+            train_parts, query_parts = natural_partition(train.groups, dev.groups, config.users, config.seed, config.data)
+            return cls(train, dev, tuple(train_parts), tuple(query_parts))
         train_parts = partition(train.labels, config.users, config.partition, config.seed, train.groups)
         # Fewer dev records than users: a seeded random subset of users hold the queries, one or
         # more each; the others hold none (they do not evaluate).

@@ -11,7 +11,9 @@ import pytest
 from datasets import Dataset
 from flwr_datasets.partitioner import IidPartitioner
 
+from fed.config import RunConfig
 from fed.partition import partition, split_train_query
+from fed.population import Population
 
 LABELS = np.random.default_rng(0).integers(0, 4, size=1200)
 
@@ -107,3 +109,30 @@ def test_partition_does_not_import_flwr() -> None:
     root = Path(__file__).resolve().parents[1]
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_natural_partition_keeps_each_user_within_one_source() -> None:
+    config = RunConfig(data="../shared/data/sentiment_labelled_sentences", users=10, partition="natural", seed=3)
+    population = Population.build(config)
+    train, dev = population.train, population.dev
+    sources = [np.unique(train.groups[part]) for part in population.train_parts]
+    assert all(len(s) == 1 for s in sources)  # amazon, imdb or yelp, never a mix
+    for part, source in zip(population.query_parts, sources):
+        assert np.all(dev.groups[part] == source[0])  # queries from the user's own source
+    for split, parts in ((train, population.train_parts), (dev, population.query_parts)):
+        everything = np.concatenate(parts)
+        assert len(everything) == len(split) and len(np.unique(everything)) == len(split)  # each record once
+    holders = np.bincount([s[0] for s in sources], minlength=3)
+    shares = np.bincount(train.groups, minlength=3) / len(train)
+    assert holders.sum() == 10 and np.all(holders >= 1) and np.all(np.abs(holders - 10 * shares) < 1)
+    again = Population.build(config)
+    assert all(np.array_equal(a, b) for a, b in zip(population.train_parts, again.train_parts))
+
+
+@pytest.mark.parametrize(
+    "data,users,problem",
+    [("../shared/data/sst2", 10, "needs a source column, and ../shared/data/sst2 has none"), ("generated:600", 3, "4 sources")],
+)
+def test_natural_partition_refuses_data_without_sources_or_too_few_users(data: str, users: int, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        Population.build(RunConfig(data=data, users=users, partition="natural"))
