@@ -488,8 +488,8 @@ def markdown(
 
 def plot_axes(study: Study, rows: Sequence[Row], folder: Path) -> list[Path]:
     """accuracy_<axis>.png for each axis with several values: accuracy against its values (evenly
-    spaced, in config order), one line per value of the other axes and group (drawn slightly apart),
-    bars = [min, max] over seeds."""
+    spaced, in config order), one line per value of the other axes and group, and one per baseline
+    (dotted; drawn slightly apart), bars = [min, max] over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -499,24 +499,27 @@ def plot_axes(study: Study, rows: Sequence[Row], folder: Path) -> list[Path]:
     for axis, values in study.axes.items():
         if len(values) < 2:
             continue
-        lines: dict[tuple[str, bool], dict[int, Spread]] = {}
+        lines: dict[tuple[str, int], dict[int, Spread]] = {}  # (label, 0 whole run / 1 baseline / 2 group)
         for row in rows:
-            if row.accuracy is None:
-                continue
             others = [f"{k}={v}" for k, v in row.cell.items() if k != axis]
-            label = ", ".join(others + ([row.group] if study.group_by else [])) or "accuracy"
-            lines.setdefault((label, row.group == ALL), {})[values.index(row.cell[axis])] = row.accuracy
+            index = values.index(row.cell[axis])
+            if row.accuracy is not None:
+                label = ", ".join(others + ([row.group] if study.group_by else [])) or "accuracy"
+                lines.setdefault((label, 0 if row.group == ALL else 2), {})[index] = row.accuracy
+            for name, spread in row.baselines.items():
+                if spread is not None:
+                    lines.setdefault((", ".join(others + [BASELINES[name]]), 1), {})[index] = spread
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        order = sorted(lines, key=lambda line: (not line[1], natural_key(line[0])))
-        for n, (label, whole) in enumerate(order):
-            points = lines[(label, whole)]
+        order = sorted(lines, key=lambda line: (line[1], natural_key(line[0])))
+        for n, (label, kind) in enumerate(order):
+            points = lines[(label, kind)]
             x = sorted(points)
             shift = 0.04 * (n - (len(order) - 1) / 2)  # side by side, so the bars stay apart
             mean = [points[i].mean for i in x]
             error = [[points[i].mean - points[i].low for i in x], [points[i].high - points[i].mean for i in x]]
-            style = {"linestyle": "--"} if whole and study.group_by else {}
-            if style and len(study.axes) == 1:
-                style["color"] = "black"  # the one whole-run line
+            style = {"linestyle": ":"} if kind == 1 else {"linestyle": "--"} if kind == 0 and study.group_by else {}
+            if kind < 2 and study.group_by and len(study.axes) == 1:
+                style["color"] = "black" if kind == 0 else "grey"  # the one whole-run line and its baselines
             ax.errorbar([i + shift for i in x], mean, yerr=error, marker="o", capsize=3, label=label, **style)
         ax.set_xticks(range(len(values)), [str(v) for v in values], rotation=20 if len(values) > 4 else 0)
         ax.set_xlabel(axis)
