@@ -48,6 +48,16 @@ def test_clt_matches_seed_equations_by_hand() -> None:
     assert clt.epsilon(Schedule(z, 0.02, t, DELTA, q=0.5)) == pytest.approx(eps, rel=1e-12)
 
 
+def test_clt_gives_an_infinite_estimate_instead_of_overflowing_for_almost_no_noise() -> None:
+    # a run at epsilon 1000 calibrates z of about 0.01: exp(1/z^2) is past the float range
+    assert clt.mu_total(0.01, 0.5, 10) == math.inf and clt.epsilon(Schedule(0.01, 0.5, 10, DELTA)) == math.inf
+    assert clt.mu_total(0.01, 0.0, 10) == 0.0
+    assert clt.mu_total(0.0376, 0.5, 10) < math.inf
+    # the composition baselines too: log(1 + r (e^eps - 1)) is computed without forming e^eps
+    assert composition_baselines.basic_epsilon(Schedule(0.01, 0.5, 10, DELTA)) > 1000
+    assert composition_baselines.advanced_epsilon(Schedule(0.01, 0.5, 10, DELTA)) == math.inf
+
+
 def test_pld_matches_dp_accounting_built_directly() -> None:
     direct = privacy_loss_distribution.from_gaussian_mechanism(
         standard_deviation=1.5, sampling_prob=0.02, value_discretization_interval=1e-4

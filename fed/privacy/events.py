@@ -90,7 +90,7 @@ class RandomizedResponseEvent(PrivacyEvent):
     def noise_parameter(self) -> float:
         """Probability of answering uniformly at random (dp_accounting's convention)."""
         k = self.num_values
-        return k / (math.exp(self.epsilon) + k - 1)
+        return k / (math.exp(min(self.epsilon, 709.0)) + k - 1)
 
     def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
         return pld.from_randomized_response(

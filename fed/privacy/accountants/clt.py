@@ -30,8 +30,16 @@ NO_LABELS = (
 
 
 def mu_total(noise_multiplier: float, rate: float, steps: int) -> float:
-    """mu_tot = r * sqrt(T * (exp(mu^2) - 1)) with mu = 1/z (seed 000 eq. 8; eq. 9 with r = q*p)."""
-    return rate * math.sqrt(steps * math.expm1(noise_multiplier**-2))
+    """mu_tot = r * sqrt(T * (exp(mu^2) - 1)) with mu = 1/z (seed 000 eq. 8; eq. 9 with r = q*p).
+
+    Infinite when exp(mu^2) exceeds the float range (z below about 0.0376: almost no noise).
+    """
+    if rate == 0 or steps == 0:
+        return 0.0
+    exponent = noise_multiplier**-2
+    if exponent > 709.0:  # math.expm1 overflows past log(float max) = 709.78
+        return math.inf
+    return rate * math.sqrt(steps * math.expm1(exponent))
 
 
 def noise_multiplier_for_mu_total(mu_tot: float, rate: float, steps: int) -> float:

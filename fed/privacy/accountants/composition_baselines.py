@@ -44,7 +44,14 @@ def amplified_step(
         eps0 = gdp.epsilon_for_delta(1.0 / noise_multiplier, delta0)
     else:
         eps0 = float(amplified.step_pld(noise_multiplier, 1.0, labels).get_epsilon_for_delta(delta0))
-    return math.log1p(rate * math.expm1(eps0)), rate * delta0
+    # log(1 + r (e^eps0 - 1)) = eps0 + log(r + (1 - r) e^-eps0): the same, without overflow at large eps0
+    eps = 0.0 if rate == 0 else math.inf if math.isinf(eps0) else eps0 + math.log(rate + (1 - rate) * math.exp(-eps0))
+    return eps, rate * delta0
+
+
+def _expm1(x: float) -> float:
+    """exp(x) - 1, infinite past the float range instead of raising."""
+    return math.expm1(x) if x < 709.0 else math.inf
 
 
 def basic_epsilon(schedule: Schedule) -> float:
@@ -61,7 +68,7 @@ def advanced_epsilon(schedule: Schedule) -> float:
     def eps_at(logit: float) -> float:
         share = 1.0 / (1.0 + math.exp(-logit))  # share of delta that is delta'
         eps_s, _ = amplified_step(schedule.noise_multiplier, r, (1 - share) * delta / (t * r), schedule.labels)
-        return eps_s * math.sqrt(2 * t * math.log(1 / (share * delta))) + t * eps_s * math.expm1(eps_s)
+        return eps_s * math.sqrt(2 * t * math.log(1 / (share * delta))) + t * eps_s * _expm1(eps_s)
 
     grid = np.linspace(-12.0, 12.0, 49)
     values = [eps_at(x) for x in grid]
