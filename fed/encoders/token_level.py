@@ -251,6 +251,48 @@ class TokenLevelRandomizer:
         """
         import torch
 
+        batch, model = self._tokens(texts, texts2)
+        with torch.inference_mode():
+            return self._noisy_states(batch, model, rng)[1].double().cpu().numpy()
+
+    def split_release(
+        self, texts: Sequence[str], texts2: Sequence[str] | None, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Split-N-Denoise's user half: the clipped clean token vectors and their release, float32 (n, L, d) each.
+
+        Only the second leaves the user; the first (and the noise, their difference) feed its denoiser.
+        """
+        import torch
+
+        check_pairs(texts, texts2)
+        clean, noisy = [], []
+        for start in range(0, len(texts), self.batch_size):
+            stop = start + self.batch_size
+            batch, model = self._tokens(texts[start:stop], None if texts2 is None else texts2[start:stop])
+            with torch.inference_mode():
+                pair = self._noisy_states(batch, model, rng)
+            clean.append(pair[0].float().cpu().numpy())
+            noisy.append(pair[1].float().cpu().numpy())
+        return np.concatenate(clean), np.concatenate(noisy)
+
+    def server_pass(self, noisy: np.ndarray) -> np.ndarray:
+        """Split-N-Denoise's server half: the layers above ``layer`` on released token vectors, mean-pooled: float32 (n, dim)."""
+        import torch
+
+        noisy = np.asarray(noisy, dtype=np.float32)
+        if noisy.ndim != 3 or noisy.shape[1:] != (self.length, self.dim) or not np.isfinite(noisy).all():
+            raise ValueError(f"released token vectors must be finite, of shape (n, {self.length}, {self.dim}); got {noisy.shape}")
+        _, model = self.encoder._model
+        out = np.empty((len(noisy), self.dim), dtype=np.float32)
+        for start in range(0, len(noisy), self.batch_size):
+            states = torch.from_numpy(noisy[start : start + self.batch_size]).to(self.encoder.device, model.dtype)
+            with torch.inference_mode():
+                pooled = self._upper(states, model, self.layer).mean(dim=1)
+            out[start : start + len(states)] = pooled.float().cpu().numpy()
+        return out
+
+    def _tokens(self, texts: Sequence[str], texts2: Sequence[str] | None) -> tuple[Any, Any]:
+        """The tokenized batch (padded or cut to L) and the model; token-vector kinds only."""
         if self.kind == "text2text":
             raise ValueError("text2text releases token ids, not token vectors")
         check_pairs(texts, texts2)
@@ -259,30 +301,31 @@ class TokenLevelRandomizer:
             list(texts), None if texts2 is None else list(texts2), padding="max_length",
             truncation=True, max_length=self.length, return_tensors="pt",
         ).to(self.encoder.device)
-        with torch.inference_mode():
-            return self._noisy_states(batch, model, rng).double().cpu().numpy()
+        return batch, model
 
-    def _noisy_states(self, batch: Any, model: Any, rng: np.random.Generator | None) -> Any:
+    def _noisy_states(self, batch: Any, model: Any, rng: np.random.Generator | None) -> tuple[Any, Any]:
+        """The clipped clean token vectors (n, L, d) and the noise step's output (the same when ``rng`` is None)."""
         import torch
 
         states = self._lower(batch, model)
         n, length, d = states.shape
         flat = states.reshape(-1, d).double()
         norms = flat.norm(dim=1, keepdim=True).clamp(min=1e-300)
-        flat = flat * torch.clamp(self.clip / norms, max=1.0)
+        clean = flat * torch.clamp(self.clip / norms, max=1.0)
+        flat = clean
         if rng is not None:
             if self.kind == "token-gaussian":  # each token moves by at most the diameter (fed.noise)
-                noisy = add_gaussian(flat.cpu().numpy(), self.noise, self.diameter, rng)
+                noisy = add_gaussian(clean.cpu().numpy(), self.noise, self.diameter, rng)
             else:
-                noisy = flat.cpu().numpy() + dchi_noise(n * length, d, self.noise, rng)
-            flat = torch.from_numpy(noisy).to(flat.device)
+                noisy = clean.cpu().numpy() + dchi_noise(n * length, d, self.noise, rng)
+            flat = torch.from_numpy(noisy).to(clean.device)
             if self.post_clip is not None:
                 norms = flat.norm(dim=1, keepdim=True).clamp(min=1e-300)
                 flat = flat * torch.clamp(self.post_clip / norms, max=1.0)
-        return flat.reshape(n, length, d)
+        return clean.reshape(n, length, d), flat.reshape(n, length, d)
 
     def _token_noise(self, batch: Any, model: Any, rng: np.random.Generator | None) -> Any:
-        states = self._noisy_states(batch, model, rng)
+        states = self._noisy_states(batch, model, rng)[1]
         return self._upper(states.to(model.dtype), model, self.layer)
 
     def _text2text(self, ids: Any, model: Any, rng: np.random.Generator | None) -> Any:
