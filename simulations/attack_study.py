@@ -207,24 +207,31 @@ def plot(results: dict, path: Path) -> None:
     fig, axes = plt.subplots(len(dims), len(attacks), figsize=(4 * len(attacks), 3.3 * len(dims)), squeeze=False)
     finite = sorted({r["epsilon"] for r in rows if math.isfinite(r["epsilon"])})
     right = finite[-1] * 4 if finite else 1.0
+    mechanisms = list(dict.fromkeys(r["mechanism"] for r in rows))
+    color = {m: f"C{k}" for k, m in enumerate(mechanisms)}  # one color per mechanism in every panel
     for i, dim in enumerate(dims):
         for j, attack in enumerate(attacks):
             ax = axes[i][j]
-            for mechanism in dict.fromkeys(r["mechanism"] for r in rows):
+            for mechanism in mechanisms:
                 pts = [(r["epsilon"], r[attack]) for r in rows if r["dim"] == dim and r["mechanism"] == mechanism and attack in r]
                 if not pts:
                     continue
                 xs = [right if not math.isfinite(e) else e for e, _ in pts]
                 style = dict(marker="*", markersize=12, linestyle="none") if mechanism == "texthide" else dict(marker="o")
-                ax.plot(xs, [v["success"] for _, v in pts], label=mechanism + (" (no epsilon)" if mechanism == "texthide" else ""), **style)
+                ax.plot(xs, [v["success"] for _, v in pts], color=color[mechanism], **style)
                 ax.plot(xs, [v["chance"] for _, v in pts], linestyle=":", color="grey")
             ax.set_xscale("log")
             ax.set_title(f"{attack.replace('_', ' ')} (dim {dim})", fontsize=10)
             ax.set_xlabel("epsilon of one release (delta 1e-5)")
             if j == 0:
                 ax.set_ylabel("success (dotted: chance)")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=color[m], marker="*" if m == "texthide" else "o", linestyle="none" if m == "texthide" else "-")
+               for m in mechanisms]
+    labels = [m + (" (no epsilon, drawn at the right)" if m == "texthide" else "") for m in mechanisms]
+    fig.legend(handles, labels, loc="lower center", ncol=len(mechanisms), fontsize=9)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -216,7 +216,7 @@ def report(results: dict, encoder: str) -> str:
         f"{config['train']} training and {config['test']} test records per task; denoiser trained on "
         f"{config['public']} public records ({', '.join(PUBLIC)}; half as random pairs), {config['epochs']} epochs, "
         f"10% held out. Command: `python -m simulations.snd_table --tasks {config['tasks']} --etas {config['etas']} "
-        f"--train {config['train']} --test {config['test']} --public {config['public']} --out {config['out']}`.",
+        f"--train {config['train']} --test {config['test']} --public {config['public']} --epochs {config['epochs']} --out {config['out']}`.",
         "",
         "Worst-case epsilon of one release of one record (pure, eta x diameter per token, composed over the L tokens):",
         "",
