@@ -29,7 +29,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
     for name, options in settings.items():
         config = RunConfig(
-            data="generated:1200", public="generated:2000", users=12, nodes=1, partition="natural", save_reports=True,
+            data="generated:600", public="generated:600", users=12, nodes=1, partition="natural", save_reports=True,
             dim=0, clip=1.0, nonprivate_baseline=False, out=str(folder / name), **options,
         )
         run_local(server_app, client_app, 1, config.to_mapping())
@@ -44,7 +44,7 @@ def _attack(run: Path, kind: str, *extra: str) -> dict:
 
 def test_the_attribute_attack_beats_chance_on_nearly_clean_reports_and_not_at_small_epsilon(runs: dict[str, Path]) -> None:
     clean, private = _attack(runs["clean"], "attribute"), _attack(runs["private"], "attribute")
-    assert clean["reports"] == private["reports"] > 1000 and clean["chance"] == private["chance"] < 0.35
+    assert clean["reports"] == private["reports"] >= 500 and clean["chance"] == private["chance"] < 0.35
     assert clean["success"] > clean["chance"] + 0.1  # four writing styles, told apart from the reports
     assert private["success"] < private["chance"] + 0.05
     assert clean["epsilon_sentence_max"] == pytest.approx(1000.0) and private["epsilon_sentence_max"] == pytest.approx(0.05)
