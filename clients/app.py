@@ -19,13 +19,14 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from clients import protocol
-from fed.assets import default_cache_dir, load_assets, unpack
+from fed.assets import Assets, default_cache_dir, load_assets, unpack
 from fed.cohort import Cohort
 from fed.config import RunConfig
 from fed.hosts import NodeHosts
 from fed.node import NodeHost, sessions_from_json
 from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
-from fed.plan import make_plan
+from fed.plan import encoder_spec, make_plan
+from fed.randomizers import RANDOMIZERS
 from fed.population import Population, hosted_users, user_records
 from fed.requests import Refusal, RequestRefused
 from fed.site import Site
@@ -66,6 +67,8 @@ limit_blas_threads()  # once per process (Ray actor or device)
 # rebuild the population) and, on a device, per state folder (its record-id key).
 _RECORDS: dict[tuple[RunConfig, int, int, str, bool, str | None], tuple[dict[int, UserRecords], int, int]] = {}
 _CONTENT: dict[str, str] = {}
+_ASSETS: dict[str, Assets] = {}
+"""Unpacked bundle folder -> its loaded assets."""
 """Unpacked bundle folder -> digest of its files (names and bytes)."""
 _TIERS: dict[tuple[int, int], dict[int, UserRecords]] = {}
 """(id of a records dict in _RECORDS, privacy tier) -> that tier's users among them (simulation only)."""
@@ -138,9 +141,15 @@ def _setup(msg: Message, context: Context) -> RecordDict:
         folder = unpack(bundle, default_cache_dir(site.config))
     except ValueError as error:
         raise RequestRefused(str(error)) from None
-    refused = site.device_policy and site.device_policy.encoder_refusal((folder / "encoder.txt").read_text())
+    spec = (folder / "encoder.txt").read_text()
+    refused = site.device_policy and site.device_policy.encoder_refusal(spec)
     if refused:
         raise RequestRefused(refused, Refusal.POLICY)
+    if spec != encoder_spec(site.config):  # the plan's randomizer may load what the run names (snd: its encoder)
+        raise RequestRefused(f"the bundle's encoder {spec!r} is not the run's {encoder_spec(site.config)!r}", Refusal.POLICY)
+    missing = [name for name in RANDOMIZERS[site.config.mechanism].shipped_files if not (folder / name).is_file()]
+    if missing:
+        raise RequestRefused(f"--mechanism {site.config.mechanism} needs {', '.join(missing)} in the bundle", Refusal.POLICY)
     records, num_labels, _ = _records(site, context, str(folder))
     # Only now, with the bundle valid and the records built, does the node's state change;
     # the users' sessions and ledgers are never reset by a setup.
@@ -217,7 +226,8 @@ def _host(context: Context) -> NodeHosts:
                 _COHORTS[id(users)] = Cohort.build(users, site.owner())
             cohort = _COHORTS[id(users)]
         policy = site.policy(plan, config)
-        hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort))
+        denoiser = _assets(str(context.state["node"]["assets"])).denoiser
+        hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort, denoiser))
     return NodeHosts(hosts)
 
 
@@ -237,7 +247,7 @@ def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserR
     key = (config, partition_id, num_partitions, _content(folder), site.simulation, None if site.simulation else str(site.state_dir))
     if key not in _RECORDS:
         population = Population.build(config)
-        assets = load_assets(Path(folder))
+        assets = _assets(folder)
         cache = default_cache_dir(site.config)
         users = hosted_users(config.users, partition_id, num_partitions)
         records = {}
@@ -250,6 +260,13 @@ def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserR
         max_queries = max((len(part) for part in population.query_parts), default=1)
         _RECORDS[key] = (records, population.train.num_labels, max_queries)
     return _RECORDS[key]
+
+
+def _assets(folder: str) -> Assets:
+    """The unpacked bundle's encoder, projection and denoiser, loaded once per process and folder."""
+    if folder not in _ASSETS:
+        _ASSETS[folder] = load_assets(Path(folder))
+    return _ASSETS[folder]
 
 
 def _content(folder: str) -> str:

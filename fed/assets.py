@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,7 +31,14 @@ from fed.encoders.bilstm import SAVED_FILES, BiLSTMEncoder, train_bilstm
 from fed.encoders.cache import encode_cached
 from fed.encoders.factory import make_encoder
 from fed.encoders.projection import PCAProjection
+from fed.encoders.token_matrix import TokenMatrixEncoder, split_spec
 from fed.loaders import load_dataset
+from fed.plan import encoder_spec, make_plan
+from fed.randomizers import RANDOMIZERS
+from fed.randomizers.split_denoise import DENOISER_FILE
+
+if TYPE_CHECKING:
+    from fed.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
 
 PUBLIC_GENERATED_SIZE = 1000
 MAX_BUNDLE_BYTES = 64 * 2**20
@@ -41,7 +48,7 @@ MAX_UNPACKED_BYTES = 64 * 2**20
 MAX_SPEC_CHARS = 200
 """Longest encoder spec (encoder.txt) a node accepts."""
 BILSTM_FILES = tuple(f"bilstm/{name}" for name in SAVED_FILES)
-BUNDLE_FILES = ("encoder.txt", "projection.npz", *BILSTM_FILES)
+BUNDLE_FILES = ("encoder.txt", "projection.npz", *BILSTM_FILES, DENOISER_FILE)
 """The only files a bundle may hold, each at most once."""
 DOMAIN_SAMPLE = 4000
 """Records of each side (seeded sample) that :func:`domain_overlap` compares."""
@@ -220,10 +227,17 @@ def _labels_text(names: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Assets:
-    """A user's view of the shipped bundle: the encoder to run and an optional projection."""
+    """A user's view of the shipped bundle: the encoder to run, an optional projection and denoiser."""
 
     encoder: Encoder
     projection: PCAProjection | None
+    denoiser: "Denoiser | None" = None
+
+    @property
+    def sentence(self) -> Encoder:
+        """The sentence encoder behind the records' encoder (itself, unless records are token matrices):
+        what the domain check and the non-private upper bound read."""
+        return self.encoder.sentence if isinstance(self.encoder, TokenMatrixEncoder) else self.encoder
 
     def features(
         self, dataset: TextDataset, cache_dir: Path, progress: bool = False, max_tokens: int | None = None
@@ -246,7 +260,8 @@ def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path,
             if public is None:
                 raise ValueError("--encoder bilstm needs public data to pre-train on (--public)")
             train_bilstm(public, seed=config.seed, progress=progress).save(folder / "bilstm")
-        (folder / "encoder.txt").write_text(config.encoder)
+        spec = encoder_spec(config)
+        (folder / "encoder.txt").write_text(spec)
         if config.dim:
             if public is None:
                 raise ValueError("--dim needs public data to fit the projection on (--public)")
@@ -254,6 +269,14 @@ def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path,
             PCAProjection.fit(encode_cached(encoder, public, cache_dir, progress=progress), config.dim).save(
                 folder / "projection.npz"
             )
+        shipped = RANDOMIZERS[config.mechanism].shipped_files
+        if shipped:
+            if public is None:
+                raise ValueError(f"--mechanism {config.mechanism} needs public data to fit {', '.join(shipped)} on (--public)")
+            randomizer = make_plan(config, public.num_labels).query  # query noise: the files serve local inference
+            x = encode_cached(_encoder(folder, spec), public, cache_dir, progress=progress)
+            for name, data in randomizer.bundle_files(x, config.seed, progress=progress).items():
+                (folder / name).write_bytes(data)
         return pack(folder)
 
 
@@ -313,7 +336,16 @@ def load_assets(folder: Path) -> Assets:
     projection = PCAProjection.load(path) if path.is_file() else None
     if projection is not None and projection.input_dim != encoder.dim:
         raise ValueError(f"projection expects {projection.input_dim} dims, encoder {spec!r} gives {encoder.dim}")
-    return Assets(encoder, projection)
+    path = folder / DENOISER_FILE
+    denoiser = None
+    if path.is_file():
+        from fed.denoiser import Denoiser
+
+        denoiser = Denoiser.load(path)
+        shape = denoiser.shape
+        if not isinstance(encoder, TokenMatrixEncoder) or (shape.length, shape.dim) != (encoder.length, encoder.token_dim):
+            raise ValueError(f"the denoiser takes {shape.length} tokens of {shape.dim} dims; encoder {spec!r} does not give them")
+    return Assets(encoder, projection, denoiser)
 
 
 def _encoder(folder: Path, spec: str) -> Encoder:
@@ -377,6 +409,14 @@ def _check_files(files: dict[str, bytes]) -> None:
             projection = PCAProjection.load(io.BytesIO(files["projection.npz"]))
             if dim is not None and projection.input_dim != dim:
                 raise ValueError(f"projection expects {projection.input_dim} dims, the shipped BiLSTM gives {dim}")
+    if DENOISER_FILE in files:
+        from fed.denoiser import Denoiser
+
+        with _refusing(DENOISER_FILE):
+            shape = Denoiser.from_bytes(files[DENOISER_FILE], DENOISER_FILE).shape
+            tokens = split_spec(spec)
+            if tokens is None or tokens[0] != shape.length:
+                raise ValueError(f"a denoiser of {shape.length} tokens needs encoder.txt 'tokens:{shape.length}:<encoder>', not {spec!r}")
 
 
 @contextmanager

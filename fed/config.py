@@ -97,6 +97,9 @@ class RunConfig:
         if self.mechanism not in RANDOMIZERS:
             raise ValueError(f"--mechanism {self.mechanism!r} is not available; choose one of {', '.join(RANDOMIZERS)}")
         options = self.mechanism_option_values  # validates --mechanism-options
+        if "clip" in options:
+            raise ValueError("--mechanism-options: give the clip as --clip")
+        RANDOMIZERS[self.mechanism].run_options(self.clip, self.dim, options, self.encoder)  # the mechanism's own needs
         if not RANDOMIZERS[self.mechanism].sigma_settable:
             settable = ", ".join(name for name, cls in RANDOMIZERS.items() if cls.sigma_settable)
             if self.sigma > 0:
@@ -111,8 +114,6 @@ class RunConfig:
                 raise ValueError("--tiers sets each tier's noise from its epsilon: drop --sigma")
             if RANDOMIZERS[self.mechanism].fixed_params(self.epsilon, options) is not None:
                 raise ValueError(f"--tiers needs a randomizer calibrated to epsilon; {self.mechanism} has fixed parameters")
-        if "clip" in options:
-            raise ValueError("--mechanism-options: give the clip as --clip")
         if self.inference not in ("local", "remote"):
             raise ValueError(f"--inference must be local or remote, got {self.inference!r}")
         if self.shrinkage > 1:
@@ -255,7 +256,7 @@ class RunConfig:
 
 MECHANISMS: tuple[str, ...] = (
     "gaussian", "gaussian-classical", "gaussian-analytic", "laplace", "laplace-seed002", "dchi",
-    "sue", "oue", "ome", "dpie-gaussian", "dpie-laplace", "texthide",
+    "sue", "oue", "ome", "dpie-gaussian", "dpie-laplace", "texthide", "snd",
 )
 """The names in fed.randomizers.RANDOMIZERS, for --help only (importing the registry costs
 about 0.5 s more than this module; a test checks the two match)."""

@@ -104,39 +104,51 @@ class Denoiser(nn.Module):
     # -- shipping ------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         """Weights and shape as one safetensors file."""
-        from safetensors.torch import save_file
+        Path(path).write_bytes(self.to_bytes())
+
+    def to_bytes(self) -> bytes:
+        """The safetensors file :meth:`save` writes, as bytes."""
+        from safetensors.torch import save
 
         tensors = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
-        save_file(tensors, str(path), metadata={"ldpfed": "denoiser", "shape": json.dumps(asdict(self.shape))})
+        return save(tensors, metadata={"ldpfed": "denoiser", "shape": json.dumps(asdict(self.shape))})
 
     @classmethod
     def load(cls, path: str | Path) -> "Denoiser":
         """A denoiser from :meth:`save`'s file; ValueError naming what is wrong with any other file."""
-        from safetensors import safe_open
-
         path = Path(path)
         if path.stat().st_size > MAX_FILE_BYTES:
             raise ValueError(f"{path.name} is larger than a denoiser may be ({MAX_FILE_BYTES} bytes)")
+        return cls.from_bytes(path.read_bytes(), path.name)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str = "denoiser") -> "Denoiser":
+        """A denoiser from :meth:`to_bytes`'s output; ValueError naming what is wrong with anything else."""
+        from safetensors.torch import load
+
+        if len(data) > MAX_FILE_BYTES:
+            raise ValueError(f"{name} is larger than a denoiser may be ({MAX_FILE_BYTES} bytes)")
         try:
-            with safe_open(str(path), framework="pt") as f:
-                meta = f.metadata() or {}
-                tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = load(data)
+            # safetensors.torch.load returns no metadata; the format puts it in the JSON header
+            # that follows the header's 8-byte length (already validated by load above).
+            meta = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")]).get("__metadata__") or {}
         except Exception as error:  # safetensors raises its own error types for malformed headers
-            raise ValueError(f"{path.name} is not a safetensors file: {error}") from None
+            raise ValueError(f"{name} is not a safetensors file: {error}") from None
         if meta.get("ldpfed") != "denoiser":
-            raise ValueError(f"{path.name} is not an ldpfed denoiser")
+            raise ValueError(f"{name} is not an ldpfed denoiser")
         try:
             fields = json.loads(meta["shape"])
             shape = DenoiserShape(**fields)
         except (KeyError, TypeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{path.name} has no valid denoiser shape: {error}") from None
+            raise ValueError(f"{name} has no valid denoiser shape: {error}") from None
         model = cls(shape)
         expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
         found = {k: tuple(v.shape) for k, v in tensors.items()}
         if expected != found:
-            raise ValueError(f"{path.name}: tensors {sorted(set(found) ^ set(expected)) or 'of wrong shapes'} do not fit {shape}")
+            raise ValueError(f"{name}: tensors {sorted(set(found) ^ set(expected)) or 'of wrong shapes'} do not fit {shape}")
         if not all(torch.isfinite(v).all() for v in tensors.values()):
-            raise ValueError(f"{path.name} holds NaN or infinite weights")
+            raise ValueError(f"{name} holds NaN or infinite weights")
         model.load_state_dict({k: v.float() for k, v in tensors.items()})
         return model.eval()
 

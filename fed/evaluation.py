@@ -62,19 +62,20 @@ def accuracy(outcomes: Iterable[Outcomes]) -> dict[str, float]:
 
 
 def local_outcomes(
-    models: Mapping[str, LinearModel], x: np.ndarray, y: np.ndarray, users: np.ndarray, starts: np.ndarray
+    models: Mapping[str, LinearModel], x: Mapping[str, np.ndarray], y: np.ndarray, users: np.ndarray, starts: np.ndarray
 ) -> Outcomes:
-    """Exact outcomes of each model on stacked clean query records (simulation only: no privacy cost).
+    """Exact outcomes of each model on stacked query records (simulation only: nothing leaves the node).
 
-    User ``users[i]``'s queries are rows ``starts[i]:starts[i + 1]`` of ``x`` (already preprocessed)
-    and ``y``; the per-user counts come from one prediction per model and cumulative sums.
+    User ``users[i]``'s queries are rows ``starts[i]:starts[i + 1]`` of ``x[name]`` (model ``name``'s
+    input: the clean records' features, or denoised releases) and ``y``; the per-user counts come
+    from one prediction per model and cumulative sums.
     """
     starts = np.asarray(starts, dtype=np.int64)
     queries = np.diff(starts)
     held = queries > 0
     correct: dict[str, np.ndarray] = {}
     for name, model in models.items():
-        hits = np.concatenate(([0], np.cumsum(model.predict(x) == y))) if len(y) else np.zeros(1, np.int64)
+        hits = np.concatenate(([0], np.cumsum(model.predict(x[name]) == y))) if len(y) else np.zeros(1, np.int64)
         correct[name] = (hits[starts[1:]] - hits[starts[:-1]])[held].astype(np.int64)
     per_user = UserOutcomes(np.asarray(users, dtype=np.int64)[held], queries[held], correct)
     total = int(queries.sum())

@@ -103,7 +103,7 @@ def membership_game(
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
     per_class = _per_class(y, members)
-    features = randomizer.preprocess(x)  # the classifier's input (bit encodings change the dimension)
+    features = randomizer.features(x)  # the classifier's input (bit encodings and snd change the dimension)
     inside, outside = [], []
     for _ in range(trials):
         chosen, others = _draw(y, per_class, rng)

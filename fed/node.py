@@ -40,6 +40,10 @@ MAX_SCORES = 10_000_000
 COHORT_STREAM = 2
 """Key tag of a cohort step's generator: (first hosted user, step number, 2), apart from every
 user's own keys (user, calls) and (user, calls, 1)."""
+DENOISE_STREAM = 3
+"""Key tag of the generator of denoised local inference: (first hosted user, evaluation number, 3)."""
+DENOISED = "_denoised"
+"""Suffix of a model's outcomes on denoised query releases (fed.randomizers.split_denoise)."""
 
 
 @dataclass
@@ -96,6 +100,9 @@ class NodeHost:
     cohort:
         The same records stacked (scale mode): training steps that need no per-user state
         are then served for all requested users at once (fed.cohort).
+    denoiser:
+        The bundle's denoiser (fed.denoiser; snd): local inference also scores each model on
+        denoised query releases (``<model>_denoised``), as a user running only the embedding layer would.
     """
 
     def __init__(
@@ -109,6 +116,7 @@ class NodeHost:
         sessions: Mapping[int, dict[str, Any]] | None = None,
         simulation: bool = False,
         cohort: Cohort | None = None,
+        denoiser: Any = None,
     ) -> None:
         self.records = records
         self.plan = plan
@@ -119,12 +127,15 @@ class NodeHost:
         self.sessions = {int(k): dict(v) for k, v in (sessions or {}).items()}
         self.simulation = simulation
         self.cohort = cohort
+        self.denoiser = denoiser
         self.labels = policy.label_channel(plan.labels.num_values)
         self.budget = Budget(policy.epsilon_sentence, policy.delta, policy.epsilon_user)
 
     def limits(self, kind: str) -> ClientLimits:
         """What one request of ``kind`` may ask: the policy's floor, the run's sampling."""
-        return ClientLimits(self.policy.floor(kind), self.policy.delta, sampling=self.plan.sampling_spec(kind))
+        return ClientLimits(
+            self.policy.floor(kind), self.policy.delta, sampling=self.plan.sampling_spec(kind), pinned=self.plan.pinned(kind)
+        )
 
     @contextmanager
     def _users(self, tx: LedgerTransaction, uids: list[int]) -> Iterator[Callable[[int], User]]:
@@ -260,18 +271,38 @@ class NodeHost:
                 query = np.concatenate([r.query for r in parts]) if parts else np.zeros((0, 0))
                 labels = np.concatenate([r.query_labels for r in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
                 starts = np.cumsum([0] + [len(r.query_labels) for r in parts])
-            x = self.plan.query.preprocess(query) if len(labels) else query
-            return local_outcomes(models, x, labels, users, starts)
-        correct = {name: 0 for name in models}
-        total = {name: 0 for name in models}
+            if not len(labels):
+                return local_outcomes(models, dict.fromkeys(models, query), labels, users, starts)
+            with self.store.transaction() as tx:
+                rng = generator(self.seed, (int(users[0]), tx.next_count("denoised-evaluations"), DENOISE_STREAM))
+            named, inputs = self._local_inputs(models, query, rng)
+            return local_outcomes(named, inputs, labels, users, starts)
+        named = self._local_inputs(models, np.zeros((0, self.dim)), None)[0]
+        correct = {name: 0 for name in named}
+        total = {name: 0 for name in named}
         channel = self._evaluation_channel()
 
         def bits(user: User) -> dict[str, np.ndarray]:
             records = user.records
-            x = self.plan.query.preprocess(records.query) if len(records.query) else records.query
-            return {name: model.predict(x) == records.query_labels for name, model in models.items()}
+            if not len(records.query):
+                return {name: np.zeros(0, dtype=bool) for name in named}
+            named_models, inputs = self._local_inputs(models, records.query, user.rng())
+            return {name: model.predict(inputs[name]) == records.query_labels for name, model in named_models.items()}
 
         return self._noisy_outcomes(channel, bits, correct, total)
+
+    def _local_inputs(
+        self, models: Mapping[str, LinearModel], query: np.ndarray, rng: np.random.Generator | None
+    ) -> tuple[dict[str, LinearModel], dict[str, np.ndarray]]:
+        """Each model to score and its input for the clean ``query`` rows: the query randomizer's
+        features, and with a denoiser also ``<model>_denoised`` on denoised releases (noise from ``rng``)."""
+        named = dict(models)
+        inputs = dict.fromkeys(models, self.plan.query.features(query) if len(query) else query)
+        if self.denoiser is not None:
+            denoised = self.plan.query.denoised(query, self.denoiser, rng) if len(query) else query
+            for name, model in models.items():
+                named[f"{name}{DENOISED}"], inputs[f"{name}{DENOISED}"] = model, denoised
+        return named, inputs
 
     def score(self) -> Outcomes:
         """Remote-inference outcome summed over the hosted users: exact effort and correct counts in
@@ -390,8 +421,8 @@ class NodeHost:
 
     @property
     def model_dim(self) -> int:
-        """Dimension of the classifier's input: the query randomizer's preprocess of a record."""
-        return int(self.plan.query.preprocess(np.zeros((1, self.dim))).shape[1])
+        """Dimension of the classifier's input: the query randomizer's features of a record."""
+        return int(self.plan.query.features(np.zeros((1, self.dim))).shape[1])
 
     @property
     def dim(self) -> int:

@@ -57,11 +57,24 @@ class PrivacyPlan:
         """The user's floor for one kind of release: no run may cost more than planned."""
         randomizer = self.train if kind == "train" else self.query
         sampling = self.train_sampling.spec if kind == "train" else self.upsampling.spec
-        return ClientLimits(compose_epsilon({randomizer.event: 1}, self.budget.delta), self.budget.delta, sampling=sampling)
+        epsilon = compose_epsilon({randomizer.event: 1}, self.budget.delta)
+        return ClientLimits(epsilon, self.budget.delta, sampling=sampling, pinned=self.pinned(kind))
+
+    def pinned(self, kind: str) -> tuple[tuple[str, Any], ...]:
+        """The randomizer parameters a request of ``kind`` must give exactly as this plan does."""
+        randomizer = self.train if kind == "train" else self.query
+        params = randomizer.params()
+        return tuple((key, params[key]) for key in sorted(randomizer.pinned))
 
     def sampling_spec(self, kind: str) -> str:
         """The sampling spec of ``kind`` releases (as requests and ledgers carry it)."""
         return self.train_sampling.spec if kind == "train" else self.upsampling.spec
+
+
+def encoder_spec(config: RunConfig) -> str:
+    """The encoder whose output the run's records are: --encoder, or what the mechanism makes of it (snd: token matrices)."""
+    cls = RANDOMIZERS[config.mechanism]
+    return cls.encoder_spec(config.encoder, cls.run_options(config.clip, config.dim, config.mechanism_option_values, config.encoder))
 
 
 def train_rate(config: RunConfig) -> float:
@@ -132,7 +145,7 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
             "releases": k,
         }
 
-    options = cls.run_options(config.clip, config.dim, config.mechanism_option_values)
+    options = cls.run_options(config.clip, config.dim, config.mechanism_option_values, config.encoder)
     if config.sigma > 0:
         train = query = cls.from_params({"mechanism": config.mechanism, **options, "sigma": config.sigma})
         calibrations = {"train": figure(train, "train"), "query": figure(query, "query")}

@@ -42,6 +42,7 @@ def plot_accuracy(rounds: list[dict[str, Any]], path: Path) -> Path:
     x = [r["virtual_seconds"] if clock else r["round"] for r in rounds]
     for key, label in (
         ("accuracy_local", "private reports (local inference)"),
+        ("accuracy_local_denoised", "private reports, on denoised query releases (snd)"),
         ("accuracy_nonprivate", "non-private upper bound (simulation only)"),
         ("accuracy_public_only", "public data only"),
         ("accuracy_top_tier_only", "largest-budget tier's reports only"),

@@ -167,8 +167,14 @@ class DevicePolicy:
         return None
 
     def encoder_refusal(self, spec: str) -> str | None:
-        """Why this policy refuses a bundle whose encoder is ``spec`` (None: allowed)."""
-        if spec not in self.encoders:
+        """Why this policy refuses a bundle whose encoder is ``spec`` (None: allowed).
+
+        ``tokens:<L>:<encoder>`` (the embedding layer of an encoder) is allowed where the encoder is.
+        """
+        from fed.encoders.token_matrix import split_spec
+
+        tokens = split_spec(spec) if spec.startswith("tokens:") else None
+        if (tokens[1] if tokens else spec) not in self.encoders:
             return f"encoder {spec!r} is not allowed by this device's policy (allowed: {', '.join(self.encoders)})"
         return None
 

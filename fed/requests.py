@@ -59,6 +59,9 @@ class ClientLimits:
     sampling:
         The run's sampling spec for this kind of release; a request must name the same one
         (an absent ``sampling`` field means ``all``).
+    pinned:
+        (name, value) of randomizer parameters a request must give exactly so (the user's own
+        plan's :attr:`~fed.randomizers.base.Randomizer.pinned` parameters).
     """
 
     max_release_epsilon: float
@@ -66,6 +69,7 @@ class ClientLimits:
     max_records: int = 100_000
     max_users: int = 100_000
     sampling: str = "all"
+    pinned: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,10 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
     if not isinstance(summarise, bool):
         raise RequestRefused("'summarise' must be true or false")
     randomizer = _randomizer(config.get("randomizer"))
+    params = randomizer.params()
+    for key, value in limits.pinned:  # before anything could load what a pinned parameter names
+        if params.get(key) != value:
+            raise RequestRefused(f"{params['mechanism']}: '{key}' must be this user's own {value!r}, got {params.get(key)!r}"[:300], Refusal.POLICY)
     cost = compose_epsilon({randomizer.event: 1}, limits.delta)
     if cost > limits.max_release_epsilon * (1 + 1e-9):
         raise RequestRefused(

@@ -82,6 +82,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
     last = record.rounds[-1] if record.rounds else {}
     accuracies = {
         "accuracy_local": last.get("accuracy_local"),
+        "accuracy_local_denoised": last.get("accuracy_local_denoised"),
         "accuracy_remote": None if inference is None else inference["accuracy"],
         "accuracy_nonprivate": last.get("accuracy_nonprivate"),
         "accuracy_public_only": last.get("accuracy_public_only"),
@@ -166,7 +167,7 @@ def _public_check(config: RunConfig, assets: Assets, public: TextDataset | None,
     if len(train) > DOMAIN_SAMPLE:
         keep = np.random.default_rng(config.seed).choice(len(train), DOMAIN_SAMPLE, replace=False)
         train = train.subset(np.sort(keep))
-    task_x, public_x = (encode_cached(assets.encoder, d, cache) for d in (train, public))
+    task_x, public_x = (encode_cached(assets.sentence, d, cache) for d in (train, public))
     return check_public(config, public, train.label_names, public_x, task_x)
 
 
@@ -192,10 +193,10 @@ def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, st
     classifier is fed only the largest-budget tier's reports: what the other tiers add.
     """
     cache = default_cache_dir(config)
-    preprocess = strategy.plan.train.preprocess
+    features = strategy.plan.train.features
     target = public_means = None
     if public is not None:
-        x = preprocess(assets.features(public, cache))
+        x = features(assets.features(public, cache))
         strategy.baselines["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.shrinkage)
         public_means = class_means(x, public.labels, strategy.num_labels)
         if len(public) >= PUBLIC_ROWS_PER_DIM * strategy.dim:
@@ -218,6 +219,6 @@ def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, st
         strategy.top_tier = aggregator()
     if config.nonprivate_baseline:
         population = Population.build(config)
-        train, dev = (encode_cached(assets.encoder, d, cache) for d in (population.train, population.dev))
+        train, dev = (encode_cached(assets.sentence, d, cache) for d in (population.train, population.dev))
         model = fit_clean(train, population.train.labels, strategy.num_labels, config.shrinkage)
         strategy.nonprivate_accuracy = float((model.predict(dev) == population.dev.labels).mean())

@@ -120,9 +120,10 @@ class LdpStrategy(Strategy):
         max_queries = max(max(self.query_counts.values(), default=1), 1)
         self.plans = [make_plan(config, self.num_labels, max_queries) for config in tier_configs]
         self.plan = max(self.plans, key=lambda plan: plan.budget.epsilon_sentence)
-        # The classifier reads what the randomizer reports: preprocess(x) may change the dimension
-        # (bit encodings report dim * bits); local inference applies the same preprocess.
-        self.dim = int(self.plan.train.preprocess(np.zeros((1, self.feature_dim))).shape[1])
+        # The classifier reads what the server decodes: features(x) may change the dimension (bit
+        # encodings report dim * bits; snd decodes token matrices to sentence vectors); local
+        # inference applies the same features.
+        self.dim = int(self.plan.train.features(np.zeros((1, self.feature_dim))).shape[1])
         self.clock = VirtualClock(self.config, self.dim) if self.config.virtual_clock else None
         self.aggregator = ReportAggregator(
             self.dim, self.num_labels, self.config.shrinkage, weighting=self.config.weighting, delta=self.plan.budget.delta
@@ -279,6 +280,8 @@ class LdpStrategy(Strategy):
                 "seconds": time.monotonic() - self.round_started,
             }
         )
+        if "private_denoised" in acc:  # snd: the classifier on denoised query releases (fed.node.DENOISED)
+            self.round_metrics["accuracy_local_denoised"] = acc["private_denoised"]
         per_user = [o.per_user for o in outcomes if o.per_user is not None]
         if per_user:  # simulation only: a device's reply carries no per-user outcome
             self.user_results = UserResults.pool(per_user, self.config.users)

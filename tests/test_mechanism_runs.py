@@ -31,6 +31,7 @@ CASES = {
     "dpie-gaussian": dict(epsilon=8.0, mechanism_options="k=2,masks=4,max_coefficient=0.75"),
     "dpie-laplace": dict(epsilon=8.0, clip=6.0),
     "texthide": dict(epsilon=1.0, mechanism_options="k=4,masks=16"),
+    "snd": dict(epsilon=20000.0, dim=0, clip=12.0, mechanism_options="length=8"),
 }
 
 
@@ -80,6 +81,8 @@ def test_every_mechanism_runs_and_its_ledger_charges_the_true_cost(case: str, tm
         assert math.isinf(float(summary["epsilon_sentence_max"]))
     else:
         assert math.isfinite(summary["epsilon_sentence_max"])
+    if case == "snd":  # users that run only the embedding layer: the shipped denoiser on their query releases
+        assert summary["accuracy_local_denoised"] is not None
     if case == "ome":
         assert summary["epsilon_sentence_max"] > 1000  # true cost, far above the published 1
     if mixup:  # labels travel mixed with the reports' own coefficients: soft rows summing to one

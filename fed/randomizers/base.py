@@ -42,6 +42,11 @@ class Randomizer(ABC):
     """:meth:`decode` returns the reports themselves (as float64), so their sums need no decoding."""
     invalid: ClassVar[bool] = False
     """A published-but-wrong mechanism: built only when asked for (``allow_invalid``); a client may refuse it."""
+    pinned: ClassVar[frozenset[str]] = frozenset()
+    """Parameters a request must give exactly as the user's own plan does (they name what the user
+    loads, e.g. a model): the server may choose the noise, never these (fed.requests)."""
+    shipped_files: ClassVar[tuple[str, ...]] = ()
+    """Bundle files (fed.assets) the users of this mechanism need, made by :meth:`bundle_files`."""
 
     @classmethod
     @abstractmethod
@@ -76,11 +81,12 @@ class Randomizer(ABC):
         """The instance for a validated ``target`` and checked ``options``."""
 
     @classmethod
-    def run_options(cls, clip: float, dim: int, options: Mapping[str, Any]) -> dict[str, Any]:
+    def run_options(cls, clip: float, dim: int, options: Mapping[str, Any], encoder: str = "") -> dict[str, Any]:
         """The options a run's settings give this mechanism.
 
         The clip (where the class takes one), :attr:`default_options`, the input dimension
         ``dim`` (where the class takes one; 0: none), then the run's own ``options``.
+        ``encoder`` is the run's encoder spec (for a class that needs it).
         """
         out: dict[str, Any] = {"clip": clip} if "clip" in cls.required_options else {}
         out.update(cls.default_options)
@@ -91,6 +97,11 @@ class Randomizer(ABC):
         if needs_dim and "dim" not in out:
             raise ValueError(f"{cls.name} needs the input dimension: give --dim > 0 or dim=<d> in --mechanism-options")
         return out
+
+    @classmethod
+    def encoder_spec(cls, encoder: str, options: Mapping[str, Any]) -> str:
+        """The encoder whose output this mechanism's records are, given the run's ``encoder`` and options."""
+        return encoder
 
     @classmethod
     def fixed_params(cls, epsilon: float, options: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -116,6 +127,16 @@ class Randomizer(ABC):
     @abstractmethod
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Randomize each row of ``x`` with fresh noise from ``rng``."""
+
+    def features(self, x: np.ndarray) -> np.ndarray:
+        """The classifier's input for clean rows ``x`` (local inference, public baselines): what
+        :meth:`decode` estimates. Here :meth:`preprocess`; a mechanism whose server decodes reports
+        into another space (snd) maps clean rows into it."""
+        return self.preprocess(x)
+
+    def bundle_files(self, public: np.ndarray, seed: int, progress: bool = False) -> dict[str, bytes]:
+        """The :attr:`shipped_files` fitted on the public records ``public`` (clean rows) for these parameters."""
+        return {}
 
     def release_with_labels(
         self, x: np.ndarray, labels: np.ndarray, num_labels: int, rng: np.random.Generator

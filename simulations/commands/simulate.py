@@ -106,6 +106,7 @@ def _encode_run_data(config: RunConfig, progress: bool) -> list[str]:
     from fed.assets import check_public, default_cache_dir, load_public
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
+    from fed.plan import encoder_spec
     from fed.population import Population
 
     population = Population.build(config)
@@ -118,6 +119,10 @@ def _encode_run_data(config: RunConfig, progress: bool) -> list[str]:
     cache = default_cache_dir(config)
     train = encode_cached(encoder, population.train, cache, progress=progress)
     encode_cached(encoder, population.dev, cache, progress=progress)
+    records = encoder_spec(config)
+    if records != config.encoder:  # the mechanism releases another encoding of the records (snd: token matrices)
+        for split in (population.train, population.dev):
+            encode_cached(make_encoder(records), split, cache, progress=progress)
     if config.device_tiers:  # each device tier's encoder setting, which its users' nodes read
         from fed.device_tiers import DeviceTiers
 
