@@ -62,6 +62,7 @@ SET_BY_STUDY = ("seed", "out")
 """Run options a study sets itself: seeds from ``seeds``, run directories from the study's folder."""
 TOP_LEVEL = ("title", "description", "seeds", "group_by", "baselines", "base", "axes")
 BASELINES = {
+    "accuracy_local_denoised": "accuracy on denoised query releases (snd)",
     "accuracy_nonprivate": "non-private accuracy",
     "accuracy_public_only": "public-only accuracy",
     "accuracy_top_tier_only": "accuracy, largest-budget tier's reports alone",

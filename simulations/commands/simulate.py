@@ -172,7 +172,7 @@ def _print_summary(out: Path, seconds: float) -> None:
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key in (
-        "accuracy_local", "accuracy_remote", "accuracy_nonprivate", "accuracy_public_only",
+        "accuracy_local", "accuracy_local_denoised", "accuracy_remote", "accuracy_nonprivate", "accuracy_public_only",
         "accuracy_top_tier_only", "enforce", "epsilon_enforced_max", "epsilon_sentence_max", "epsilon_sentence_median",
         "epsilon_amplified_pld_max", "epsilon_user_max", "delta", "releases",
     ):
