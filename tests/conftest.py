@@ -48,11 +48,19 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def _offline_and_isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """One BLAS thread, no Hub downloads, one encoding cache for the session outside the home."""
+    """One BLAS thread and one torch thread, no Hub downloads, one encoding cache for the session outside the home.
+
+    torch's second intra-op thread only spins on 2 shared cores (fed.threads.one_torch_thread): with
+    it, MiniLM encoding took 1.5 times and a 2-layer denoiser's training 60 times as long, and the
+    in-process runs' ClientApp and ServerApp share this process.
+    """
     import os
+
+    import torch
 
     from fed.threads import limit_blas_threads
 
     limit_blas_threads()
+    torch.set_num_threads(1)
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("LDPFED_CACHE", str(tmp_path_factory.mktemp("ldpfed-cache")))

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from fed.corpus import generate_corpus, generate_public_corpus
 from fed.dataset import TextDataset
@@ -31,16 +30,6 @@ def _class_mean_accuracy(x_train: np.ndarray, y_train: np.ndarray, x_test: np.nd
     means = np.stack([x_train[y_train == k].mean(axis=0) for k in range(int(y_train.max()) + 1)])
     scores = x_test @ means.T - 0.5 * (means**2).sum(axis=1)
     return float((scores.argmax(axis=1) == y_test).mean())
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """One intra-op thread: on a shared 2-core machine, two OpenMP threads competing with
-    other processes made the BiLSTM test 6x slower; the models here are small."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

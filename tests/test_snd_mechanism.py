@@ -29,14 +29,6 @@ from fed.requests import Refusal, RequestRefused, parse_release_request
 TEXTS = ["the film was wonderful indeed", "an awful, boring evening", "what a lovely day it is"]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():  # noqa: ANN201 - tiny models spin on two shared cores (see tests/test_split_denoise.py)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_the_noise_is_d_chi_on_every_token_and_the_release_is_clipped() -> None:
     length, d, eta = 3, 5, 2.0
     unclipped = SplitDenoiseRandomizer(1.0, eta, length, "minilm", post_clip=1e9)
@@ -188,3 +180,27 @@ def test_public_data_is_needed_to_train_the_denoiser(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs public data"):
         build_bundle(config, None, tmp_path)
 
+
+
+def test_a_device_refuses_a_bundle_that_does_not_fit_its_snd_run(tmp_path: Path) -> None:
+    from flwr.app import Message
+
+    from clients import protocol
+    from clients.app import app as client_app
+    from simulations.local_grid import LocalGrid
+    from tests.conftest import write_review_folder
+
+    (tmp_path / "data").mkdir()
+    data = write_review_folder(tmp_path / "data", {"train": 8, "dev": 4}, "record ", seed=1)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('epsilon_sentence = 20000.0\nepsilon_user = inf\nmechanisms = ["snd"]\n')
+    run = _snd_config(tmp_path, data="generated:400", public="none", users=1, nodes=1).to_mapping()
+    node = {"data": str(data), "state-dir": str(tmp_path / "state"), "policy": str(policy)}
+    grid = LocalGrid(client_app, 1, run, engine=False, node_configs=[node])
+    for spec, reason in (("minilm", "not the run's"), ("tokens:8:minilm", DENOISER_FILE)):
+        folder = tmp_path / f"bundle-{len(spec)}"
+        folder.mkdir()
+        (folder / "encoder.txt").write_text(spec)
+        (reply,) = grid.send_and_receive([Message(protocol.setup_request(pack(folder)), dst_node_id=1000, message_type=protocol.SETUP)])
+        refused = protocol.read_refusal(reply.content)
+        assert refused is not None and refused[0] == Refusal.POLICY and reason in refused[1], refused

@@ -46,16 +46,7 @@ def _synthetic(n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     return noisy.astype(np.float32), x, (x + z).astype(np.float32), clean.astype(np.float32)
 
 
-@pytest.fixture
-def one_torch_thread():  # noqa: ANN201
-    """Tiny models on a shared 2-core machine: torch's second thread only spins (168 s against 1 s here)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def test_the_denoiser_learns_to_remove_noise_it_is_told_about(one_torch_thread: None) -> None:
+def test_the_denoiser_learns_to_remove_noise_it_is_told_about() -> None:
     rng = np.random.default_rng(0)
     shape = DenoiserShape(dim=8, length=4, hidden=32, layers=1, heads=2)
     model, losses = train_denoiser(shape, *_synthetic(768, rng), epochs=8, seed=0)
