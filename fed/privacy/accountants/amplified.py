@@ -97,9 +97,12 @@ def _pld_epsilon(
 ) -> float:
     # Without labels, what PLDAccountant.compose(poisson_event(...)).get_epsilon(delta) computes, step
     # for step, with the one-step PLD memoised: a user's budget check at step T reuses it for every T.
-    composed = pld_lib.identity(value_discretization_interval=interval).compose(
-        step_pld(noise_multiplier, rate, labels, interval).self_compose(steps)
-    )
+    # One step is that PLD itself (the same epsilon to 1e-11 relative): composing it with the identity
+    # costs as much again as building it, 25 s at noise multiplier 0.05 (epsilon 284) on this machine.
+    step = step_pld(noise_multiplier, rate, labels, interval)
+    if steps == 1:
+        return float(step.get_epsilon_for_delta(delta))
+    composed = pld_lib.identity(value_discretization_interval=interval).compose(step.self_compose(steps))
     return float(composed.get_epsilon_for_delta(delta))
 
 
