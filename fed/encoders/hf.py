@@ -95,6 +95,15 @@ class HFEncoder:
         model = AutoModel.from_pretrained(self._source, local_files_only=self._local)
         return tokenizer, model.to(self.device).eval()
 
+    def fixed_length(self, texts: Sequence[str], texts2: Sequence[str] | None, length: int) -> Any:
+        """The tokenized records padded or cut to exactly ``length`` positions (so that a record's
+        length does not leak), as torch tensors on the encoder's device."""
+        tokenizer, _ = self._model
+        return tokenizer(
+            list(texts), None if texts2 is None else list(texts2), padding="max_length",
+            truncation=True, max_length=length, return_tensors="pt",
+        ).to(self.device)
+
     def truncated(self, max_length: int) -> "HFEncoder":
         """The same model reading at most ``max_length`` tokens (a cheaper device setting), sharing
         the weights (loaded now); ValueError past this encoder's own limit."""

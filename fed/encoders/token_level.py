@@ -206,18 +206,11 @@ class TokenLevelRandomizer:
         import torch
 
         check_pairs(texts, texts2)
-        tokenizer, model = self.encoder._model
+        _, model = self.encoder._model
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
             stop = start + self.batch_size
-            batch = tokenizer(
-                list(texts[start:stop]),
-                None if texts2 is None else list(texts2[start:stop]),
-                padding="max_length",
-                truncation=True,
-                max_length=self.length,
-                return_tensors="pt",
-            ).to(self.encoder.device)
+            batch = self.encoder.fixed_length(texts[start:stop], None if texts2 is None else texts2[start:stop], self.length)
             with torch.inference_mode():
                 if self.kind == "text2text":
                     states = self._text2text(batch["input_ids"], model, rng)
@@ -296,12 +289,7 @@ class TokenLevelRandomizer:
         if self.kind == "text2text":
             raise ValueError("text2text releases token ids, not token vectors")
         check_pairs(texts, texts2)
-        tokenizer, model = self.encoder._model
-        batch = tokenizer(
-            list(texts), None if texts2 is None else list(texts2), padding="max_length",
-            truncation=True, max_length=self.length, return_tensors="pt",
-        ).to(self.encoder.device)
-        return batch, model
+        return self.encoder.fixed_length(texts, texts2, self.length), self.encoder._model[1]
 
     def _noisy_states(self, batch: Any, model: Any, rng: np.random.Generator | None) -> tuple[Any, Any]:
         """The clipped clean token vectors (n, L, d) and the noise step's output (the same when ``rng`` is None)."""

@@ -83,18 +83,11 @@ class TokenMatrixEncoder:
 
         check_pairs(texts, texts2)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        tokenizer, model = self.sentence._model
+        _, model = self.sentence._model
         starts = range(0, len(texts), batch_size)
         for start in tqdm(starts, desc=f"encode {self.name}", disable=not progress):
             stop = start + batch_size
-            batch = tokenizer(
-                list(texts[start:stop]),
-                None if texts2 is None else list(texts2[start:stop]),
-                padding="max_length",
-                truncation=True,
-                max_length=self.length,
-                return_tensors="pt",
-            ).to(self.sentence.device)
+            batch = self.sentence.fixed_length(texts[start:stop], None if texts2 is None else texts2[start:stop], self.length)
             with torch.inference_mode():
                 states = model.embeddings(input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"))
             out[start:stop] = states.reshape(len(states), -1).float().cpu().numpy()
