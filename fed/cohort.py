@@ -20,6 +20,7 @@ import numpy as np
 
 from fed.privacy.cohort_ledger import CohortKeys, CohortLedger
 from fed.privacy.ledger import EventCapReached
+from fed.randomizers.base import Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
 from fed.requests import ReleaseRequest
 from fed.sampling import TrainSampling
@@ -170,21 +171,52 @@ def train_step(
     selected, owner = selected[keep], owner[keep]
     started = time.perf_counter()
     released = labels.release(cohort.train_labels[selected], rng)
-    if len(selected):
-        reports, released = randomizer.release_with_labels(cohort.train[selected], released, labels.num_values, rng)
-    else:
-        reports = np.zeros((0, randomizer.preprocess(cohort.train[:1]).shape[1]))
+    reports, released = _release(randomizer, cohort.train, selected, released, labels.num_values, rng)
     noise_seconds = time.perf_counter() - started
     ledger.charge(events, cohort.train_column[selected], {e: n[active] for e, n in user_events.items()}, idx[active])
     ledger.log_steps("train", request.sampling, randomizer.event, idx[active])
     return CohortStep(
-        reports=np.asarray(reports, dtype=np.float32),
+        reports=reports,
         labels=released,
         users=uids[owner],
         refusals=refusals,
         summaries=summaries(cohort, ledger, idx, uids, events),
         noise_seconds=noise_seconds,
     )
+
+
+RELEASE_BLOCK = 1024
+"""Rows per call of a batched release: a block's clean rows, noise and reports stay in cache. On
+few shared cores memory traffic costs more than the arithmetic: measured on this 2-core machine,
+two processes each releasing 40,000 rows of 384 dims in one call took 0.5-0.6 s per release
+side by side (0.42 s alone); in blocks of 1,024 rows, 0.43 s side by side and alone."""
+
+
+def _release(
+    randomizer: Randomizer,
+    rows: np.ndarray,
+    selected: np.ndarray,
+    labels: np.ndarray,
+    num_labels: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reports (float32, as they travel) of ``rows[selected]`` and the labels that travel with them, in blocks.
+
+    Blocks are allowed because a batched randomizer's reports depend on their own row and fresh
+    noise only (:attr:`Randomizer.batch_release`).
+    """
+    if not len(selected):
+        return np.zeros((0, randomizer.preprocess(rows[:1]).shape[1]), np.float32), labels
+    reports: np.ndarray | None = None
+    label_blocks = []
+    for start in range(0, len(selected), RELEASE_BLOCK):
+        chosen = selected[start : start + RELEASE_BLOCK]
+        block, block_labels = randomizer.release_with_labels(rows[chosen], labels[start : start + RELEASE_BLOCK], num_labels, rng)
+        if reports is None:
+            reports = np.empty((len(selected), block.shape[1]), np.float32)
+        reports[start : start + len(chosen)] = block
+        label_blocks.append(block_labels)
+    return reports, np.concatenate(label_blocks)
 
 
 def _select(sampling: TrainSampling, cap: int, owner: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=2, help="Flower nodes the users are split over")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--send-reports", action="store_true", help="reply with the reports (as with --save-reports) instead of their sums"
+    )
     args = parser.parse_args(argv)
     for name in ("registered", "per_round", "records", "release", "dim", "nodes", "rounds"):
         if getattr(args, name) < 1:
@@ -92,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                 for node, host in enumerate(hosts):
                     mine = sampled[sampled % args.nodes == node].tolist()
                     request = {"users": mine, "randomizer": params, "records": args.release, "sampling": "all"}
+                    request["summarise"] = not args.send_reports  # as the simulation engine asks
                     reply = host.release("train", request)
-                    served += len(np.unique(reply.users))
+                    served += len(reply.ledgers) - len(reply.refusals)
                     ledger += reply.ledger_seconds
                 rows.append((time.perf_counter() - tick, ledger, served))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
