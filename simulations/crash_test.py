@@ -278,7 +278,8 @@ def read_durable(db: Path) -> Durable:
         }
         spend = {
             (int(owner[1:]), int(record[1:]), events[event]): count
-            for owner, record, event, count in connection.execute("SELECT owner, record, event, count FROM spend")
+            for owner, event, text in connection.execute("SELECT owner, event, counts FROM owner_spend")
+            for record, count in json.loads(text).items()
         }
         user_spend = {
             (int(owner[1:]), events[event]): n

@@ -206,3 +206,19 @@ def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) 
     assert reports.dtype == np.float32 and reports.shape == whole.shape
     np.testing.assert_array_equal(reports, whole.astype(np.float32))
     np.testing.assert_array_equal(released, labels)
+
+
+def test_a_cohort_keeps_an_owners_counts_of_records_it_does_not_hold(tmp_path: Path) -> None:
+    """A stored owner row may count records outside the cohort (e.g. an earlier partition): a cohort
+    step rewrites the row with them kept, in a fresh read and from the arrays kept in the process."""
+    _, cohort_path = _hosts(tmp_path, "public")
+    uid = next(u for u, r in cohort_path.records.items() if len(r.train) >= 2)
+    with cohort_path.store.transaction() as tx:
+        tx.ledger(OWNER(uid), ["elsewhere"], Budget(9.0, DELTA)).charge([GaussianRandomizer(1.0, 2.0).event], np.array([0]))
+    for _ in range(2):  # a read from the store, then the process's own arrays
+        cohort_path.release("train", _request(cohort_path, [uid], 0))
+    with cohort_path.store.transaction() as tx:
+        records = cohort_path.records[uid]
+        ids = ["elsewhere", *records.record_ids[: len(records.train)]]
+        counts = tx.ledger(OWNER(uid), ids, Budget(9.0, DELTA)).record_counts()[0]
+    assert counts[0] == 1 and (counts[1:] > 0).all()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -38,8 +39,8 @@ def test_a_fault_before_the_commit_writes_nothing(tmp_path: Path, where: str) ->
 
         def flush_then_fail() -> None:
             flush()
-            written = tx.db.execute("SELECT count FROM spend WHERE owner = 'device' AND record = 'b'").fetchone()
-            assert written == (1,) and tx.memo("device", "b", "gaussian") is not None
+            (written,) = tx.db.execute("SELECT counts FROM owner_spend WHERE owner = 'device'").fetchone()
+            assert json.loads(written) == {"a": 2, "b": 1} and tx.memo("device", "b", "gaussian") is not None
             raise RuntimeError("injected fault")
 
         tx.flush = flush_then_fail
@@ -48,3 +49,41 @@ def test_a_fault_before_the_commit_writes_nothing(tmp_path: Path, where: str) ->
         assert ledger.record_counts().tolist() == [[1, 0, 0]]
         assert ledger.user_counts == Counter({event: 1})
         assert tx.memo("device", "b", "gaussian") is None
+
+
+def test_a_store_of_per_record_rows_keeps_its_spending_after_the_upgrade(tmp_path: Path) -> None:
+    """A device's ledger written before 2026-11-23 (one ``spend`` row per record) must survive the app
+    update: its first transaction converts the rows, and the same counts are read and charged on."""
+    import sqlite3
+
+    path, event = tmp_path / "ledger.db", EVENTS[0]
+    with sqlite3.connect(path) as old:
+        old.executescript(
+            """
+            CREATE TABLE events (id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);
+            CREATE TABLE spend (owner TEXT NOT NULL, record TEXT NOT NULL, event INTEGER NOT NULL, count INTEGER NOT NULL,
+                PRIMARY KEY (owner, record, event)) WITHOUT ROWID;
+            """
+        )
+        old.execute("INSERT INTO events VALUES (7, ?)", (json.dumps(event.to_json(), sort_keys=True),))
+        old.executemany("INSERT INTO spend VALUES (?, ?, 7, ?)", [("device", "a", 3), ("device", "c", 1), ("other", "a", 5)])
+    store = LedgerStore(path, durable=True)
+    with store.transaction() as tx:
+        ledger = tx.ledger("device", ["a", "b", "c"], Budget(8.0, 1e-5))
+        assert ledger.record_counts().tolist() == [[3, 0, 1]]
+        ledger.charge([event], np.array([1]))
+    with store.transaction() as tx:
+        assert tx.ledger("device", ["c", "b", "a"], Budget(8.0, 1e-5)).record_counts().tolist() == [[1, 1, 3]]
+        assert tx.ledger("other", ["a"], Budget(8.0, 1e-5)).record_counts().tolist() == [[5]]
+        assert tx.db.execute("SELECT name FROM sqlite_master WHERE name = 'spend'").fetchone() is None
+
+
+def test_a_ledger_of_some_records_keeps_the_owners_other_counts(tmp_path: Path) -> None:
+    """Users of one device share its owner row: saving one user's records leaves the others' counts."""
+    store, event, budget = LedgerStore(tmp_path / "ledger.db", durable=True), EVENTS[0], Budget(8.0, 1e-5)
+    with store.transaction() as tx:
+        tx.ledger("device", ["a", "b"], budget).charge([event], np.array([0, 1]))
+    with store.transaction() as tx:
+        tx.ledger("device", ["c"], budget).charge([event], np.array([0]))
+    with store.transaction() as tx:
+        assert tx.ledger("device", ["a", "b", "c"], budget).record_counts().tolist() == [[1, 1, 1]]

@@ -173,3 +173,13 @@ class CohortKeys:
         self.column_keys = list(column_keys)
         self.user_of = {owner: i for i, owner in enumerate(self.owners)}
         self.column_of = {(self.owners[u], key): j for j, (u, key) in enumerate(zip(self.column_user.tolist(), self.column_keys))}
+        order = np.argsort(self.column_user, kind="stable")
+        self._by_user = (
+            order,
+            np.searchsorted(self.column_user[order], np.arange(len(self.owners) + 1)).tolist(),
+            [self.column_keys[j] for j in order.tolist()],
+        )
+
+    def by_user(self) -> tuple[np.ndarray, list[int], list[str]]:
+        """Columns grouped by user: their order, where user i's group starts (and ends, at i + 1), their record ids in that order."""
+        return self._by_user

@@ -15,6 +15,10 @@ durable before the release leaves; concurrent messages are serialised.
 - Spending is keyed by (owner, record id). On a device the owner is the device and the
   record id a keyed hash of the record's content (:mod:`fed.record_ids`), so a new run, a
   re-setup or a different partition of the device's data into users finds the same counts.
+  One row per (owner, event) holds the counts of all the owner's records (JSON, record id ->
+  count): a simulated node charges tens of thousands of records per message, and one row per
+  user costs a sixteenth of one row per record there. A store written with one row per record
+  (the ``spend`` table, before 2026-11-23) is converted in its first transaction.
 - Memoized reports (RAPPOR's permanent randomized response) are stored beside the charge
   that paid for them, in the same transaction.
 
@@ -40,9 +44,8 @@ from fed.privacy.ledger import Budget, Ledger
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);
-CREATE TABLE IF NOT EXISTS spend (
-    owner TEXT NOT NULL, record TEXT NOT NULL, event INTEGER NOT NULL, count INTEGER NOT NULL,
-    PRIMARY KEY (owner, record, event)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS owner_spend (
+    owner TEXT NOT NULL, event INTEGER NOT NULL, counts TEXT NOT NULL, PRIMARY KEY (owner, event)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS user_spend (
     owner TEXT NOT NULL, event INTEGER NOT NULL, reports INTEGER NOT NULL, PRIMARY KEY (owner, event)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS steps (
@@ -55,16 +58,35 @@ CREATE TABLE IF NOT EXISTS memo (
 """
 
 
-UPSERT_SPEND = "INSERT INTO spend VALUES (?, ?, ?, ?) ON CONFLICT (owner, record, event) DO UPDATE SET count = excluded.count"
+UPSERT_SPEND = "INSERT INTO owner_spend VALUES (?, ?, ?) ON CONFLICT (owner, event) DO UPDATE SET counts = excluded.counts"
 UPSERT_USER_SPEND = "INSERT INTO user_spend VALUES (?, ?, ?) ON CONFLICT (owner, event) DO UPDATE SET reports = excluded.reports"
 UPSERT_STEPS = (
     "INSERT INTO steps VALUES (?, ?, ?, ?, ?) ON CONFLICT (owner, kind, sampling, event) DO UPDATE SET steps = excluded.steps"
 )
 
-_COHORT_CACHE: dict[tuple[str, CohortKeys], tuple[int, CohortLedger]] = {}
+Extras = dict[tuple[str, int], dict[str, int]]
+"""(owner, event id) -> counts of that owner's records that are not columns of a cohort (kept as stored)."""
+
+_COHORT_CACHE: dict[tuple[str, CohortKeys], tuple[int, CohortLedger, Extras]] = {}
 """Per process: (database file, cohort) -> (the store's generation after the transaction that last
-wrote it here, its ledger). A cohort read at that same generation (no other connection has
-committed since) is taken from here instead of re-read row by row."""
+wrote it here, its ledger, its extras). A cohort read at that same generation (no other connection
+has committed since) is taken from here instead of re-read row by row."""
+
+
+def dump_counts(counts: dict[str, int]) -> str:
+    """The stored form of one owner's counts under one event."""
+    return json.dumps(counts, separators=(",", ":"))
+
+
+def upgrade_spend_rows(connection: sqlite3.Connection) -> None:
+    """Convert a store's per-record ``spend`` rows (before 2026-11-23) into ``owner_spend`` rows, in the caller's transaction."""
+    if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'spend'").fetchone() is None:
+        return
+    rows: dict[tuple[str, int], dict[str, int]] = {}
+    for owner, record, event_id, count in connection.execute("SELECT owner, record, event, count FROM spend"):
+        rows.setdefault((owner, event_id), {})[record] = int(count)
+    connection.executemany(UPSERT_SPEND, [(owner, event_id, dump_counts(c)) for (owner, event_id), c in rows.items()])
+    connection.execute("DROP TABLE spend")
 
 
 @dataclass(frozen=True)
@@ -116,6 +138,7 @@ class LedgerStore:
             # message, where a separate schema connection in __init__ cost a second open and close.
             connection.executescript(SCHEMA)
             connection.execute("BEGIN IMMEDIATE")
+            upgrade_spend_rows(connection)
             tx = LedgerTransaction(connection, str(self.path))
             try:
                 yield tx
@@ -125,8 +148,8 @@ class LedgerStore:
                     connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
-            for key, ledger in tx.cohorts_read:
-                _COHORT_CACHE[key] = (generation, ledger)
+            for key, ledger, extras in tx.cohorts_read:
+                _COHORT_CACHE[key] = (generation, ledger, extras)
         finally:
             connection.close()
 
@@ -137,14 +160,14 @@ class LedgerTransaction:
     def __init__(self, connection: sqlite3.Connection, path: str = "") -> None:
         self.db = connection
         self.path = path
-        self.cohorts_read: list[tuple[tuple[str, CohortKeys], CohortLedger]] = []
+        self.cohorts_read: list[tuple[tuple[str, CohortKeys], CohortLedger, Extras]] = []
         self._event_ids: dict[PrivacyEvent, int] = {}
         self._events: dict[int, PrivacyEvent] = {}
         for event_id, text in self.db.execute("SELECT id, json FROM events"):
             event = event_from_json(json.loads(text))
             self._events[event_id], self._event_ids[event] = event, event_id
-        self._open: dict[int, tuple[Ledger, str, tuple[str, ...], np.ndarray, list[PrivacyEvent], Counter, dict]] = {}
-        self._cohorts: dict[int, tuple[CohortLedger, CohortKeys, CohortLedger]] = {}
+        self._open: dict[int, tuple[Ledger, str, tuple[str, ...], np.ndarray, list[PrivacyEvent], Counter, dict, dict]] = {}
+        self._cohorts: dict[int, tuple[CohortLedger, CohortKeys, CohortLedger, Extras]] = {}
 
     def ledger(self, owner: str, keys: Sequence[str], budget: Budget, max_events: int | None = None) -> Ledger:
         """The ledger of ``owner``'s records ``keys`` (record i has id ``keys[i]``), as stored so far.
@@ -158,10 +181,13 @@ class LedgerTransaction:
         ledger = Ledger(len(keys), budget, columns.reshape(-1), max_events)
         position = {key: j for j, key in enumerate(unique.tolist())}
         rows: dict[int, np.ndarray] = {}
-        for record, event_id, count in self.db.execute("SELECT record, event, count FROM spend WHERE owner = ?", (owner,)):
-            j = position.get(record)
-            if j is not None:
-                rows.setdefault(event_id, np.zeros(len(unique), np.int64))[j] = count
+        stored: dict[int, dict[str, int]] = {}  # all the owner's counts, this ledger's records or not
+        for event_id, text in self.db.execute("SELECT event, counts FROM owner_spend WHERE owner = ?", (owner,)):
+            stored[event_id] = json.loads(text)
+            for record, count in stored[event_id].items():
+                j = position.get(record)
+                if j is not None:
+                    rows.setdefault(event_id, np.zeros(len(unique), np.int64))[j] = count
         for event_id, row in rows.items():
             ledger.events.append(self._events[event_id])
         ledger.counts = np.array(list(rows.values()), dtype=np.int64).reshape(len(rows), len(unique))
@@ -173,7 +199,7 @@ class LedgerTransaction:
             ledger.steps[(kind, sampling, self._events[event_id])] = steps
         self._open[id(ledger)] = (
             ledger, owner, tuple(unique.tolist()), ledger.counts.copy(), list(ledger.events), Counter(ledger.user_counts),
-            dict(ledger.steps),
+            dict(ledger.steps), stored,
         )
         return ledger
 
@@ -189,25 +215,31 @@ class LedgerTransaction:
         cached = _COHORT_CACHE.pop(key, None)  # out while in use: a failed transaction leaves none
         fresh = cached is not None and cached[0] == self._generation()
         if fresh and (cached[1].budget, cached[1].max_events) == (budget, max_events):
-            ledger = cached[1]
+            ledger, extras = cached[1], cached[2]
         else:
-            ledger = self._read_cohort(keys, budget, max_events)
-        self.cohorts_read.append((key, ledger))
+            ledger, extras = self._read_cohort(keys, budget, max_events)
+        self.cohorts_read.append((key, ledger, extras))
         before = CohortLedger(keys.column_user, len(keys.owners), budget, max_events)
         before.events, before.counts, before.user_counts = list(ledger.events), ledger.counts.copy(), ledger.user_counts.copy()
         before.steps = {step: log.copy() for step, log in ledger.steps.items()}
-        self._cohorts[id(ledger)] = (ledger, keys, before)
+        self._cohorts[id(ledger)] = (ledger, keys, before, extras)
         return ledger
 
-    def _read_cohort(self, keys: CohortKeys, budget: Budget, max_events: int | None) -> CohortLedger:
+    def _read_cohort(self, keys: CohortKeys, budget: Budget, max_events: int | None) -> tuple[CohortLedger, Extras]:
         ledger = CohortLedger(keys.column_user, len(keys.owners), budget, max_events)
         found: dict[int, tuple[list[int], list[int]]] = {}
-        for owner, record, event_id, count in self.db.execute("SELECT owner, record, event, count FROM spend"):
-            j = keys.column_of.get((owner, record))
-            if j is not None:
-                columns, counts = found.setdefault(event_id, ([], []))
-                columns.append(j)
-                counts.append(count)
+        extras: Extras = {}
+        for owner, event_id, text in self.db.execute("SELECT owner, event, counts FROM owner_spend"):
+            if owner not in keys.user_of:
+                continue
+            columns, counts = found.setdefault(event_id, ([], []))
+            for record, count in json.loads(text).items():
+                j = keys.column_of.get((owner, record))
+                if j is None:
+                    extras.setdefault((owner, event_id), {})[record] = count
+                else:
+                    columns.append(j)
+                    counts.append(count)
         for event_id, (columns, counts) in found.items():
             row = ledger.row(self._events[event_id])  # before indexing: a new row replaces the array
             ledger.counts[row, columns] = counts
@@ -221,26 +253,30 @@ class LedgerTransaction:
             if u is not None:
                 log = ledger.steps.setdefault((kind, sampling, self._events[event_id]), np.zeros(len(keys.owners), np.int64))
                 log[u] = steps
-        return ledger
+        return ledger, extras
 
     def save_cohort(self, ledger: CohortLedger) -> None:
         """Write what changed in a cohort's ledger since it was read (inside this transaction)."""
-        _, keys, before = self._cohorts.pop(id(ledger))
+        _, keys, before, extras = self._cohorts.pop(id(ledger))
 
         def changed(now: np.ndarray, then: np.ndarray | int) -> list[int]:
             return np.flatnonzero(now != then).tolist()
 
+        order, bounds, ordered_keys = keys.by_user()
         for i, event in enumerate(ledger.events):
             j = before.events.index(event) if event in before.events else None
-            spent = changed(ledger.counts[i], 0 if j is None else before.counts[j])
+            spent = ledger.counts[i] != (0 if j is None else before.counts[j])
             reports = changed(ledger.user_counts[i], 0 if j is None else before.user_counts[j])
-            if spent or reports:
+            if spent.any() or reports:
                 event_id = self._event_id(event)
-                counts, user_counts = ledger.counts[i].tolist(), ledger.user_counts[i].tolist()
-                column_user = keys.column_user.tolist()
-                self.db.executemany(
-                    UPSERT_SPEND, [(keys.owners[column_user[c]], keys.column_keys[c], event_id, counts[c]) for c in spent]
-                )
+                counts, user_counts = ledger.counts[i][order].tolist(), ledger.user_counts[i].tolist()
+                rows = []
+                for u in np.unique(keys.column_user[spent]).tolist():
+                    start, end = bounds[u], bounds[u + 1]
+                    owned = {key: n for key, n in zip(ordered_keys[start:end], counts[start:end]) if n}
+                    owned.update(extras.get((keys.owners[u], event_id), {}))
+                    rows.append((keys.owners[u], event_id, dump_counts(owned)))
+                self.db.executemany(UPSERT_SPEND, rows)
                 self.db.executemany(UPSERT_USER_SPEND, [(keys.owners[u], event_id, user_counts[u]) for u in reports])
         for (kind, sampling, event), log in ledger.steps.items():
             users = changed(log, before.steps.get((kind, sampling, event), 0))
@@ -273,16 +309,16 @@ class LedgerTransaction:
 
     def save(self, ledger: Ledger) -> None:
         """Write what changed in ``ledger`` since it was read (inside this transaction)."""
-        _, owner, keys, counts_before, events_before, user_before, steps_before = self._open.pop(id(ledger))
+        _, owner, keys, counts_before, events_before, user_before, steps_before, stored = self._open.pop(id(ledger))
         before = {e: counts_before[i] for i, e in enumerate(events_before)}
         for i, event in enumerate(ledger.events):
             old = before.get(event)
             changed = np.flatnonzero(ledger.counts[i] != (0 if old is None else old))
             if changed.size:
                 event_id = self._event_id(event)
-                self.db.executemany(
-                    UPSERT_SPEND, [(owner, keys[j], event_id, int(ledger.counts[i, j])) for j in changed.tolist()]
-                )
+                counts = stored.setdefault(event_id, {})
+                counts.update({keys[j]: int(ledger.counts[i, j]) for j in changed.tolist()})
+                self.db.execute(UPSERT_SPEND, (owner, event_id, dump_counts(counts)))
         for event, reports in ledger.user_counts.items():
             if reports != user_before.get(event, 0):
                 self.db.execute(UPSERT_USER_SPEND, (owner, self._event_id(event), int(reports)))
