@@ -41,6 +41,7 @@ class RunConfig:
     user_epsilon: float = 0.0
     labels: str = "public"
     rounds: int = 1
+    evaluate_every: int = 1
     users_per_round: int = 0
     records_per_user_round: int = 0
     releases_per_record: int = 1
@@ -69,7 +70,7 @@ class RunConfig:
     nonprivate_baseline: bool = True
 
     def __post_init__(self) -> None:
-        positive_ints = ("users", "rounds", "releases_per_query", "answers", "nodes", "min_nodes")
+        positive_ints = ("users", "rounds", "evaluate_every", "releases_per_query", "answers", "nodes", "min_nodes")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"{_flag(name)} must be at least 1, got {getattr(self, name)}")
@@ -279,6 +280,7 @@ HELP: dict[str, str] = {
     "user_epsilon": "user-level epsilon budget (0: not enforced, still reported)",
     "labels": "public, or rr:<epsilon> (k-ary randomized response, charged to the ledger)",
     "rounds": "server rounds. By default one: every user takes part and releases each training record once (--releases-per-record 1), which a second round could not repeat. More rounds need --releases-per-record 0 (every record in every round, noise calibrated for that) or a share per round (--users-per-round, --sampling, --records-per-user-round); the run warns about rounds that would release nothing",
+    "evaluate_every": "rounds between local evaluations of the classifiers (the last round always evaluates). A round without one neither refits the classifier nor sends it to the nodes: in large simulations evaluation (a second message exchange, the fit and per-user metrics) can cost as much as training",
     "users_per_round": "users sampled per round among those with budget left (0: all of them, Flower's convention; the run warns when users would never take part)",
     "records_per_user_round": "records each sampled user releases per round (0: all with budget left)",
     "releases_per_record": "planned releases of each training record under --enforce worst-case (calibration; 0: the (1-delta)-quantile of Binomial(rounds, sampling rate), i.e. every round under --sampling all; user sampling is not counted)",

@@ -36,7 +36,8 @@ def _save(fig: Any, ax: Any, path: Path) -> Path:
 
 def plot_accuracy(rounds: list[dict[str, Any]], path: Path) -> Path:
     """Local-inference accuracy of each classifier against the round, or against virtual time (time to
-    accuracy) when the run has a virtual clock (--device-speed)."""
+    accuracy) when the run has a virtual clock (--device-speed); rounds that did not evaluate
+    (--evaluate-every: no accuracy key) are left out."""
     fig, ax = _figure()
     clock = bool(rounds) and all(r.get("virtual_seconds") is not None for r in rounds)
     x = [r["virtual_seconds"] if clock else r["round"] for r in rounds]
@@ -47,9 +48,9 @@ def plot_accuracy(rounds: list[dict[str, Any]], path: Path) -> Path:
         ("accuracy_public_only", "public data only"),
         ("accuracy_top_tier_only", "largest-budget tier's reports only"),
     ):
-        y = [r.get(key) for r in rounds]
-        if any(v is not None for v in y):
-            ax.plot(x, [np.nan if v is None else v for v in y], marker="o", label=label)
+        shown = [(at, r[key]) for at, r in zip(x, rounds) if key in r]
+        if any(v is not None for _, v in shown):
+            ax.plot([at for at, _ in shown], [np.nan if v is None else v for _, v in shown], marker="o", label=label)
     ax.set_xlabel("virtual seconds at the round's end" if clock else "round")
     ax.set_ylabel("accuracy on users' query records")
     return _save(fig, ax, path)

@@ -36,6 +36,8 @@ Definitions:
   checking, charging and writing ledgers, summed over nodes, so it can exceed the round's
   seconds when nodes work in parallel), averaged over the steady rounds; blank when absent.
 
+- evaluation: ``--evaluate-every`` (default 1) is passed to ``ldpfed simulate``; the steady
+  rounds average rounds with and without an evaluation at that frequency.
 - round 1 done after: seconds from the launch to the end of round 1 (cluster and Ray start,
   the server's assets, the nodes' setup, round 1).
 
@@ -472,14 +474,15 @@ def _end_tagged(tag: str) -> int:
 
 
 # -- the runs --------------------------------------------------------------------------------------
-def ldpfed_run(profile: Profile, users: int, nodes: int, rounds: int, work: Path) -> Run:
+def ldpfed_run(profile: Profile, users: int, nodes: int, rounds: int, work: Path, evaluate_every: int = 1) -> Run:
     """The ``ldpfed simulate`` command of one profile and user count (``records`` train records per user)."""
     out = work / f"ldpfed-{profile.name}-{users}"
     data = f"generated:{users * profile.records}"
     command = [
         str(BIN / "ldpfed"), "simulate", "--data", data, "--users", str(users), "--partition", "iid",
         "--users-per-round", "0", *profile.simulate_options(), "--releases-per-record", str(rounds),
-        "--nodes", str(nodes), "--rounds", str(rounds), "--no-nonprivate-baseline", "--out", str(out), "--quiet",
+        "--nodes", str(nodes), "--rounds", str(rounds), "--evaluate-every", str(evaluate_every), "--no-nonprivate-baseline",
+        "--out", str(out), "--quiet",
     ]
     return Run("ldpfed", users, nodes, rounds, str(out), command, data=data, profile=profile.name)
 
@@ -535,7 +538,11 @@ def print_tables(report: dict[str, Any]) -> None:
     console.print(plain)
 
     same = {run["nodes"]: run["user_rounds_per_s"] for run in report["plain_flower"]}
-    table = Table(title=f"ldpfed vs plain Flower at the same nodes (steady = rounds {warmup + 1}..R; the first rounds include warm-up)")
+    every = report.get("settings", {}).get("evaluate_every", 1)
+    evaluation = "evaluated every round" if every == 1 else f"evaluated every {every} rounds and the last"
+    table = Table(
+        title=f"ldpfed vs plain Flower at the same nodes (steady = rounds {warmup + 1}..R; the first rounds include warm-up; {evaluation})"
+    )
     columns = (
         "profile", "users", "nodes", "data", "round 1 done after s", "round 1 s", "s/round", "ldpfed u-r/s",
         "plain u-r/s", "ratio", "noise-bound fraction", "peak RSS GiB", "peak PSS GiB", "ledger s/round (all nodes)", "load", "status",
@@ -636,6 +643,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="leading rounds left out of the steady state (default 2: round 1 builds each node's users in the "
         "first Ray actor, and the other actor builds them the first time it serves that node)",
     )
+    parser.add_argument(
+        "--evaluate-every", type=int, default=1,
+        help="rounds between the ldpfed runs' evaluations (ldpfed simulate --evaluate-every; default 1: every round)",
+    )
     parser.add_argument("--nodes", type=int, default=2, help="Flower nodes of the ldpfed runs and of the same-nodes plain run (default 2)")
     parser.add_argument("--plain-nodes", type=_counts, default=[1_000], help="further plain-Flower node counts (default 1000)")
     parser.add_argument("--out", type=Path, default=Path("runs/reports/bench_scale.json"), help="JSON report; the plot goes beside it (.png)")
@@ -652,6 +663,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.warmup < 1 or args.rounds <= args.warmup:
         parser.error("--warmup must be at least 1 and --rounds more than --warmup")
+    if args.evaluate_every < 1:
+        parser.error("--evaluate-every must be at least 1")
     if args.nodes < 1 or args.nodes > min(args.users):
         parser.error("--nodes must be between 1 and the smallest --users")
     if sys.platform != "linux":
@@ -670,7 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ldpfed_runs = []
     for name in args.profile:
         for users in args.users:
-            run = ldpfed_run(PROFILES[name], users, args.nodes, args.rounds, work)
+            run = ldpfed_run(PROFILES[name], users, args.nodes, args.rounds, work, args.evaluate_every)
             print(f"[bench] ldpfed profile {name}, {users:,} users, {run.data}, {args.rounds} rounds (new data: encoded once, then cached)", flush=True)
             run = run_measured(run, args.run_timeout, args.sample_interval, _progress(run), args.warmup)
             if run.reports_per_s is not None:
@@ -681,7 +694,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": ["python", "-m", "simulations.bench_scale", *(argv if argv is not None else sys.argv[1:])],
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "settings": {"rounds": args.rounds, "nodes": args.nodes, "warmup_rounds": args.warmup, "work": str(work)},
+        "settings": {
+            "rounds": args.rounds, "nodes": args.nodes, "warmup_rounds": args.warmup, "evaluate_every": args.evaluate_every,
+            "work": str(work),
+        },
         "noise_bounds": noise,
         "noise_bound_best": best,
         "plain_flower": [asdict(r) for r in plain_runs],

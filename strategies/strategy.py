@@ -196,7 +196,7 @@ class LdpStrategy(Strategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Add every received report to the classifier's statistics and refit it."""
+        """Add every received report to the classifier's statistics; refit it in a round that evaluates."""
         received = refused = late = 0
         ledger_seconds = 0.0
         hosts: dict[str, set[int]] = {}  # Ray node id -> users whose reports it served (simulation engine only)
@@ -232,18 +232,26 @@ class LdpStrategy(Strategy):
             }
         )
         self.round_metrics["users_by_host"] = {host: len(users) for host, users in hosts.items()}
-        if not self.aggregator.reports:
-            return None, MetricRecord({"reports-total": 0})
+        if not self.aggregator.reports or not self.evaluates(server_round):
+            return None, MetricRecord({"reports-total": self.aggregator.reports})
         self.round_metrics["classifier_coordinates"] = int(self.aggregator.lda.coordinates().sum())
         return protocol.models_record({"private": self.aggregator.model()}), MetricRecord(
             {"reports-total": self.aggregator.reports}
         )
 
     # -- evaluation --------------------------------------------------------------------
+    def evaluates(self, server_round: int) -> bool:
+        """Whether ``server_round`` evaluates the classifiers: every --evaluate-every rounds, and the last."""
+        return server_round % self.config.evaluate_every == 0 or server_round == self.config.rounds
+
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Send the classifiers to every available node for local inference on clean queries."""
+        """Send the classifiers to every available node for local inference on clean queries
+        (no message in a round that does not evaluate)."""
+        if not self.evaluates(server_round):
+            self.outbox = []
+            return self.outbox
         models = dict(self.baselines)
         if self.aggregator.reports:
             models["private"] = self.aggregator.model()
@@ -256,28 +264,26 @@ class LdpStrategy(Strategy):
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         """Pool local-inference accuracy (exact in a simulation, estimated from randomized bits on devices);
         in a simulation also each user's own, whose spread over users and groups joins the round's metrics.
+        A round that does not evaluate (--evaluate-every) records its metrics without accuracies and returns None.
 
         Ends the round: its metrics count the nodes that took part throughout (set up, connected,
         answering) and the users out of reach on the others.
         """
+        if not self.evaluates(server_round):
+            self.round_metrics.update(self._round_end_metrics())
+            self.record.round(self.round_metrics)
+            return None
         outcomes = [protocol.read_outcomes_reply(reply.content) for _, reply in self._received(self.outbox, replies)]
-        hosting = self._hosting()
         acc = accuracy(outcomes)
         kinds = {"exact (simulation only)" if o.exact else "unbiased estimate from randomized outcome bits" for o in outcomes}
         self.round_metrics["accuracy_local_kind"] = " + ".join(sorted(kinds)) or None
-        eps = [s["epsilon_sentence"] for s in self.summaries.values()]
         self.round_metrics.update(
             {
                 "accuracy_local": acc.get("private"),
                 "accuracy_public_only": acc.get("public_only"),
                 "accuracy_top_tier_only": acc.get("top_tier"),
                 "accuracy_nonprivate": self.nonprivate_accuracy,
-                "epsilon_sentence_max": max(eps, default=0.0),
-                "epsilon_sentence_median": float(np.median(eps)) if eps else 0.0,
-                "nodes_available": len(hosting),
-                "noise_samplers": " + ".join(sorted({self.samplers[n] for n in hosting})) or None,
-                "users_unavailable": sum(self.node_of.get(u) not in hosting for u in range(self.config.users)),
-                "seconds": time.monotonic() - self.round_started,
+                **self._round_end_metrics(),
             }
         )
         if "private_denoised" in acc:  # snd: the classifier on denoised query releases (fed.node.DENOISED)
@@ -288,6 +294,19 @@ class LdpStrategy(Strategy):
             self.round_metrics.update(round_metrics(self.user_results, self.user_axes()))
         self.record.round(self.round_metrics)
         return MetricRecord({k: float(v) for k, v in acc.items()})
+
+    def _round_end_metrics(self) -> dict[str, Any]:
+        """The metrics that end every round, evaluated or not: users' epsilon, nodes and users in reach, seconds."""
+        hosting = self._hosting()
+        eps = [s["epsilon_sentence"] for s in self.summaries.values()]
+        return {
+            "epsilon_sentence_max": max(eps, default=0.0),
+            "epsilon_sentence_median": float(np.median(eps)) if eps else 0.0,
+            "nodes_available": len(hosting),
+            "noise_samplers": " + ".join(sorted({self.samplers[n] for n in hosting})) or None,
+            "users_unavailable": sum(self.node_of.get(u) not in hosting for u in range(self.config.users)),
+            "seconds": time.monotonic() - self.round_started,
+        }
 
     def user_axes(self, budgets: np.ndarray | None = None) -> list[Axis]:
         """Every grouping of the users (tier, size and label-skew quartiles, availability, device tier): simulation only.

@@ -24,6 +24,7 @@ def test_pyproject_app_config_lists_every_option_with_its_default() -> None:
     "values,message",
     [
         ({"users": 0}, "--users"),
+        ({"evaluate_every": 0}, "--evaluate-every must be at least 1"),
         ({"labels": "rr:x"}, "--labels"),
         ({"epsilon": 0}, "--epsilon"),
         ({"nodes": 30, "users": 4}, "--nodes"),
