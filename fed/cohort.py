@@ -12,9 +12,11 @@ the same requests and compares ledgers, refusals and summaries.
 
 from __future__ import annotations
 
+import operator
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import reduce
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from fed.privacy.cohort_ledger import CohortKeys, CohortLedger
 from fed.privacy.ledger import EventCapReached
 from fed.randomizers.base import Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
+from fed.report_sums import ReportSums
 from fed.requests import ReleaseRequest
 from fed.sampling import TrainSampling
 from fed.user import BudgetExhausted, UserRecords
@@ -107,15 +110,20 @@ class Cohort:
 
 @dataclass
 class CohortStep:
-    """What one training request released for many users, in the order the request names them."""
+    """What one training request released for many users, in the order the request names them.
+
+    When the request asks for sums (``summarise``), ``sums`` holds those of the decoded reports and
+    ``reports`` and ``labels`` are empty.
+    """
 
     reports: np.ndarray
     labels: np.ndarray
     users: np.ndarray
     refusals: dict[int, tuple[str, str]]
     summaries: dict[int, dict[str, float]]
-    noise_seconds: float
-    """Seconds spent drawing the reports (the rest of a step is ledger work)."""
+    release_seconds: float
+    """Seconds spent drawing the reports and summing them (the rest of a step is ledger work)."""
+    sums: ReportSums | None = None
 
 
 def train_step(
@@ -171,8 +179,15 @@ def train_step(
     selected, owner = selected[keep], owner[keep]
     started = time.perf_counter()
     released = labels.release(cohort.train_labels[selected], rng)
-    reports, released = _release(randomizer, cohort.train, selected, released, labels.num_values, rng)
-    noise_seconds = time.perf_counter() - started
+    blocks = _release(randomizer, cohort.train, selected, released, labels.num_values, rng)
+    sums = None
+    if request.summarise:  # each block summed while in cache: only the sums leave the node
+        sums = reduce(operator.add, (ReportSums.of_reports(randomizer, r, y, labels.num_values) for r, y in blocks))
+        reports, released = np.zeros((0, sums.second_moment.shape[0]), np.float32), np.zeros(0, np.int64)
+    else:
+        parts = list(blocks)
+        reports, released = np.concatenate([r for r, _ in parts]), np.concatenate([y for _, y in parts])
+    release_seconds = time.perf_counter() - started
     ledger.charge(events, cohort.train_column[selected], {e: n[active] for e, n in user_events.items()}, idx[active])
     ledger.log_steps("train", request.sampling, randomizer.event, idx[active])
     return CohortStep(
@@ -181,7 +196,8 @@ def train_step(
         users=uids[owner],
         refusals=refusals,
         summaries=summaries(cohort, ledger, idx, uids, events),
-        noise_seconds=noise_seconds,
+        release_seconds=release_seconds,
+        sums=sums,
     )
 
 
@@ -199,24 +215,19 @@ def _release(
     labels: np.ndarray,
     num_labels: int,
     rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Reports (float32, as they travel) of ``rows[selected]`` and the labels that travel with them, in blocks.
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Reports (float32, as they travel) of ``rows[selected]`` and the labels that travel with them,
+    in blocks of RELEASE_BLOCK rows (at least one block, empty when nothing is selected).
 
     Blocks are allowed because a batched randomizer's reports depend on their own row and fresh
     noise only (:attr:`Randomizer.batch_release`).
     """
     if not len(selected):
-        return np.zeros((0, randomizer.preprocess(rows[:1]).shape[1]), np.float32), labels
-    reports: np.ndarray | None = None
-    label_blocks = []
+        yield np.zeros((0, randomizer.preprocess(rows[:1]).shape[1]), np.float32), labels
     for start in range(0, len(selected), RELEASE_BLOCK):
         chosen = selected[start : start + RELEASE_BLOCK]
         block, block_labels = randomizer.release_with_labels(rows[chosen], labels[start : start + RELEASE_BLOCK], num_labels, rng)
-        if reports is None:
-            reports = np.empty((len(selected), block.shape[1]), np.float32)
-        reports[start : start + len(chosen)] = block
-        label_blocks.append(block_labels)
-    return reports, np.concatenate(label_blocks)
+        yield np.asarray(block, dtype=np.float32), block_labels
 
 
 def _select(sampling: TrainSampling, cap: int, owner: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:

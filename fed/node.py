@@ -70,8 +70,7 @@ class NodeReply:
 
     def summarised(self, randomizer: Randomizer, num_labels: int) -> "NodeReply":
         """The same reply with the sums of its decoded reports in place of the reports and labels."""
-        estimates = self.reports if randomizer.decoded_as_sent else randomizer.decode(self.reports)[0]
-        sums = ReportSums.of(np.asarray(estimates, dtype=np.float32), self.labels, num_labels)
+        sums = ReportSums.of_reports(randomizer, self.reports, self.labels, num_labels)
         return replace(self, reports=self.reports[:0], labels=np.zeros(0, np.int64), sums=sums)
 
 
@@ -189,7 +188,9 @@ class NodeHost:
     def serve(self, kind: Kind, request: ReleaseRequest) -> NodeReply:
         """Release what a checked request asks (see :meth:`release`)."""
         reply = self._cohort_train(request) if kind == "train" and self._batched(request) else self._release(kind, request)
-        return reply.summarised(request.randomizer, self.plan.labels.num_values) if request.summarise else reply
+        if request.summarise and reply.sums is None:  # a cohort step sums its reports as it draws them
+            return reply.summarised(request.randomizer, self.plan.labels.num_values)
+        return reply
 
     def _release(self, kind: Kind, request: ReleaseRequest) -> NodeReply:
         """Serve a checked request one user at a time."""
@@ -253,7 +254,8 @@ class NodeHost:
             label_channel=self.labels.params(),
             refusals=step.refusals,
             ledgers=step.summaries,
-            ledger_seconds=time.perf_counter() - started - step.noise_seconds,
+            ledger_seconds=time.perf_counter() - started - step.release_seconds,
+            sums=step.sums,
         )
 
     def evaluate(self, models: Mapping[str, LinearModel]) -> Outcomes:

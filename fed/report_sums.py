@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from fed.randomizers.base import Randomizer
 
 GRAM_BLOCK = 8192
 """Rows per float32 block of a second moment; blocks are summed in float64 (see :meth:`ReportSums.of`)."""
@@ -52,6 +57,21 @@ class ReportSums:
             sums += weights.T @ block
             second += block.T @ block
         return cls(sums, one_hot.sum(axis=0), second, n)
+
+    @classmethod
+    def of_reports(cls, randomizer: "Randomizer", reports: np.ndarray, labels: np.ndarray, num_classes: int) -> "ReportSums":
+        """The sums of ``randomizer``'s reports once decoded (as the server would decode them)."""
+        estimates = reports if randomizer.decoded_as_sent else randomizer.decode(reports)[0]
+        return cls.of(np.asarray(estimates, dtype=np.float32), labels, num_classes)
+
+    def __add__(self, other: "ReportSums") -> "ReportSums":
+        """The sums of both batches of reports."""
+        return ReportSums(
+            self.class_sums + other.class_sums,
+            self.label_counts + other.label_counts,
+            self.second_moment + other.second_moment,
+            self.count + other.count,
+        )
 
     def check(self, dim: int, num_classes: int) -> None:
         """Raise ValueError unless these are sums of real reports of this shape (e.g. received from a node)."""

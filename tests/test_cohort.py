@@ -201,7 +201,9 @@ def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) 
     rows = rng.normal(size=(3 * RELEASE_BLOCK, 8))
     selected = rng.permutation(len(rows))[: 2 * RELEASE_BLOCK + 17]
     labels = rng.integers(0, 2, len(selected))
-    reports, released = _release(randomizer, rows, selected, labels, 2, np.random.default_rng(11))
+    blocks = list(_release(randomizer, rows, selected, labels, 2, np.random.default_rng(11)))
+    assert [len(r) for r, _ in blocks] == [RELEASE_BLOCK, RELEASE_BLOCK, 17]
+    reports, released = np.concatenate([r for r, _ in blocks]), np.concatenate([y for _, y in blocks])
     whole = randomizer.release(rows[selected], np.random.default_rng(11))
     assert reports.dtype == np.float32 and reports.shape == whole.shape
     np.testing.assert_array_equal(reports, whole.astype(np.float32))
