@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import weakref
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -76,6 +77,16 @@ has committed since) is taken from here instead of re-read row by row."""
 def dump_counts(counts: dict[str, int]) -> str:
     """The stored form of one owner's counts under one event."""
     return json.dumps(counts, separators=(",", ":"))
+
+
+_QUOTED: "weakref.WeakKeyDictionary[CohortKeys, list[str]]" = weakref.WeakKeyDictionary()
+"""A cohort's record ids as JSON strings, in :meth:`CohortKeys.by_user` order (quoted once, not at every save)."""
+
+
+def _quoted(keys: CohortKeys) -> list[str]:
+    if keys not in _QUOTED:
+        _QUOTED[keys] = [json.dumps(key) for key in keys.by_user()[2]]
+    return _QUOTED[keys]
 
 
 def upgrade_spend_rows(connection: sqlite3.Connection) -> None:
@@ -227,22 +238,21 @@ class LedgerTransaction:
 
     def _read_cohort(self, keys: CohortKeys, budget: Budget, max_events: int | None) -> tuple[CohortLedger, Extras]:
         ledger = CohortLedger(keys.column_user, len(keys.owners), budget, max_events)
-        found: dict[int, tuple[list[int], list[int]]] = {}
+        order, bounds, ordered_keys = keys.by_user()
+        found: dict[int, list[int]] = {}  # event id -> counts of every column, grouped by user
         extras: Extras = {}
         for owner, event_id, text in self.db.execute("SELECT owner, event, counts FROM owner_spend"):
-            if owner not in keys.user_of:
+            u = keys.user_of.get(owner)
+            if u is None:
                 continue
-            columns, counts = found.setdefault(event_id, ([], []))
-            for record, count in json.loads(text).items():
-                j = keys.column_of.get((owner, record))
-                if j is None:
-                    extras.setdefault((owner, event_id), {})[record] = count
-                else:
-                    columns.append(j)
-                    counts.append(count)
-        for event_id, (columns, counts) in found.items():
+            stored = json.loads(text)
+            start, end = bounds[u], bounds[u + 1]
+            found.setdefault(event_id, [0] * len(order))[start:end] = [stored.pop(key, 0) for key in ordered_keys[start:end]]
+            if stored:  # what is left counts records the cohort does not hold
+                extras[(owner, event_id)] = stored
+        for event_id, counts in found.items():
             row = ledger.row(self._events[event_id])  # before indexing: a new row replaces the array
-            ledger.counts[row, columns] = counts
+            ledger.counts[row, order] = counts
         for owner, event_id, reports in self.db.execute("SELECT owner, event, reports FROM user_spend"):
             u = keys.user_of.get(owner)
             if u is not None:
@@ -270,12 +280,17 @@ class LedgerTransaction:
             if spent.any() or reports:
                 event_id = self._event_id(event)
                 counts, user_counts = ledger.counts[i][order].tolist(), ledger.user_counts[i].tolist()
+                quoted = _quoted(keys)
                 rows = []
                 for u in np.unique(keys.column_user[spent]).tolist():
                     start, end = bounds[u], bounds[u + 1]
-                    owned = {key: n for key, n in zip(ordered_keys[start:end], counts[start:end]) if n}
-                    owned.update(extras.get((keys.owners[u], event_id), {}))
-                    rows.append((keys.owners[u], event_id, dump_counts(owned)))
+                    extra = extras.get((keys.owners[u], event_id))
+                    if extra:
+                        owned = {key: n for key, n in zip(ordered_keys[start:end], counts[start:end]) if n}
+                        text = dump_counts({**owned, **extra})
+                    else:  # dump_counts of the same dict, from keys quoted once per cohort
+                        text = "{" + ",".join(f"{q}:{n}" for q, n in zip(quoted[start:end], counts[start:end]) if n) + "}"
+                    rows.append((keys.owners[u], event_id, text))
                 self.db.executemany(UPSERT_SPEND, rows)
                 self.db.executemany(UPSERT_USER_SPEND, [(keys.owners[u], event_id, user_counts[u]) for u in reports])
         for (kind, sampling, event), log in ledger.steps.items():
