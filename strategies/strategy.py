@@ -204,7 +204,7 @@ class LdpStrategy(Strategy):
         top_randomizer = json.dumps(self.plan.train.params(), sort_keys=True)
         for data in parts:
             if data.host and len(data.users):
-                hosts.setdefault(data.host, set()).update(int(u) for u in data.users)
+                hosts.setdefault(data.host, set()).update(np.unique(data.users).tolist())
             self.summaries.update(data.ledgers)
             self.exhausted.update(data.refusals)
             refused += len(data.refusals)

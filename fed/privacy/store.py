@@ -247,7 +247,9 @@ class LedgerTransaction:
                 continue
             stored = json.loads(text)
             start, end = bounds[u], bounds[u + 1]
-            found.setdefault(event_id, [0] * len(order))[start:end] = [stored.pop(key, 0) for key in ordered_keys[start:end]]
+            if event_id not in found:
+                found[event_id] = [0] * len(order)
+            found[event_id][start:end] = [stored.pop(key, 0) for key in ordered_keys[start:end]]
             if stored:  # what is left counts records the cohort does not hold
                 extras[(owner, event_id)] = stored
         for event_id, counts in found.items():
