@@ -426,7 +426,7 @@ class LedgerWatch:
 
     def _content(self) -> tuple:
         """Every row of the ledger database (spending, user-level spending, steps, memos)."""
-        tables = ("events", "spend", "user_spend", "steps", "memo")
+        tables = ("events", "owner_spend", "user_spend", "steps", "memo")
         return tuple(tuple(sorted(self.connection.execute(f"SELECT * FROM {table}"))) for table in tables)
 
 
