@@ -63,4 +63,9 @@ def _offline_and_isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Non
     limit_blas_threads()
     torch.set_num_threads(1)
     os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ.setdefault("LDPFED_CACHE", str(tmp_path_factory.mktemp("ldpfed-cache")))
+    # Under pytest-xdist (the README's `-n 2`) the workers share one cache beside their own
+    # temporary folders: fed.encoders.cache writes shards atomically and tolerates duplicates.
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    cache = shared / "ldpfed-cache" if shared is not None else tmp_path_factory.mktemp("ldpfed-cache")
+    cache.mkdir(exist_ok=True)
+    os.environ.setdefault("LDPFED_CACHE", str(cache))
