@@ -29,6 +29,7 @@ from fed.plan import encoder_spec, make_plan
 from fed.randomizers import RANDOMIZERS
 from fed.population import Population, hosted_users, user_records
 from fed.requests import Refusal, RequestRefused
+from fed.shared_records import shared_records
 from fed.site import Site
 from fed.threads import limit_blas_threads
 from fed.user import UserRecords
@@ -246,20 +247,32 @@ def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserR
     num_partitions = int(context.node_config.get("num-partitions", 1))
     key = (config, partition_id, num_partitions, _content(folder), site.simulation, None if site.simulation else str(site.state_dir))
     if key not in _RECORDS:
-        population = Population.build(config)
-        assets = _assets(folder)
-        cache = default_cache_dir(site.config)
-        users = hosted_users(config.users, partition_id, num_partitions)
-        records = {}
-        for max_tokens, members in site.device_tiers():
-            train_x = assets.features(population.train, cache, max_tokens=max_tokens)
-            dev_x = assets.features(population.dev, cache, max_tokens=max_tokens)
-            tier_users = users if members is None else [u for u in users if members[u]]
-            records.update(user_records(population, train_x, dev_x, tier_users, site.secret()))
-        records = {u: records[u] for u in users}
-        max_queries = max((len(part) for part in population.query_parts), default=1)
-        _RECORDS[key] = (records, population.train.num_labels, max_queries)
+        def build() -> tuple[dict[int, UserRecords], int, int]:
+            return _build_records(site, config, folder, partition_id, num_partitions)
+
+        # In the engine every Ray actor would build the node's users again: the first one stores them for the run.
+        run_key = repr((context.run_id, key))
+        _RECORDS[key] = shared_records(default_cache_dir(config) / "nodes", run_key, build) if site.simulation else build()
     return _RECORDS[key]
+
+
+def _build_records(
+    site: Site, config: RunConfig, folder: str, partition_id: int, num_partitions: int
+) -> tuple[dict[int, UserRecords], int, int]:
+    """Load, partition and encode the node's users' records."""
+    population = Population.build(config)
+    assets = _assets(folder)
+    cache = default_cache_dir(site.config)
+    users = hosted_users(config.users, partition_id, num_partitions)
+    records = {}
+    for max_tokens, members in site.device_tiers():
+        train_x = assets.features(population.train, cache, max_tokens=max_tokens)
+        dev_x = assets.features(population.dev, cache, max_tokens=max_tokens)
+        tier_users = users if members is None else [u for u in users if members[u]]
+        records.update(user_records(population, train_x, dev_x, tier_users, site.secret()))
+    records = {u: records[u] for u in users}
+    max_queries = max((len(part) for part in population.query_parts), default=1)
+    return records, population.train.num_labels, max_queries
 
 
 def _assets(folder: str) -> Assets:

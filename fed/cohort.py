@@ -24,7 +24,7 @@ from fed.privacy.cohort_ledger import CohortKeys, CohortLedger
 from fed.privacy.ledger import EventCapReached
 from fed.randomizers.base import Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.report_sums import ReportSums
+from fed.report_sums import GRAM_BLOCK, ReportSums
 from fed.requests import ReleaseRequest
 from fed.sampling import TrainSampling
 from fed.user import BudgetExhausted, UserRecords
@@ -60,6 +60,8 @@ class Cohort:
     query_start: np.ndarray
     column_start: np.ndarray
     keys: CohortKeys = field(repr=False)
+    _prepared: dict = field(default_factory=dict, repr=False, compare=False)
+    """The training rows through the latest randomizer's preprocessing, under its preprocess_key."""
 
     @classmethod
     def build(cls, records: Mapping[int, UserRecords], owner: Callable[[int], str]) -> "Cohort":
@@ -97,6 +99,17 @@ class Cohort:
             column_start=np.asarray(column_start, dtype=np.int64),
             keys=CohortKeys([owner(int(u)) for u in users], np.asarray(column_user, np.int64), column_keys),
         )
+
+    def rows_for(self, randomizer: Randomizer) -> np.ndarray:
+        """The training rows as ``randomizer`` releases them: through its preprocessing (computed
+        once per preprocess key) where its release splits so, else as they are."""
+        key = randomizer.preprocess_key()
+        if key is None:
+            return self.train
+        if self._prepared.get("key") != key:
+            self._prepared.clear()  # one copy of the rows at most: a new clip replaces the last
+            self._prepared.update(key=key, rows=randomizer.preprocess(self.train))
+        return self._prepared["rows"]
 
     def index(self, users: np.ndarray) -> np.ndarray:
         """Positions of hosted ``users`` in the cohort."""
@@ -179,7 +192,7 @@ def train_step(
     selected, owner = selected[keep], owner[keep]
     started = time.perf_counter()
     released = labels.release(cohort.train_labels[selected], rng)
-    blocks = _release(randomizer, cohort.train, selected, released, labels.num_values, rng)
+    blocks = _release(randomizer, cohort.rows_for(randomizer), selected, released, labels.num_values, rng)
     sums = None
     if request.summarise:  # each block summed while in cache: only the sums leave the node
         sums = reduce(operator.add, (ReportSums.of_reports(randomizer, r, y, labels.num_values) for r, y in blocks))
@@ -217,17 +230,36 @@ def _release(
     rng: np.random.Generator,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Reports (float32, as they travel) of ``rows[selected]`` and the labels that travel with them,
-    in blocks of RELEASE_BLOCK rows (at least one block, empty when nothing is selected).
+    in chunks of up to GRAM_BLOCK rows drawn RELEASE_BLOCK rows per call (at least one chunk, empty
+    when nothing is selected). A chunk is what :meth:`ReportSums.of` sums at once: its second
+    moment runs 1.6 times as fast on 8,192 rows as on 1,024.
 
-    Blocks are allowed because a batched randomizer's reports depend on their own row and fresh
-    noise only (:attr:`Randomizer.batch_release`).
+    ``rows`` are as :meth:`Cohort.rows_for` gives them: already preprocessed where the randomizer's
+    release splits into preprocessing and noise (:meth:`Randomizer.preprocess_key`). Blocks are
+    allowed because a batched randomizer's reports depend on their own row and fresh noise only
+    (:attr:`Randomizer.batch_release`).
     """
+    split = randomizer.preprocess_key() is not None
+
+    def release(chosen: np.ndarray, chosen_labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if split:
+            return randomizer.randomize(rows[chosen], rng), chosen_labels
+        return randomizer.release_with_labels(rows[chosen], chosen_labels, num_labels, rng)
+
     if not len(selected):
         yield np.zeros((0, randomizer.preprocess(rows[:1]).shape[1]), np.float32), labels
-    for start in range(0, len(selected), RELEASE_BLOCK):
-        chosen = selected[start : start + RELEASE_BLOCK]
-        block, block_labels = randomizer.release_with_labels(rows[chosen], labels[start : start + RELEASE_BLOCK], num_labels, rng)
-        yield np.asarray(block, dtype=np.float32), block_labels
+    for start in range(0, len(selected), GRAM_BLOCK):
+        chunk = selected[start : start + GRAM_BLOCK]
+        reports: np.ndarray | None = None
+        chunk_labels = []
+        for offset in range(0, len(chunk), RELEASE_BLOCK):
+            first = start + offset
+            block, block_labels = release(chunk[offset : offset + RELEASE_BLOCK], labels[first : first + RELEASE_BLOCK])
+            if reports is None:
+                reports = np.empty((len(chunk), block.shape[1]), np.float32)
+            reports[offset : offset + len(block)] = block
+            chunk_labels.append(block_labels)
+        yield reports, np.concatenate(chunk_labels)
 
 
 def _select(sampling: TrainSampling, cap: int, owner: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:

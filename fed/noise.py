@@ -39,7 +39,7 @@ ROUNDING = 4 * sys.float_info.epsilon
 
 
 DEVICE_SAMPLER = "opendp+chacha20"
-ENGINE_SAMPLER = "numpy (seeded)"
+ENGINE_SAMPLER = "numpy SFC64 (seeded)"
 
 
 class SecureGenerator(np.random.Generator):

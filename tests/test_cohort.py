@@ -190,19 +190,21 @@ def test_a_failed_cohort_transaction_keeps_nothing(tmp_path: Path, monkeypatch: 
 
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
 def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) -> None:
-    """Blocks (fed.cohort.RELEASE_BLOCK rows per call) only bound memory traffic: for a clip-and-noise
-    randomizer they draw the same noise, in the same order, as one call on every selected row."""
-    from fed.cohort import RELEASE_BLOCK, _release
+    """Blocks (fed.cohort.RELEASE_BLOCK rows per call, in chunks of GRAM_BLOCK rows) only bound memory
+    traffic, and rows preprocessed once (fed.cohort.Cohort.rows_for) only save work: for a
+    clip-and-noise randomizer they draw the same noise, in the same order, as one call on every
+    selected row."""
+    from fed.cohort import GRAM_BLOCK, RELEASE_BLOCK, _release
     from fed.randomizers.base import make_randomizer
 
     scale = {"gaussian": {"sigma": 0.7}, "laplace": {"scale": 0.7}}[mechanism]
     randomizer = make_randomizer({"mechanism": mechanism, "clip": 1.0, **scale})
     rng = np.random.default_rng(3)
-    rows = rng.normal(size=(3 * RELEASE_BLOCK, 8))
-    selected = rng.permutation(len(rows))[: 2 * RELEASE_BLOCK + 17]
+    rows = rng.normal(size=(2 * GRAM_BLOCK, 8))
+    selected = rng.permutation(len(rows))[: GRAM_BLOCK + 2 * RELEASE_BLOCK + 17]
     labels = rng.integers(0, 2, len(selected))
-    blocks = list(_release(randomizer, rows, selected, labels, 2, np.random.default_rng(11)))
-    assert [len(r) for r, _ in blocks] == [RELEASE_BLOCK, RELEASE_BLOCK, 17]
+    blocks = list(_release(randomizer, randomizer.preprocess(rows), selected, labels, 2, np.random.default_rng(11)))
+    assert [len(r) for r, _ in blocks] == [GRAM_BLOCK, 2 * RELEASE_BLOCK + 17]
     reports, released = np.concatenate([r for r, _ in blocks]), np.concatenate([y for _, y in blocks])
     whole = randomizer.release(rows[selected], np.random.default_rng(11))
     assert reports.dtype == np.float32 and reports.shape == whole.shape
@@ -224,3 +226,21 @@ def test_a_cohort_keeps_an_owners_counts_of_records_it_does_not_hold(tmp_path: P
         ids = ["elsewhere", *records.record_ids[: len(records.train)]]
         counts = tx.ledger(OWNER(uid), ids, Budget(9.0, DELTA)).record_counts()[0]
     assert counts[0] == 1 and (counts[1:] > 0).all()
+
+
+def test_rows_are_preprocessed_once_per_clip_and_never_for_a_mixing_randomizer() -> None:
+    """A server that changes the noise reuses the clipped rows; one that changes the clip gets rows
+    clipped afresh (one copy kept: alternating clips cannot grow the node's memory); a mixup
+    randomizer, whose reports mix rows before the noise, always gets the clean rows."""
+    from fed.randomizers.base import make_randomizer
+
+    cohort = Cohort.build(_population(users=40), OWNER)
+    loose, noisier, tight = GaussianRandomizer(1.0, 2.0), GaussianRandomizer(1.0, 9.0), GaussianRandomizer(0.25, 2.0)
+    first = cohort.rows_for(loose)
+    assert cohort.rows_for(noisier) is first
+    np.testing.assert_array_equal(first, loose.preprocess(cohort.train))
+    clipped = cohort.rows_for(tight)
+    assert clipped is not first and np.linalg.norm(clipped, axis=1).max() <= 0.25 + 1e-12
+    assert cohort.rows_for(loose) is not first and len(cohort._prepared) == 2  # the key and one copy
+    mixing = make_randomizer({"mechanism": "dpie-gaussian", "k": 2, "max_coefficient": 1.0, "masks": 0, "clip": 1.0, "sigma": 1.0})
+    assert mixing.preprocess_key() is None and cohort.rows_for(mixing) is cohort.train

@@ -7,7 +7,7 @@ noise, states its privacy event, and tells the server how to read its reports.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -127,6 +127,16 @@ class Randomizer(ABC):
     @abstractmethod
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Randomize each row of ``x`` with fresh noise from ``rng``."""
+
+    def preprocess_key(self) -> Hashable | None:
+        """What :meth:`preprocess` depends on, where :meth:`release` is :meth:`randomize` of
+        :meth:`preprocess` with the labels travelling as they are: rows preprocessed once then
+        serve every release whose key is equal (fed.cohort). None where a release is not split so."""
+        return None
+
+    def randomize(self, prepared: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Randomize rows already through :meth:`preprocess` (only where :meth:`preprocess_key` is not None)."""
+        raise NotImplementedError(f"{self.name} releases only through release()")
 
     def features(self, x: np.ndarray) -> np.ndarray:
         """The classifier's input for clean rows ``x`` (local inference, public baselines): what

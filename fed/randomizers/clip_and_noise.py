@@ -84,12 +84,15 @@ class ClipAndNoise(Randomizer):
     def preprocess(self, x: np.ndarray) -> np.ndarray:
         return self.noise_kind.clip_rows(check_finite_matrix(x), self.clip)
 
-    def add_noise(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """``x`` plus fresh noise of this kind (on a device, from OpenDP: fed.noise)."""
-        return self.noise_kind.add(x, self.noise, self.event.sensitivity, rng)
+    def preprocess_key(self) -> tuple[str, float] | None:
+        return self.noise_kind.key, self.clip
+
+    def randomize(self, prepared: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``prepared`` plus fresh noise of this kind (on a device, from OpenDP: fed.noise)."""
+        return self.noise_kind.add(prepared, self.noise, self.event.sensitivity, rng)
 
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return self.add_noise(self.preprocess(x), rng)
+        return self.randomize(self.preprocess(x), rng)
 
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
         return np.asarray(reports, dtype=np.float64), self.noise_kind.variance(self.noise)

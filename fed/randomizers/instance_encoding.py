@@ -120,6 +120,9 @@ class _Mixing(Randomizer):
     def records_per_report(self) -> int:
         return self.mixup.k
 
+    def preprocess_key(self) -> None:
+        return None  # reports mix several clipped rows before the noise
+
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.release_groups(check_finite_matrix(x)[None], rng)[0][0]
 
@@ -178,7 +181,7 @@ class _InstanceEncoding(_Mixing, ClipAndNoise):
         x = np.asarray(x, dtype=np.float64)
         clipped = self.noise_kind.clip_rows(x.reshape(-1, x.shape[-1]), self.clip).reshape(x.shape)
         reports, members, lam = self.mixup.mix(clipped, rng)
-        return self.add_noise(reports, rng), members, lam
+        return self.randomize(reports, rng), members, lam
 
 
 @register
