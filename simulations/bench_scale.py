@@ -23,9 +23,11 @@ Definitions:
 - steady state: rounds warmup+1..R of metrics.jsonl (``--warmup``, default 2: round 1 starts
   the Ray actors and builds each node's users in the actor that serves it; the other actor
   builds them the first time it serves that node, usually in round 2). user-rounds/s = users served (sampled less refused; plain Flower:
-  nodes answering) summed over those rounds / their summed ``seconds``. A round's seconds
-  run from the server's train request to the end of its evaluation (ldpfed) or to the last
-  reply (plain Flower).
+  nodes answering) summed over those rounds / the wall-clock seconds from the end of round
+  ``warmup`` to the end of round R (the rows' ``elapsed``), so the work between rounds counts
+  too (e.g. the server's per-user metrics after an evaluation). A round's own ``seconds`` run
+  from the server's train request to the end of its evaluation (ldpfed) or to the last reply
+  (plain Flower).
 - noise-bound fraction: normals the reports need per second (reports/s x dims) over the best
   normals/s measured in step 1.
 - peak memory: the largest sum, over samples every ``--sample-interval`` s, of the RSS (and
@@ -156,10 +158,18 @@ def steady_state(rows: Sequence[dict[str, Any]], warmup: int = 1) -> Steady:
         rounds=len(counted),
         user_rounds=sum(users_served(row) for row in counted),
         reports=sum(int(row.get("reports_received", row.get("replies", 0))) for row in counted),
-        seconds=float(sum(float(row["seconds"]) for row in counted)),
+        seconds=_steady_seconds(ordered, warmup),
         first_round_seconds=float(ordered[0]["seconds"]) if warmup else None,
         ledger_seconds=float(sum(ledger)) if len(ledger) == len(counted) else None,
     )
+
+
+def _steady_seconds(ordered: Sequence[dict[str, Any]], warmup: int) -> float:
+    """Wall-clock seconds from the end of the last warm-up round to the end of the last round (the
+    rows' ``elapsed``: the work between rounds included), else the counted rounds' summed ``seconds``."""
+    if warmup and all("elapsed" in row for row in ordered):
+        return float(ordered[-1]["elapsed"]) - float(ordered[warmup - 1]["elapsed"])
+    return float(sum(float(row["seconds"]) for row in ordered[warmup:]))
 
 
 def noise_fraction(reports_per_s: float, dims: int, bound: float) -> float:

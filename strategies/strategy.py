@@ -90,6 +90,7 @@ class LdpStrategy(Strategy):
         """This round's stragglers: asked, but their reports arrive past --deadline and are left out."""
         self.dim = self.feature_dim = self.num_labels = 0
         self.round_started = time.monotonic()
+        self.first_round_started: float | None = None
         self.round_metrics: dict[str, Any] = {}
         self.user_results: UserResults | None = None
         self.attributes: UserAttributes | None = None
@@ -128,6 +129,8 @@ class LdpStrategy(Strategy):
         self.aggregator = ReportAggregator(
             self.dim, self.num_labels, self.config.shrinkage, weighting=self.config.weighting, delta=self.plan.budget.delta
         )
+        if ENGINE_SAMPLER in {self.samplers.get(n) for n in self.ready}:
+            self._user_attributes()  # per-user results will come: rebuild the population now, not inside a round
 
     def refresh(self, grid: Grid) -> None:
         """Re-read the connected nodes: set up new ones (a restarted SuperNode), mark gone ones.
@@ -169,6 +172,8 @@ class LdpStrategy(Strategy):
     ) -> Iterable[Message]:
         """Sample users with budget left on connected nodes and ask their nodes for reports."""
         self.round_started = time.monotonic()
+        if self.first_round_started is None:
+            self.first_round_started = self.round_started
         self.refresh(grid)
         spent = {u for u, s in self.summaries.items() if s.get("train_records_left", 1.0) == 0}
         reachable = {u for u, node in self.node_of.items() if node in self.available}
@@ -296,7 +301,8 @@ class LdpStrategy(Strategy):
         return MetricRecord({k: float(v) for k, v in acc.items()})
 
     def _round_end_metrics(self) -> dict[str, Any]:
-        """The metrics that end every round, evaluated or not: users' epsilon, nodes and users in reach, seconds."""
+        """The metrics that end every round, evaluated or not: users' epsilon, nodes and users in reach,
+        the round's seconds and the seconds since round 1 began (``elapsed``: all work between rounds included)."""
         hosting = self._hosting()
         eps = [s["epsilon_sentence"] for s in self.summaries.values()]
         return {
@@ -306,24 +312,30 @@ class LdpStrategy(Strategy):
             "noise_samplers": " + ".join(sorted({self.samplers[n] for n in hosting})) or None,
             "users_unavailable": sum(self.node_of.get(u) not in hosting for u in range(self.config.users)),
             "seconds": time.monotonic() - self.round_started,
+            "elapsed": time.monotonic() - (self.first_round_started or self.round_started),
         }
 
     def user_axes(self, budgets: np.ndarray | None = None) -> list[Axis]:
         """Every grouping of the users (tier, size and label-skew quartiles, availability, device tier): simulation only.
 
-        The first call rebuilds the run's population on the server, as the non-private baseline
-        does; availability counts the users that answered a training request so far. ``budgets``
+        The population is rebuilt on the server once (at setup in a simulation), as the
+        non-private baseline does; availability counts the users that answered a training request so far. ``budgets``
         (by user id, NaN: unknown) replaces the simulated budgets, e.g. with the ledgers' own.
         """
+        attributes = self._user_attributes()
+        if budgets is not None:
+            self.attributes = attributes = attributes.with_budgets(budgets)
+        took_part = np.zeros(self.config.users, dtype=bool)
+        took_part[np.fromiter(self.summaries, dtype=np.int64, count=len(self.summaries))] = True
+        return attributes.axes(took_part)
+
+    def _user_attributes(self) -> UserAttributes:
+        """The users' attributes, from the run's population rebuilt on the server (once)."""
         if self.attributes is None:
             simulated = simulated_budgets(self.plans, self.tier_of)
             device = device_tiers(self.config.device_tiers, self.config.users, self.config.seed) if self.config.device_tiers else None
             self.attributes = UserAttributes.from_population(Population.build(self.config), simulated, device)
-        if budgets is not None:
-            self.attributes = self.attributes.with_budgets(budgets)
-        took_part = np.zeros(self.config.users, dtype=bool)
-        took_part[np.fromiter(self.summaries, dtype=np.int64, count=len(self.summaries))] = True
-        return self.attributes.axes(took_part)
+        return self.attributes
 
     def summary(self) -> None:
         """Strategy description (Flower prints it at start)."""

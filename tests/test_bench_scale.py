@@ -123,3 +123,12 @@ def test_options() -> None:
     assert args.users == [1000, 10_000] and args.profile == ["16", "384"] and args.plain_nodes == [100]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--profile", "32"])
+
+
+def test_steady_state_counts_the_wall_clock_between_rounds_when_rows_carry_it() -> None:
+    """With ``elapsed`` (seconds since round 1 began) the work between rounds counts: here 0.5 s
+    after round 3's evaluation that no round's own ``seconds`` holds."""
+    rows = [{**_ldpfed_row(r, 100, 1.0), "elapsed": e} for r, e in ((1, 4.0), (2, 5.0), (3, 6.0), (4, 7.5))]
+    steady = steady_state(rows)
+    assert steady.rounds == 3 and steady.seconds == pytest.approx(3.5) and steady.user_rounds_per_s == pytest.approx(300 / 3.5)
+    assert steady_state([{k: v for k, v in row.items() if k != "elapsed"} for row in rows]).seconds == pytest.approx(3.0)

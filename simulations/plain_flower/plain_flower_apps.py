@@ -3,7 +3,7 @@
 Each round the ServerApp sends one train message to every connected node (Flower's Message
 API, ``Grid.send_and_receive``) and each ClientApp answers with a float32 array of ``dim``
 zeros; nothing else happens. The ServerApp appends ``{"round", "nodes", "replies", "errors",
-"seconds"}`` per round to ``<out>/metrics.jsonl``.
+"seconds", "elapsed"}`` per round to ``<out>/metrics.jsonl`` (``elapsed``: seconds since round 1 began).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def main(grid: Grid, context: Context) -> None:
     out.mkdir(parents=True, exist_ok=True)
     metrics = out / "metrics.jsonl"
     metrics.write_text("")
+    first = time.monotonic()
     for server_round in range(1, rounds + 1):
         started = time.monotonic()
         nodes = sorted(grid.get_node_ids())
@@ -58,6 +59,7 @@ def main(grid: Grid, context: Context) -> None:
             "replies": len(replies) - errors,
             "errors": errors,
             "seconds": time.monotonic() - started,
+            "elapsed": time.monotonic() - first,
         }
         with open(metrics, "a") as handle:
             handle.write(json.dumps(row) + "\n")
