@@ -226,9 +226,13 @@ class NoiseAwareLDA:
 
     def coordinates(self) -> np.ndarray:
         """Boolean mask of the coordinates the discriminant uses (see ``screening``)."""
+        return self._screened()[0]
+
+    def _screened(self) -> tuple[np.ndarray, "_Estimate | None"]:
+        """:meth:`coordinates`, and the estimate on all coordinates where choosing them needed it."""
         keep = np.ones(self.dim, dtype=bool)
         if self.public_means is None or self.screening == "off" or self.count == 0:
-            return keep
+            return keep, None
         estimate = self._estimate(keep)
         mean_noise = estimate.mean_noise()  # (classes, d)
         pairs = [(a, b) for a in range(self.num_classes) for b in range(a + 1, self.num_classes)]
@@ -242,22 +246,23 @@ class NoiseAwareLDA:
         try:
             d, n = _leading_signal_and_noise(cov[np.ix_(order, order)], gaps[:, order], noise[:, order].sum(axis=0))
         except np.linalg.LinAlgError:  # not positive definite: no Fisher ratio to screen by
-            return keep
+            return keep, estimate
         if self.screening == "auto" and n[-1] <= d[-1]:  # all coordinates: noise does not dominate
-            return keep
+            return keep, estimate
         ratios = np.where(d + n > 0, d * d / np.where(d + n > 0, d + n, 1.0), 0.0)
         keep = np.zeros(self.dim, dtype=bool)
         keep[order[: int(np.argmax(ratios)) + 1]] = True
-        return keep
+        return keep, estimate
 
     def model_for(self, query_noise_std: float | np.ndarray) -> LinearModel:
         """The discriminant for inputs that carry independent noise of this std (per coordinate)."""
         if self.count == 0:
             raise ValueError("no reports received yet")
-        keep = self.coordinates()
+        keep, whole = self._screened()
+        estimate = whole if whole is not None and keep.all() else self._estimate(keep)  # one estimate when all are kept
         target = None if self.target is None else self.target[np.ix_(keep, keep)]
         query = _per_coordinate(query_noise_std, self.dim)[keep]
-        weights, bias = _discriminant(self._estimate(keep), self.shrinkage, target, query)
+        weights, bias = _discriminant(estimate, self.shrinkage, target, query)
         full = np.zeros((self.dim, self.num_classes))
         full[keep] = weights
         return LinearModel(weights=full, bias=bias)
