@@ -146,6 +146,10 @@ class NoiseAwareLDA:
             raise ValueError(f"public class means must have shape ({num_classes}, {dim})")
         self.target, self.public_means = target, public_means
         self.groups: dict[tuple[bytes, float | None], _Group] = {}
+        self._screening: tuple[np.ndarray, "_Estimate | None"] | None = None
+        """:meth:`_screened` of the sums as they are (reset by :meth:`add`): screening costs an
+        eigendecomposition and an inverse, and a round asks for the coordinates and one or more
+        models of the same sums."""
 
     @property
     def count(self) -> int:
@@ -213,6 +217,7 @@ class NoiseAwareLDA:
         group.class_counts += counts
         group.second_moment += sums.second_moment
         group.count += int(sums.count)
+        self._screening = None
 
     def means(self) -> np.ndarray:
         """Estimated class means (num_classes, dim) of the clean inputs, the groups combined by the weighting."""
@@ -229,7 +234,13 @@ class NoiseAwareLDA:
         return self._screened()[0]
 
     def _screened(self) -> tuple[np.ndarray, "_Estimate | None"]:
-        """:meth:`coordinates`, and the estimate on all coordinates where choosing them needed it."""
+        """:meth:`coordinates`, and the estimate on all coordinates where choosing them needed it
+        (computed once per state of the sums)."""
+        if self._screening is None:
+            self._screening = self._screen()
+        return self._screening
+
+    def _screen(self) -> tuple[np.ndarray, "_Estimate | None"]:
         keep = np.ones(self.dim, dtype=bool)
         if self.public_means is None or self.screening == "off" or self.count == 0:
             return keep, None
@@ -314,8 +325,9 @@ class _Estimate:
             # cannot make the covariance worse. R = within + noise_g needs the within-class
             # covariance: first taken as zero (the noise's weights), then as that estimate.
             # (A size-weighted pilot would carry the noisiest group's error into every weight.)
+            # With one group both passes give the same weight (one), so one pass is that estimate.
             within = np.zeros_like(raw[0])
-            for _ in range(2):
+            for _ in range(2 if len(groups) > 1 else 1):
                 cov_weights = _inverse_weights(np.array([_sampling_error(within, v, n) for v, n in zip(noise, reports)]))
                 combined = np.einsum("g,gij->ij", cov_weights / cov_weights.sum(), raw)
                 within = _positive_part(combined)

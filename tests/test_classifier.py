@@ -131,3 +131,23 @@ def test_screening_ratios_from_one_cholesky_match_an_inverse_per_leading_block()
         inverse = np.linalg.inv(cov[:m, :m])
         assert signal[m - 1] == pytest.approx(np.einsum("pi,ij,pj->", gaps[:, :m], inverse, gaps[:, :m]), rel=1e-10)
         assert noise[m - 1] == pytest.approx(weights[:m] @ np.diag(inverse), rel=1e-10)
+
+
+def test_screening_is_redone_when_reports_arrive() -> None:
+    """The coordinates and estimate a round screens once are not reused after more sums arrive."""
+    rng = np.random.default_rng(5)
+    x, y = _bit_like(8000, rng)
+    public_x, public_y = _bit_like(2000, rng)
+    means, target = class_means(public_x, public_y, 2), within_class_covariance(public_x, public_y, 2)
+    quiet, noisy = x[:4000] + rng.normal(0, 0.01, (4000, 160)), x[4000:] + rng.normal(0, 20.0, (4000, 160))
+    stepwise = NoiseAwareLDA(160, 2, target=target, public_means=means)
+    at_once = NoiseAwareLDA(160, 2, target=target, public_means=means)
+    stepwise.update(quiet, y[:4000], 0.01)
+    before = stepwise.fit()
+    assert stepwise.coordinates().all()
+    for lda in (stepwise, at_once):
+        lda.update(noisy, y[4000:], 20.0)
+    at_once.update(quiet, y[:4000], 0.01)
+    assert np.array_equal(stepwise.coordinates(), at_once.coordinates())
+    assert np.allclose(stepwise.fit().weights, at_once.fit().weights, rtol=1e-9, atol=1e-12)
+    assert not np.allclose(stepwise.fit().weights, before.weights)
