@@ -69,18 +69,21 @@ class Cohort:
         users = np.array(sorted(records), dtype=np.int64)
         parts = [records[int(u)] for u in users]
         dim = next((len(p.train[0]) for p in parts if len(p.train)), next((len(p.query[0]) for p in parts if len(p.query)), 0))
-        train_columns, first, column_user, column_keys, column_start = [], [], [], [], [0]
-        for i, part in enumerate(parts):
-            keys, inverse = np.unique(np.asarray(part.record_ids).astype(str), return_inverse=True)
-            inverse = inverse.reshape(-1) + column_start[-1]
-            own = inverse[: len(part.train)]
-            seen = np.zeros(len(own), dtype=bool)
-            seen[np.unique(own, return_index=True)[1]] = True
-            train_columns.append(own)
-            first.append(seen)
-            column_user.extend([i] * len(keys))
-            column_keys.extend(keys.tolist())
-            column_start.append(column_start[-1] + len(keys))
+        n_train = np.array([len(p.train) for p in parts], dtype=np.int64)
+        n_records = np.array([p.num_records for p in parts], dtype=np.int64)
+        ids = np.concatenate([np.asarray(p.record_ids).astype(str) for p in parts]) if parts else np.zeros(0, str)
+        # A column per distinct (user, record id), numbered by user, then id.
+        user_of = np.repeat(np.arange(len(parts)), n_records)
+        order = np.lexsort((ids, user_of))
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (user_of[order][1:] != user_of[order][:-1]) | (ids[order][1:] != ids[order][:-1])
+        column = np.empty(len(order), np.int64)
+        column[order] = np.cumsum(new) - 1
+        column_user = user_of[order][new]
+        in_train = np.arange(len(ids)) - np.repeat(np.cumsum(n_records) - n_records, n_records) < np.repeat(n_train, n_records)
+        train_column = column[in_train]
+        train_first = np.zeros(len(train_column), dtype=bool)
+        train_first[np.unique(train_column, return_index=True)[1]] = True  # a column is one user's
 
         def stack(name: str) -> np.ndarray:
             arrays = [getattr(p, name) for p in parts]
@@ -90,14 +93,14 @@ class Cohort:
             users=users,
             train=np.asarray(stack("train"), dtype=np.float64).reshape(-1, dim),
             train_labels=np.asarray(stack("train_labels"), dtype=np.int64).reshape(-1),
-            train_start=np.cumsum([0] + [len(p.train) for p in parts]).astype(np.int64),
-            train_column=np.concatenate(train_columns).astype(np.int64) if parts else np.zeros(0, np.int64),
-            train_first=np.concatenate(first) if parts else np.zeros(0, bool),
+            train_start=np.concatenate([[0], np.cumsum(n_train)]).astype(np.int64),
+            train_column=train_column,
+            train_first=train_first,
             query=np.asarray(stack("query"), dtype=np.float64).reshape(-1, dim),
             query_labels=np.asarray(stack("query_labels"), dtype=np.int64).reshape(-1),
             query_start=np.cumsum([0] + [len(p.query) for p in parts]).astype(np.int64),
-            column_start=np.asarray(column_start, dtype=np.int64),
-            keys=CohortKeys([owner(int(u)) for u in users], np.asarray(column_user, np.int64), column_keys),
+            column_start=np.searchsorted(column_user, np.arange(len(parts) + 1)).astype(np.int64),
+            keys=CohortKeys([owner(int(u)) for u in users], column_user, ids[order][new].tolist()),
         )
 
     def rows_for(self, randomizer: Randomizer) -> np.ndarray:

@@ -244,3 +244,24 @@ def test_rows_are_preprocessed_once_per_clip_and_never_for_a_mixing_randomizer()
     assert cohort.rows_for(loose) is not first and len(cohort._prepared) == 2  # the key and one copy
     mixing = make_randomizer({"mechanism": "dpie-gaussian", "k": 2, "max_coefficient": 1.0, "masks": 0, "clip": 1.0, "sigma": 1.0})
     assert mixing.preprocess_key() is None and cohort.rows_for(mixing) is cohort.train
+
+
+def test_cohort_columns_are_each_users_distinct_record_ids_in_order() -> None:
+    """Columns as a per-user ledger numbers them: user by user, each user's distinct ids sorted;
+    the same id held by two users is two columns."""
+    records = _population(seed=3, users=40)
+    shared = np.array(["s0-0", "x", "s0-0"], dtype=object)  # user 1's first id, and a query sharing a sentence
+    records[1000] = UserRecords(np.ones((2, 4)), np.zeros(2, np.int64), np.ones((1, 4)), np.zeros(1, np.int64), ids=shared)
+    cohort = Cohort.build(records, OWNER)
+    columns, column_user, first = [], [], []
+    for i, uid in enumerate(sorted(records)):
+        keys, inverse = np.unique(records[uid].record_ids.astype(str), return_inverse=True)
+        own = inverse[: len(records[uid].train)] + len(column_user)
+        first.extend(np.arange(len(own)) == np.array([np.flatnonzero(own == c)[0] for c in own], dtype=np.int64))
+        columns.extend(own)
+        column_user.extend([i] * len(keys))
+        assert cohort.keys.column_keys[cohort.column_start[i] : cohort.column_start[i + 1]] == keys.tolist()
+    assert cohort.train_column.tolist() == columns
+    assert cohort.train_first.tolist() == first
+    assert cohort.keys.column_user.tolist() == column_user
+    assert cohort.column_start[-1] == len(column_user)
