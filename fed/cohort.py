@@ -71,16 +71,18 @@ class Cohort:
         dim = next((len(p.train[0]) for p in parts if len(p.train)), next((len(p.query[0]) for p in parts if len(p.query)), 0))
         n_train = np.array([len(p.train) for p in parts], dtype=np.int64)
         n_records = np.array([p.num_records for p in parts], dtype=np.int64)
-        ids = np.concatenate([np.asarray(p.record_ids).astype(str) for p in parts]) if parts else np.zeros(0, str)
         # A column per distinct (user, record id), numbered by user, then id.
         user_of = np.repeat(np.arange(len(parts)), n_records)
+        ids = np.concatenate([np.asarray(p.record_ids).astype(str) for p in parts]) if parts else np.zeros(0, str)
         order = np.lexsort((ids, user_of))
+        ids = ids[order]
+        sorted_user = user_of[order]
         new = np.ones(len(order), dtype=bool)
-        new[1:] = (user_of[order][1:] != user_of[order][:-1]) | (ids[order][1:] != ids[order][:-1])
+        new[1:] = (sorted_user[1:] != sorted_user[:-1]) | (ids[1:] != ids[:-1])
         column = np.empty(len(order), np.int64)
         column[order] = np.cumsum(new) - 1
-        column_user = user_of[order][new]
-        in_train = np.arange(len(ids)) - np.repeat(np.cumsum(n_records) - n_records, n_records) < np.repeat(n_train, n_records)
+        column_user = sorted_user[new]
+        in_train = np.arange(len(order)) - np.repeat(np.cumsum(n_records) - n_records, n_records) < np.repeat(n_train, n_records)
         train_column = column[in_train]
         train_first = np.zeros(len(train_column), dtype=bool)
         train_first[np.unique(train_column, return_index=True)[1]] = True  # a column is one user's
@@ -100,7 +102,7 @@ class Cohort:
             query_labels=np.asarray(stack("query_labels"), dtype=np.int64).reshape(-1),
             query_start=np.cumsum([0] + [len(p.query) for p in parts]).astype(np.int64),
             column_start=np.searchsorted(column_user, np.arange(len(parts) + 1)).astype(np.int64),
-            keys=CohortKeys([owner(int(u)) for u in users], column_user, ids[order][new].tolist()),
+            keys=CohortKeys([owner(int(u)) for u in users], column_user, ids[new].tolist()),
         )
 
     def rows_for(self, randomizer: Randomizer) -> np.ndarray:
