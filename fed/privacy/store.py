@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 import weakref
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -135,7 +136,11 @@ class LedgerStore:
 
     def _connect(self) -> sqlite3.Connection:
         connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
+        try:
+            _switch_to_wal(connection, time.monotonic() + self.timeout)
+        except BaseException:
+            connection.close()
+            raise
         connection.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'OFF'}")
         connection.execute("PRAGMA cache_size=-65536")  # 64 MiB: a node's spend B-tree stays in memory
         return connection
@@ -363,3 +368,20 @@ class LedgerTransaction:
             (event_id,) = self.db.execute("SELECT id FROM events WHERE json = ?", (text,)).fetchone()
             self._event_ids[event], self._events[event_id] = event_id, event
         return self._event_ids[event]
+
+
+def _switch_to_wal(connection: sqlite3.Connection, deadline: float) -> None:
+    """Put the file in WAL mode (kept in the file: later connections find it so).
+
+    Several processes opening a new store at once race to switch it, and SQLite answers the
+    losers "database is locked" at once, without waiting out the busy timeout (sqlite3 offers
+    no retry of its own): wait and retry until ``deadline``.
+    """
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
