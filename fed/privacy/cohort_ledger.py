@@ -172,7 +172,6 @@ class CohortKeys:
         self.column_user = np.asarray(column_user, dtype=np.int64)
         self.column_keys = list(column_keys)
         self.user_of = {owner: i for i, owner in enumerate(self.owners)}
-        self.column_of = {(self.owners[u], key): j for j, (u, key) in enumerate(zip(self.column_user.tolist(), self.column_keys))}
         order = np.argsort(self.column_user, kind="stable")
         self._by_user = (
             order,
