@@ -19,13 +19,13 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from clients import protocol
-from fed.assets import Assets, default_cache_dir, load_assets, unpack
+from fed.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpack
 from fed.cohort import Cohort
 from fed.config import RunConfig
 from fed.hosts import NodeHosts
 from fed.node import NodeHost, sessions_from_json
 from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
-from fed.plan import encoder_spec, make_plan
+from fed.plan import encoder_spec, make_plan, plan_refusal
 from fed.randomizers import RANDOMIZERS
 from fed.population import Population, hosted_users, user_records
 from fed.requests import Refusal, RequestRefused
@@ -227,6 +227,9 @@ def _host(context: Context) -> NodeHosts:
                 _COHORTS[id(users)] = Cohort.build(users, site.owner())
             cohort = _COHORTS[id(users)]
         policy = site.policy(plan, config)
+        refused = plan_refusal(plan, bundle_encoder(Path(context.state["node"]["assets"])), policy)
+        if refused:  # before anything is built from the plan
+            raise RequestRefused(refused, Refusal.POLICY)
         denoiser = _assets(str(context.state["node"]["assets"])).denoiser
         hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort, denoiser))
     return NodeHosts(hosts)

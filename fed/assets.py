@@ -330,7 +330,7 @@ def load_assets(folder: Path) -> Assets:
     Raises ValueError when the projection does not take the encoder's output dimension
     (which for a Hugging Face encoder reads its config, not its weights).
     """
-    spec = _spec((folder / "encoder.txt").read_bytes())
+    spec = bundle_encoder(folder)
     encoder = _encoder(folder, spec)
     path = folder / "projection.npz"
     projection = PCAProjection.load(path) if path.is_file() else None
@@ -346,6 +346,11 @@ def load_assets(folder: Path) -> Assets:
         if not isinstance(encoder, TokenMatrixEncoder) or (shape.length, shape.dim) != (encoder.length, encoder.token_dim):
             raise ValueError(f"the denoiser takes {shape.length} tokens of {shape.dim} dims; encoder {spec!r} does not give them")
     return Assets(encoder, projection, denoiser)
+
+
+def bundle_encoder(folder: Path) -> str:
+    """The encoder spec of an unpacked bundle (its encoder.txt)."""
+    return _spec((folder / "encoder.txt").read_bytes())
 
 
 def _encoder(folder: Path, spec: str) -> Encoder:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scipy.stats import binom
 
@@ -36,6 +36,9 @@ from fed.randomizers import RANDOMIZERS, Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
 from fed.requests import ClientLimits
 from fed.sampling import TrainSampling, UpSampling
+
+if TYPE_CHECKING:
+    from fed.policy import DevicePolicy
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,33 @@ class PrivacyPlan:
 
 
 def encoder_spec(config: RunConfig) -> str:
-    """The encoder whose output the run's records are: --encoder, or what the mechanism makes of it (snd: token matrices)."""
+    """The encoder whose output the run's records are: --encoder, or what the mechanism makes of it (snd: token
+    matrices of the encoder its options name, the one its plan decodes with)."""
     cls = RANDOMIZERS[config.mechanism]
-    return cls.encoder_spec(config.encoder, cls.run_options(config.clip, config.dim, config.mechanism_option_values, config.encoder))
+    options = cls.run_options(config.clip, config.dim, config.mechanism_option_values, config.encoder)
+    return cls.encoder_spec(options.get("encoder", config.encoder), options)
+
+
+def plan_refusal(plan: PrivacyPlan, bundle_spec: str, policy: DevicePolicy) -> str | None:
+    """Why a node must not serve ``plan`` on a bundle whose encoder is ``bundle_spec`` (None: it may).
+
+    A randomizer with :attr:`~fed.randomizers.base.Randomizer.pinned` parameters loads what they
+    name (snd: the encoder whose upper layers decode its reports). That must be the bundle's encoder,
+    which the policy must allow; checked before anything is built from the plan, so a node loads and
+    opens nothing else the run names. The reason names the options, never what the node holds.
+    """
+    refused = policy.encoder_refusal(bundle_spec)
+    if refused:
+        return refused
+    for kind, randomizer in (("train", plan.train), ("query", plan.query)):
+        params = randomizer.params()
+        if randomizer.pinned and type(randomizer).encoder_spec(params.get("encoder", ""), params) != bundle_spec:
+            names = ", ".join(repr(name) for name in sorted(randomizer.pinned))
+            return (
+                f"--mechanism-options {names} make {params['mechanism']} {kind} releases read another encoder than "
+                f"the bundle's {bundle_spec[:100]!r}; this node loads no other"
+            )
+    return None
 
 
 def train_rate(config: RunConfig) -> float:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,8 @@ from fed.requests import Refusal, RequestRefused
 from fed.tiers import run_tiers
 
 DEVICE_OWNER = "device"
+HUB_OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+"""Environment switches that keep Hugging Face's libraries off the network (local files and cache only)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class Site:
         if in_simulation_engine():
             folder = default_cache_dir(config) / "simulation-ledgers" / f"run-{run_id}"
             return cls(True, config, folder, folder / f"node-{node_id}.sqlite", None)
+        hub_offline()
         state = Path(str(node_config.get("state-dir") or os.environ.get("LDPFED_STATE") or Path.home() / ".local" / "state" / "ldpfed"))
         data = node_config.get("data")
         if not data:
@@ -130,3 +134,18 @@ class Site:
     def seed(self) -> int | None:
         """The run seed inside the simulation engine; None (the OS) on a device."""
         return self.config.seed if self.simulation else None
+
+
+def hub_offline() -> None:
+    """Keep this process off the Hugging Face Hub: a device loads only what its owner installed.
+
+    Sets :data:`HUB_OFFLINE`, and the flags that huggingface_hub and datasets read from them when
+    imported, for a library this process imported already.
+    """
+    os.environ.update(dict.fromkeys(HUB_OFFLINE, "1"))
+    hub = sys.modules.get("huggingface_hub.constants")
+    if hub is not None:
+        hub.HF_HUB_OFFLINE = True
+    datasets = sys.modules.get("datasets.config")
+    if datasets is not None:
+        datasets.HF_HUB_OFFLINE = datasets.HF_DATASETS_OFFLINE = True
