@@ -228,7 +228,8 @@ def _host(context: Context) -> NodeHosts:
             cohort = _COHORTS[id(users)]
         policy = site.policy(plan, config)
         denoiser = _assets(str(context.state["node"]["assets"])).denoiser
-        hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort, denoiser))
+        bundle = _content(str(context.state["node"]["assets"]))  # memo keys: a new bundle's reports are new draws
+        hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort, denoiser, bundle))
     return NodeHosts(hosts)
 
 
