@@ -135,8 +135,8 @@ def test_after_a_new_bundle_a_train_is_a_fresh_draw_of_its_encoding(data: Path, 
     assert first.shape[1] == old[0]
     _setup(grid, _bundle(tmp_path, *new))
     fresh = _served(_train(grid, NOISY)).reports
+    assert not set(map(bytes, fresh)) & set(map(bytes, first))  # not a report of the old encoding
     assert fresh.shape == (len(first), new[0])
-    assert not set(map(bytes, fresh)) & set(map(bytes, first))
     again = _served(_train(grid, NOISY)).reports  # a repeat under the new bundle: its own memo
     assert sorted(map(bytes, again)) == sorted(map(bytes, fresh))
 
