@@ -13,8 +13,9 @@ summed per query; fictitious answers are dropped. Steps repeat until every true 
 k answers; a query's prediction is the argmax of the mean of its answers.
 
 Privacy: every release of a true query is a fresh draw, charged to the worst-case ledger (never
-memoized: a stored report would repeat where a fictitious one does not); fictitious ones cost nothing. Under ``--enforce worst-case`` a sampled true query whose ledger has no budget
-left is replaced by a fresh fictitious item (the server sees the same number of reports).
+memoized: a stored report would repeat where a fictitious one does not); fictitious ones cost
+nothing. Under ``--enforce worst-case`` a sampled true query whose ledger has no budget left
+is replaced by a fresh fictitious item (the server sees the same number of reports).
 Under ``--enforce amplified`` the step is served only if the PLD bound of the user's query
 steps so far, plus this one, stays within budget (fed.privacy.accountants.enforced).
 """
