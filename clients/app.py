@@ -231,7 +231,8 @@ def _host(context: Context) -> NodeHosts:
         if refused:  # before anything is built from the plan
             raise RequestRefused(refused, Refusal.POLICY)
         denoiser = _assets(str(context.state["node"]["assets"])).denoiser
-        hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort, denoiser))
+        bundle = _content(str(context.state["node"]["assets"]))  # memo keys: a new bundle's reports are new draws
+        hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort, denoiser, bundle))
     return NodeHosts(hosts)
 
 

@@ -102,6 +102,9 @@ class NodeHost:
     denoiser:
         The bundle's denoiser (fed.denoiser; snd): local inference also scores each model on
         denoised query releases (``<model>_denoised``), as a user running only the embedding layer would.
+    bundle:
+        Fingerprint of the setup bundle the records were encoded with: part of every memo key, so
+        that after a new bundle a record's report is a new draw, not a report of its old encoding.
     """
 
     def __init__(
@@ -116,6 +119,7 @@ class NodeHost:
         simulation: bool = False,
         cohort: Cohort | None = None,
         denoiser: Any = None,
+        bundle: str = "",
     ) -> None:
         self.records = records
         self.plan = plan
@@ -127,6 +131,7 @@ class NodeHost:
         self.simulation = simulation
         self.cohort = cohort
         self.denoiser = denoiser
+        self.bundle = bundle
         self.labels = policy.label_channel(plan.labels.num_values)
         self.budget = Budget(policy.epsilon_sentence, policy.delta, policy.epsilon_user)
 
@@ -153,6 +158,7 @@ class NodeHost:
                 memo = MemoBook(
                     lambda key, randomizer: tx.memo(owner, key, randomizer),
                     lambda key, randomizer, report, label: tx.remember(owner, key, randomizer, report, label),
+                    self.bundle,
                 )
             state = UserState(ledger, int(session.get("calls", 0)), dict(session.get("extra", {})))
             built = User(uid, records, self.budget, self.labels, self.seed, state, self.policy.enforce, memo)

@@ -17,8 +17,8 @@ Keys of the TOML file (all optional; the defaults are the strict device defaults
     allow_invalid = false       # run randomizers whose paper's guarantee is wrong (laplace-seed002)
     labels = "rr:1.0"           # label channel: randomized response at this epsilon, or "public"
     evaluation = "none"         # local-evaluation outcomes: "none", or "rr:<eps>" per query and model
-    enforce = "worst-case"      # or "amplified": the owner accepts that reports are unlinkable
-    memoize = true              # answer a repeated request with the stored report, at no cost
+    enforce = "worst-case"      # or "amplified": the owner accepts that reports are unlinkable (needs memoize = false)
+    memoize = true              # answer a repeated training request with the stored report, at no cost
     max_models = 4              # classifiers one evaluate message may apply
     max_events = 32             # distinct privacy events one ledger may hold
     encoders = ["minilm", "bilstm"]  # encoders a setup bundle may name (bilstm: weights the server ships)
@@ -90,6 +90,12 @@ class DevicePolicy:
             parse_channel("evaluation", self.evaluation, allow_public=False)
         if self.enforce not in ("worst-case", "amplified"):
             raise ValueError(f"policy: enforce must be worst-case or amplified, got {self.enforce!r}")
+        if self.enforce == "amplified" and self.memoize is True:
+            raise ValueError(
+                'policy: enforce = "amplified" and memoize = true cannot be combined: a memoized report repeats '
+                "unchanged, so the server links it to its record, which the amplified bound assumes it cannot; "
+                "set memoize = false (or enforce = \"worst-case\")"
+            )
         for name in ("max_models", "max_events"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -12,9 +12,10 @@ The user alone keeps which slot was which query (its state). Answers to true que
 summed per query; fictitious answers are dropped. Steps repeat until every true query has
 k answers; a query's prediction is the argmax of the mean of its answers.
 
-Privacy: every release of a true query is charged to the worst-case ledger; fictitious ones
-cost nothing. Under ``--enforce worst-case`` a sampled true query whose ledger has no budget
-left is replaced by a fresh fictitious item (the server sees the same number of reports).
+Privacy: every release of a true query is a fresh draw, charged to the worst-case ledger (never
+memoized: a stored report would repeat where a fictitious one does not); fictitious ones cost
+nothing. Under ``--enforce worst-case`` a sampled true query whose ledger has no budget left
+is replaced by a fresh fictitious item (the server sees the same number of reports).
 Under ``--enforce amplified`` the step is served only if the PLD bound of the user's query
 steps so far, plus this one, stays within budget (fed.privacy.accountants.enforced).
 """
@@ -79,16 +80,18 @@ class UserRecords:
 
 
 class MemoBook:
-    """Stored reports of one user (RAPPOR's permanent randomized response), read and written in its transaction.
+    """Stored training reports of one user (RAPPOR's permanent randomized response), read and written in its transaction.
 
     Parameters
     ----------
     get, put:
-        ``get(record_id, randomizer_key) -> Memo | None`` and ``put(record_id, randomizer_key, report, label)``.
+        ``get(record_id, memo_key) -> Memo | None`` and ``put(record_id, memo_key, report, label)``.
+    bundle:
+        Fingerprint of the setup bundle the records were encoded with (part of every memo key).
     """
 
-    def __init__(self, get: Any, put: Any) -> None:
-        self.get, self.put = get, put
+    def __init__(self, get: Any, put: Any, bundle: str) -> None:
+        self.get, self.put, self.bundle = get, put, bundle
 
 
 @dataclass
@@ -169,7 +172,8 @@ class User:
         Raises BudgetExhausted (or QueriesDone), having released nothing, when the user
         cannot or need not release anything. A Poisson step that samples no record releases
         an empty batch and still counts as a step. A record already released under the same
-        randomizer is answered from its stored report, at no cost, when memoization is on.
+        randomizer is answered from its stored report, at no cost, when memoization is on
+        (training only: :meth:`query_step` draws every report fresh).
         """
         if kind == "query":
             return self.query_step(request)
@@ -229,17 +233,23 @@ class User:
         return cost
 
     def _memo_key(self, randomizer: Randomizer) -> str | None:
-        """The key of stored reports under ``randomizer`` (None: no memoization for it)."""
+        """The key of stored training reports under ``randomizer``: all a report depends on besides its
+        record (bundle, dimension, randomizer, label channel). None: no memoization for it."""
         if self.memo is None or randomizer.records_per_report != 1:
             return None
-        return json.dumps({"randomizer": randomizer.params(), "labels": self.labels.params()}, sort_keys=True)
+        scope = {"kind": "train", "bundle": self.memo.bundle, "dim": int(self.records.train.shape[1])}
+        return json.dumps({**scope, "randomizer": randomizer.params(), "labels": self.labels.params()}, sort_keys=True)
 
     def _stored(self, records: np.ndarray, memo_key: str | None) -> dict[int, Memo]:
-        """Stored reports of ``records`` (indices) under ``memo_key``."""
+        """Stored reports of ``records`` (indices) under ``memo_key``; of records with the same content
+        (one record id) only the first, as :meth:`Ledger.remaining` releases only the first."""
         if memo_key is None:
             return {}
         ids = self.records.record_ids
-        found = {int(i): self.memo.get(str(ids[i]), memo_key) for i in records.tolist()}
+        first: dict[str, int] = {}
+        for i in records.tolist():
+            first.setdefault(str(ids[i]), int(i))
+        found = {i: self.memo.get(key, memo_key) for key, i in first.items()}
         return {i: m for i, m in found.items() if m is not None}
 
     def _remember(self, records: np.ndarray, memo_key: str | None, reports: np.ndarray, labels: np.ndarray | None) -> None:
@@ -267,8 +277,6 @@ class User:
         if (counts >= up.k).all():
             raise QueriesDone(f"user {self.user_id}: every true query has {up.k} answers")
         ledger = self.state.ledger
-        memo_key = self._memo_key(randomizer)
-        stored = self._stored(n_train + np.flatnonzero(counts < up.k), memo_key)
         if self.enforce == "amplified":
             if n_true + up.fictitious(n_true) < 2:
                 raise BudgetExhausted(
@@ -276,7 +284,7 @@ class User:
                     "(the report of a user's only query is linked to it)"
                 )
             self._check_amplified("query", request.sampling, event)
-        elif not len(ledger.remaining([event], n_train + np.flatnonzero(counts < up.k))) and not stored:
+        elif not len(ledger.remaining([event], n_train + np.flatnonzero(counts < up.k))):
             raise BudgetExhausted(f"user {self.user_id}: no query short of {up.k} answers has budget left")
         rng = self.rng()
         n_fict = up.fictitious(n_true)
@@ -286,12 +294,9 @@ class User:
         stand_ins = 0
         if self.enforce == "worst-case":
             affordable = ledger.remaining([event], n_train + true_items) - n_train
-            allowed = np.array([i for i in true_items.tolist() if i in affordable or n_train + i in stored], np.int64)
-            stand_ins = len(true_items) - len(allowed)
-            true_items = allowed
-        reused = np.array([n_train + i in stored for i in true_items.tolist()], dtype=bool)
-        fresh_true = true_items[~reused]
-        user_events = self._user_events(randomizer, len(fresh_true), labels=False)
+            stand_ins = len(true_items) - len(affordable)
+            true_items = affordable
+        user_events = self._user_events(randomizer, len(true_items), labels=False)
         if not ledger.user_can_afford(user_events):
             raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
         ledger.admits([event, *user_events])
@@ -299,18 +304,11 @@ class User:
             [self._fictitious(randomizer, n_fict)[fict_items], self._directions(randomizer, stand_ins, rng)]
         )
         items = np.concatenate([true_items, np.full(len(fictitious), PENDING_FICTITIOUS)]).astype(np.int64)
-        fresh = np.concatenate([~reused, np.ones(len(fictitious), dtype=bool)])
         clean = np.vstack([self.records.query[true_items], fictitious])
         order = rng.permutation(len(items))
-        released = randomizer.release(clean[order][fresh[order]], rng)
-        reports = np.zeros((len(items), released.shape[1]), dtype=np.float32)
-        reports[fresh[order]] = released
-        for position in np.flatnonzero(~fresh[order]).tolist():
-            reports[position] = stored[n_train + int(items[order][position])].report
-        ledger.charge([event], n_train + fresh_true, user_events)
+        reports = randomizer.release(clean[order], rng).astype(np.float32)
+        ledger.charge([event], n_train + true_items, user_events)
         ledger.log_step("query", request.sampling, event)
-        new_true = np.flatnonzero(fresh[order] & (items[order] >= 0))
-        self._remember(n_train + items[order][new_true], memo_key, reports[new_true], None)
         st["pending"] = items[order].tolist()
         st["steps"] += 1
         st["released_true"] += int(len(true_items))
