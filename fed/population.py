@@ -75,7 +75,7 @@ def user_records(
     """
     train_ids = dev_ids = None
     if secret is not None:
-        train_ids, dev_ids = record_ids(population.train, secret), record_ids(population.dev, secret)
+        train_ids, dev_ids = record_ids([population.train, population.dev], secret)
     return {
         u: UserRecords(
             train=train_x[population.train_parts[u]],

@@ -10,6 +10,8 @@ import hashlib
 import hmac
 import json
 import os
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +40,26 @@ def device_secret(state_dir: Path) -> bytes:
     return secret
 
 
-def record_ids(dataset: TextDataset, secret: bytes) -> np.ndarray:
-    """One id per record: HMAC-SHA256 over (sentence, second sentence, label), hex, 32 characters."""
-    second = dataset.texts2 or (None,) * len(dataset)
-    return np.array(
-        [
-            hmac.new(secret, json.dumps([a, b, int(y)]).encode(), hashlib.sha256).hexdigest()[:32]
-            for a, b, y in zip(dataset.texts, second, dataset.labels.tolist())
-        ],
-        dtype=object,
-    )
+def record_ids(datasets: Sequence[TextDataset], secret: bytes) -> list[np.ndarray]:
+    """One id per record of each dataset: HMAC-SHA256 over (sentence, second sentence, label), hex, 32 characters.
+
+    Ids are per copy: the j-th copy (j >= 1, counted over ``datasets`` in order) of the same content
+    hashes (sentence, second sentence, label, j), so no two records share an id. A shared id would
+    share a ledger column, and then a reply's report count, a refusal or a ledger figure would tell
+    the server which records are equal: an uncharged function of record content (replace one copy
+    of a pair by another sentence and it changes). The first copy keeps the id of a ledger written
+    before ids were per copy (when copies shared it and were released once), so its spending stays.
+    """
+    seen: Counter[str] = Counter()
+    out = []
+    for dataset in datasets:
+        second = dataset.texts2 or (None,) * len(dataset)
+        ids = []
+        for a, b, y in zip(dataset.texts, second, dataset.labels.tolist()):
+            content = json.dumps([a, b, int(y)])
+            copy = seen[content]
+            seen[content] += 1
+            key = content if copy == 0 else json.dumps([a, b, int(y), copy])
+            ids.append(hmac.new(secret, key.encode(), hashlib.sha256).hexdigest()[:32])
+        out.append(np.array(ids, dtype=object))
+    return out

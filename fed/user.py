@@ -241,15 +241,11 @@ class User:
         return json.dumps({**scope, "randomizer": randomizer.params(), "labels": self.labels.params()}, sort_keys=True)
 
     def _stored(self, records: np.ndarray, memo_key: str | None) -> dict[int, Memo]:
-        """Stored reports of ``records`` (indices) under ``memo_key``; of records with the same content
-        (one record id) only the first, as :meth:`Ledger.remaining` releases only the first."""
+        """Stored reports of ``records`` (indices) under ``memo_key``."""
         if memo_key is None:
             return {}
         ids = self.records.record_ids
-        first: dict[str, int] = {}
-        for i in records.tolist():
-            first.setdefault(str(ids[i]), int(i))
-        found = {i: self.memo.get(key, memo_key) for key, i in first.items()}
+        found = {int(i): self.memo.get(str(ids[i]), memo_key) for i in records.tolist()}
         return {i: m for i, m in found.items() if m is not None}
 
     def _remember(self, records: np.ndarray, memo_key: str | None, reports: np.ndarray, labels: np.ndarray | None) -> None:

@@ -7,8 +7,8 @@ findings 3 and 4), tried against the real ClientApp running as a device.
   repeat across steps where a fictitious one does not, so query reports are always fresh draws.
 - A memo answers only the request it was made for (same bundle, dimension, randomizer, label
   channel, kind of release): no request sequence leaves a node in a permanent error state.
-- Copies of a record (same content: one record id) share one budget and one memo, and leave
-  once per reply, never as two identical reports.
+- Copies of a record (same content) are records of their own (fed.record_ids: ids per copy), each
+  with its own budget and memo: never two identical reports in one reply.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from simulations.local_grid import LocalGrid
 from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _ledger, _policy, _send, _train
 
 ROWS = [f"memo record {i} the film was {'awful' if i % 2 else 'great'} indeed\t{i % 2}" for i in range(8)]
-TRAIN_ROWS = ROWS + ROWS[:2]  # two records twice: same content, one record id
+TRAIN_ROWS = ROWS + ROWS[:2]  # two records twice: same content, a record id per copy
 DEV_ROWS = [ROWS[2], "a new film was great indeed\t0", "a new film was awful indeed\t1"]  # a training record as a query
 UP = UpSampling(0.5, 1.0, 3)  # every item of the mixed set in every step: 3 true queries, 3 fictitious
 RUN = {"labels": "public", "upsampling_q": UP.q, "p_query": UP.p, "answers": UP.k}
@@ -147,15 +147,15 @@ def test_a_train_after_a_query_under_the_same_randomizer_is_served(data: Path, t
     _served(_query(grid))
     for _ in range(2):
         reply = _served(_train(grid, NOISY))
-        assert len(reply.reports) == len(set(TRAIN_ROWS)) and len(reply.labels) == len(reply.reports)
+        assert len(reply.reports) == len(TRAIN_ROWS) and len(reply.labels) == len(reply.reports)
 
 
-def test_copies_of_a_record_leave_once_per_reply_never_as_identical_reports(data: Path, tmp_path: Path) -> None:
+def test_copies_of_a_record_never_leave_as_identical_reports(data: Path, tmp_path: Path) -> None:
     """Copies shared one memo: the second reply carried both, byte for byte equal (the copies revealed)."""
     grid = _memoizing(data, _bundle(tmp_path), tmp_path)
     replies = [_served(_train(grid, NOISY)).reports for _ in range(3)]
     for reports in replies:
-        assert len(reports) == len(set(map(bytes, reports))) == len(set(TRAIN_ROWS))
+        assert len(reports) == len(set(map(bytes, reports))) == len(TRAIN_ROWS)
     assert sorted(map(bytes, replies[2])) == sorted(map(bytes, replies[0]))  # memoized: the same reports, free
 
 
