@@ -6,6 +6,8 @@ import argparse
 import json
 import math
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,9 +26,9 @@ DEVICE_DIM = 2
 WARMUP_RELEASES = 16
 """Releases per input in the first, untimed batch: it pays for imports and OpenDP's setup."""
 TIMED_SECONDS = 0.1
-"""A batch at least this long times the sampler for the estimate; shorter ones double."""
-STEP_SECONDS = 0.5
-"""About how long each batch after the estimate takes: how often the progress bar moves."""
+"""How long the batches after the warm-up must have lasted before they time the sampler for the estimate."""
+BAR_STEPS = 40
+"""The largest batch is 1/BAR_STEPS of the draw: the progress bar moves at least this often."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dim",
         type=int,
         help=f"representation dimension (default {RUN_DIM}, MiniLM; device sampler: {DEVICE_DIM} where the audit "
-        "is the same at every dimension: gaussian*, laplace, dpie-*, texthide, label channels)",
+        "is the same test at every dimension, see docs/randomizers.md)",
     )
     parser.add_argument("--clip", type=float, default=1.0, help="clip radius C (L1 radius for laplace, dpie-laplace)")
     parser.add_argument("--samples", type=int, default=50_000, help="releases drawn on each input (default 50000)")
@@ -151,39 +153,45 @@ def _draw(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Scores of ``samples`` releases per input in batches, with an estimate and a progress bar.
 
-    After an untimed warm-up, batches double until one lasts :data:`TIMED_SECONDS`; the
-    estimate of the whole draw is printed from it, then the rest is drawn under a progress
-    bar. An audit that ends while it is being timed prints neither.
+    Once the batches after the untimed warm-up have lasted :data:`TIMED_SECONDS`, the
+    estimate of the whole draw is printed from them and the rest is drawn under a progress
+    bar; an audit that ends sooner prints neither. The batch sizes depend on ``samples``
+    only, so a seeded draw is reproducible.
     """
     import numpy as np
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     started = time.perf_counter()
-    parts = [case.scores(min(WARMUP_RELEASES, samples), rng)]
-    done = size = len(parts[0][0])
-    rate = 0.0
-    while done < samples and not rate:
-        size = min(2 * size, samples - done)
-        batch_started = time.perf_counter()
-        parts.append(case.scores(size, rng))
-        took = time.perf_counter() - batch_started
-        done += size
-        if took >= TIMED_SECONDS:
-            rate = size / took
-    if done < samples:
-        total = time.perf_counter() - started + (samples - done) / rate
-        hint = " (--samples or --dim shorten it)" if total > 120 else ""
-        console.print(f"{case.mechanism}: about {_duration(total)} for {samples:,} releases per input ({where}){hint}")
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=console) as bar:
-            task = bar.add_task(case.mechanism, total=samples, completed=done)
-            step = max(1, int(rate * STEP_SECONDS))
-            while done < samples:
-                size = min(step, samples - done)
-                parts.append(case.scores(size, rng))
-                done += size
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    timed = timed_seconds = 0.0
+    with ExitStack() as stack:
+        bar = task = None
+        for size in _batch_sizes(samples):
+            batch_started = time.perf_counter()
+            parts.append(case.scores(size, rng))
+            done = sum(len(null) for null, _ in parts)
+            if bar is not None:
                 bar.update(task, completed=done)
+            elif len(parts) > 1:
+                timed, timed_seconds = timed + size, timed_seconds + time.perf_counter() - batch_started
+                if timed_seconds >= TIMED_SECONDS and done < samples:
+                    total = time.perf_counter() - started + (samples - done) * timed_seconds / timed
+                    hint = " (--samples or --dim shorten it)" if total > 120 else ""
+                    console.print(f"{case.mechanism}: about {_duration(total)} for {samples:,} releases per input ({where}){hint}")
+                    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+                    bar = stack.enter_context(Progress(*columns, console=console))
+                    task = bar.add_task(case.mechanism, total=samples, completed=done)
     return np.concatenate([null for null, _ in parts]), np.concatenate([alt for _, alt in parts])
+
+
+def _batch_sizes(samples: int) -> Iterator[int]:
+    """The warm-up batch, then doubling batches up to 1/:data:`BAR_STEPS` of ``samples``, adding up to ``samples``."""
+    cap = max(WARMUP_RELEASES, math.ceil(samples / BAR_STEPS))
+    size = done = 0
+    while done < samples:
+        size = min(max(WARMUP_RELEASES, 2 * size), cap, samples - done)
+        yield size
+        done += size
 
 
 def _duration(seconds: float) -> str:
