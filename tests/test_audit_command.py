@@ -97,7 +97,8 @@ def test_the_audit_builds_what_a_run_builds(mechanism: str) -> None:
 
 def test_a_device_audit_prints_its_estimate_then_a_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
     # The device sampler (OpenDP, about 0.1 ms per coordinate) is slow enough to be timed before it ends.
-    assert main(["audit", "--mechanism", "gaussian", "--epsilon", "1", "--sampler", "device", "--samples", "5000", "--json"]) == 0
+    argv = ["audit", "--mechanism", "gaussian", "--epsilon", "1", "--sampler", "device", "--samples", "5000", "--json"]
+    assert main(argv) == 0
     captured = capsys.readouterr()
     (row,) = json.loads(captured.out)  # stdout stays JSON: estimate and bar go to stderr
     assert row["verdict"] == "pass" and row["samples"] == 5000 and row["dim"] == DEVICE_DIM
@@ -107,13 +108,11 @@ def test_a_device_audit_prints_its_estimate_then_a_progress_bar(capsys: pytest.C
 
 
 def test_the_default_dimension_depends_on_the_sampler_and_the_mechanism(capsys: pytest.CaptureFixture[str]) -> None:
-    assert default_dim("gaussian", "engine") == RUN_DIM == 384
-    assert {name: default_dim(name, "device") for name in ("gaussian", "laplace", "dpie-gaussian", "randomized-response")} == dict.fromkeys(
-        ("gaussian", "laplace", "dpie-gaussian", "randomized-response"), DEVICE_DIM
-    )
-    assert {name: default_dim(name, "device") for name in ("dchi", "sue", "laplace-seed002", "snd")} == dict.fromkeys(
-        ("dchi", "sue", "laplace-seed002", "snd"), RUN_DIM
-    )
+    assert {default_dim(name, "engine") for name in AUDITABLE} == {RUN_DIM} == {384}
+    for name in ("gaussian", "laplace", "dpie-gaussian", "randomized-response"):
+        assert default_dim(name, "device") == DEVICE_DIM, name
+    for name in ("dchi", "sue", "laplace-seed002", "snd"):
+        assert default_dim(name, "device") == RUN_DIM, name
     (row,) = _run(capsys, "--mechanism", "gaussian", "--epsilon", "1")
     assert row["dim"] == RUN_DIM and row["sampler"] == "numpy SFC64 (seeded)"
 
@@ -127,15 +126,19 @@ def test_a_dimension_free_audit_is_the_same_test_at_every_dimension(mechanism: s
     samples = {}
     for dim in (DEVICE_DIM, 64):
         case = build_for_audit(mechanism, 1.0, 1e-5, dim)
-        samples[dim] = case.randomizer.params(), [np.round(s, 9) for s in case.scores(1500, np.random.default_rng(dim))]
-    same_event = samples[DEVICE_DIM][0] == samples[64][0]
-    same_scores = all(ks_2samp(a, b, method="asymp").pvalue > 1e-3 for a, b in zip(samples[DEVICE_DIM][1], samples[64][1]))
+        scores = case.scores(1500, np.random.default_rng(dim))
+        samples[dim] = case.randomizer.params(), [np.round(s, 9) for s in scores]
+    (event_2, scores_2), (event_64, scores_64) = samples[DEVICE_DIM], samples[64]
+    same_scores = all(ks_2samp(a, b, method="asymp").pvalue > 1e-3 for a, b in zip(scores_2, scores_64))
+    same_event = event_2 == event_64
     assert dimension_free(mechanism) == (same_event and same_scores)
 
 
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
 @pytest.mark.parametrize("sampler", ["engine", "device"])
-def test_the_default_audit_catches_half_the_noise(capsys: pytest.CaptureFixture[str], mechanism: str, sampler: str) -> None:
+def test_the_default_audit_catches_half_the_noise(
+    capsys: pytest.CaptureFixture[str], mechanism: str, sampler: str
+) -> None:
     """The mutation check at each sampler's default dimension and sample count.
 
     Drawn by the seeded engine sampler (the device's OpenDP noise has the same distribution,
@@ -151,7 +154,10 @@ def test_the_default_audit_catches_half_the_noise(capsys: pytest.CaptureFixture[
 
 
 def test_the_noise_factor_needs_a_noise_scale(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv, reason in ((["--mechanism", "sue"], "sue has no clip-and-noise scale"), (["--mechanism", "gaussian", "--noise-factor", "0"], "positive")):
+    for argv, reason in (
+        (["--mechanism", "sue"], "sue has no clip-and-noise scale"),
+        (["--mechanism", "gaussian", "--noise-factor", "0"], "--noise-factor must be positive"),
+    ):
         with pytest.raises(SystemExit) as exit_info:
             main(["audit", "--epsilon", "1", "--noise-factor", "0.5", *argv])
         assert exit_info.value.code == 2

@@ -159,11 +159,13 @@ def _draw(
     only, so a seeded draw is reproducible.
     """
     import numpy as np
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    )
 
     started = time.perf_counter()
     parts: list[tuple[np.ndarray, np.ndarray]] = []
-    timed = timed_seconds = 0.0
+    timed, timed_seconds = 0, 0.0
     with ExitStack() as stack:
         bar = task = None
         for size in _batch_sizes(samples):
@@ -177,8 +179,13 @@ def _draw(
                 if timed_seconds >= TIMED_SECONDS and done < samples:
                     total = time.perf_counter() - started + (samples - done) * timed_seconds / timed
                     hint = " (--samples or --dim shorten it)" if total > 120 else ""
-                    console.print(f"{case.mechanism}: about {_duration(total)} for {samples:,} releases per input ({where}){hint}")
-                    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+                    console.print(
+                        f"{case.mechanism}: about {_duration(total)} for {samples:,} releases per input ({where}){hint}"
+                    )
+                    columns = (
+                        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TimeRemainingColumn(),
+                    )
                     bar = stack.enter_context(Progress(*columns, console=console))
                     task = bar.add_task(case.mechanism, total=samples, completed=done)
     return np.concatenate([null for null, _ in parts]), np.concatenate([alt for _, alt in parts])
@@ -214,6 +221,9 @@ def _fmt(value: float) -> str:
 
 
 def _print_table(rows: list[dict], args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     header = ("mechanism", "dim", "claimed eps", "accounted eps", "audited eps >=", "verdict")
     body = [
         (
@@ -227,15 +237,6 @@ def _print_table(rows: list[dict], args: argparse.Namespace) -> None:
         f"Distinguishing audit: delta={args.delta:g}, {args.samples} releases per input, "
         f"{args.confidence:.0%} Clopper-Pearson lower bound, {args.sampler} sampler ({rows[0]['sampler'] if rows else '-'}){mutant}"
     )
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:  # plain text if rich is missing
-        print(title)
-        widths = [max(len(str(row[i])) for row in (header, *body)) for i in range(len(header))]
-        for row in (header, *body):
-            print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)))
-        return
     table = Table(title=title)
     for name in header:
         text = name in ("mechanism", "verdict")
