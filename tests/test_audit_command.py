@@ -1,4 +1,5 @@
-"""``ldpfed audit``: the three configurations the project must audit, and the events' infinity."""
+"""``ldpfed audit``: the three configurations the project must audit, and the events' infinity;
+its estimate and progress bar, its defaults by sampler, and its power against half the noise."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.stats import ks_2samp
 
 from fed.config import RunConfig
 from fed.plan import make_plan
-from fed.randomizers.auditing import build_for_audit
+from fed.randomizers.auditing import AUDITABLE, build_for_audit, dimension_free
 from simulations.cli import main
+from simulations.commands.audit import DEVICE_DIM, RUN_DIM, default_dim
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,3 +93,78 @@ def test_the_audit_builds_what_a_run_builds(mechanism: str) -> None:
         assert {k: case.randomizer.params()[k] for k in ("k", "masks", "max_coefficient")} == {
             "k": 4, "masks": 16, "max_coefficient": 1.0
         }
+
+
+def test_a_device_audit_prints_its_estimate_then_a_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    # The device sampler (OpenDP, about 0.1 ms per coordinate) is slow enough to be timed before it ends.
+    argv = ["audit", "--mechanism", "gaussian", "--epsilon", "1", "--sampler", "device", "--samples", "5000", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    (row,) = json.loads(captured.out)  # stdout stays JSON: estimate and bar go to stderr
+    assert row["verdict"] == "pass" and row["samples"] == 5000 and row["dim"] == DEVICE_DIM
+    estimate = captured.err.find("gaussian: about ")
+    assert estimate >= 0 and "for 5,000 releases per input (device sampler, dim 2)" in captured.err
+    assert captured.err.find("5000/5000") > estimate  # the bar, drawn after the estimate
+
+
+def test_the_default_dimension_depends_on_the_sampler_and_the_mechanism(capsys: pytest.CaptureFixture[str]) -> None:
+    assert {default_dim(name, "engine") for name in AUDITABLE} == {RUN_DIM} == {384}
+    for name in ("gaussian", "laplace", "dpie-gaussian", "randomized-response"):
+        assert default_dim(name, "device") == DEVICE_DIM, name
+    for name in ("dchi", "sue", "laplace-seed002", "snd"):
+        assert default_dim(name, "device") == RUN_DIM, name
+    (row,) = _run(capsys, "--mechanism", "gaussian", "--epsilon", "1")
+    assert row["dim"] == RUN_DIM and row["sampler"] == "numpy SFC64 (seeded)"
+
+
+@pytest.mark.parametrize("mechanism", [name for name in AUDITABLE if name != "gaussian-classical"])
+def test_a_dimension_free_audit_is_the_same_test_at_every_dimension(mechanism: str) -> None:
+    """What lets the device sampler audit at dim 2: the same event and the same score distribution as at 64.
+
+    Scores are rounded as the audit rounds them (1e-9): the ratio's atoms carry rounding noise.
+    """
+    samples = {}
+    for dim in (DEVICE_DIM, 64):
+        case = build_for_audit(mechanism, 1.0, 1e-5, dim)
+        scores = case.scores(1500, np.random.default_rng(dim))
+        samples[dim] = case.randomizer.params(), [np.round(s, 9) for s in scores]
+    (event_2, scores_2), (event_64, scores_64) = samples[DEVICE_DIM], samples[64]
+    same_scores = all(ks_2samp(a, b, method="asymp").pvalue > 1e-3 for a, b in zip(scores_2, scores_64))
+    same_event = event_2 == event_64
+    assert dimension_free(mechanism) == (same_event and same_scores)
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
+@pytest.mark.parametrize("sampler", ["engine", "device"])
+def test_the_default_audit_catches_half_the_noise(
+    capsys: pytest.CaptureFixture[str], mechanism: str, sampler: str
+) -> None:
+    """The mutation check at each sampler's default dimension and sample count.
+
+    Drawn by the seeded engine sampler (the device's OpenDP noise has the same distribution,
+    tests/test_device_noise.py); the device sampler's own run is quoted in docs/device.md.
+    """
+    dim = str(default_dim(mechanism, sampler))
+    argv = ["audit", "--mechanism", mechanism, "--epsilon", "1", "--dim", dim, "--json"]
+    for factor, verdict in (("1", "pass"), ("0.5", "claim violated")):
+        assert main([*argv, "--noise-factor", factor]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        assert row["samples"] == 50_000 and row["noise_factor"] == float(factor)
+        assert row["verdict"] == verdict, row
+
+
+def test_the_noise_factor_needs_a_noise_scale(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, reason in (
+        (["--mechanism", "sue"], "sue has no clip-and-noise scale"),
+        (["--mechanism", "gaussian", "--noise-factor", "0"], "--noise-factor must be positive"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["audit", "--epsilon", "1", "--noise-factor", "0.5", *argv])
+        assert exit_info.value.code == 2
+        assert reason in capsys.readouterr().err
+
+
+def test_a_seeded_engine_audit_is_reproducible(capsys: pytest.CaptureFixture[str]) -> None:
+    # The batches behind the progress bar are sized by the sample count, never by the clock.
+    first, second = (_run(capsys, "--mechanism", "gaussian", "--epsilon", "1", "--seed", "7")[0] for _ in range(2))
+    assert first["audited_lower_bound"] == second["audited_lower_bound"] > 0

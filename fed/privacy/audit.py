@@ -71,9 +71,13 @@ def gaussian_llr(reports: np.ndarray, x0: np.ndarray, x1: np.ndarray, sigma: flo
 
 
 def laplace_llr(reports: np.ndarray, x0: np.ndarray, x1: np.ndarray, scale: float) -> np.ndarray:
-    """log p(y | x1) / p(y | x0) under i.i.d. Laplace(scale) noise per coordinate."""
+    """log p(y | x1) / p(y | x0) under i.i.d. Laplace(scale) noise per coordinate.
+
+    Summed per coordinate, so a coordinate where x0 and x1 agree adds exactly 0 (a difference
+    of two sums would smear the ratio's atoms at +-||x1 - x0||_1 / scale by rounding).
+    """
     reports = np.asarray(reports)
-    return (np.abs(reports - np.ravel(x0)).sum(axis=1) - np.abs(reports - np.ravel(x1)).sum(axis=1)) / scale
+    return (np.abs(reports - np.ravel(x0)) - np.abs(reports - np.ravel(x1))).sum(axis=1) / scale
 
 
 def dchi_llr(reports: np.ndarray, x0: np.ndarray, x1: np.ndarray, eta: float) -> np.ndarray:

@@ -50,6 +50,7 @@ from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
 from fed.randomizers import RANDOMIZERS
 from fed.randomizers.bits import BitEncodingRandomizer
+from fed.randomizers.clip_and_noise import ClipAndNoise
 from fed.randomizers.exponential import ExponentialMechanism
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.instance_encoding import _Mixing
@@ -207,10 +208,32 @@ def audit(
     case: AuditCase, delta: float, samples: int, rng: np.random.Generator, confidence: float = 0.95
 ) -> AuditResult:
     """Run the distinguishing test of ``case`` with ``samples`` releases per input."""
-    null, alt = case.scores(samples, rng)
+    return judge(case, delta, *case.scores(samples, rng), confidence)
+
+
+def judge(case: AuditCase, delta: float, null: np.ndarray, alt: np.ndarray, confidence: float = 0.95) -> AuditResult:
+    """The test of ``case`` on the scores of releases of its first (``null``) and second (``alt``) input."""
     bound = lr_epsilon_lower_bound(null, alt, delta, confidence)
     accounted = accounted_epsilon(case.event, delta)
-    return AuditResult(case.mechanism, case.claimed_epsilon, accounted, delta, bound, samples, confidence)
+    return AuditResult(case.mechanism, case.claimed_epsilon, accounted, delta, bound, len(null), confidence)
+
+
+def dimension_free(mechanism: str) -> bool:
+    """Whether the audit of ``mechanism`` is the same test at every dimension of at least 2.
+
+    True for the gaussian family and laplace: their noise is i.i.d. per coordinate with a
+    scale calibrated to a sensitivity the clip alone fixes (2C); the worst pair +-C e_1
+    differs on the first axis only, where the log-likelihood ratio reads it (``gaussian_llr``,
+    ``laplace_llr``: every other coordinate has the same mean under both inputs and adds
+    exactly 0), so the score's distribution, and the event audited, do not depend on the
+    dimension. Likewise dpie-* and texthide (mixing, masks and noise act on each coordinate
+    alone; the statistic reads the first two) and the label channels (no dimension). Not
+    dchi or snd (noise shaped by the norm of the whole vector), laplace-seed002 (its
+    violation grows with sqrt(d)) or sue, oue and ome (the pair differs in every bit).
+    """
+    if mechanism in LABEL_CHANNELS:
+        return True
+    return issubclass(RANDOMIZERS[mechanism], (GaussianRandomizer, LaplaceRandomizer, _Mixing))
 
 
 def accounted_epsilon(event: PrivacyEvent, delta: float) -> float:
@@ -224,7 +247,12 @@ def accounted_epsilon(event: PrivacyEvent, delta: float) -> float:
 
 
 def build_for_audit(
-    mechanism: str, epsilon: float, delta: float, dim: int, options: Mapping[str, Any] | None = None
+    mechanism: str,
+    epsilon: float,
+    delta: float,
+    dim: int,
+    options: Mapping[str, Any] | None = None,
+    noise_factor: float = 1.0,
 ) -> AuditCase:
     """The configuration the audit command examines, built as a run with these settings builds it.
 
@@ -235,12 +263,17 @@ def build_for_audit(
     what their parameters state, else what their event costs. Invalid mechanisms
     (``laplace-seed002``) are built with ``allow_invalid``: the audit exists to expose them.
     Label channels (``randomized-response``, ``exponential``) take ``labels`` (default 2).
+
+    ``noise_factor`` builds a mutant for checking the audit's power: the noise scale of a
+    clip-and-noise mechanism multiplied by it, the claim kept (below 1 the claim is false).
     """
     opts = dict(options or {})
+    if mechanism not in AUDITABLE:
+        raise ValueError(f"unknown mechanism {mechanism!r}; auditable: {', '.join(AUDITABLE)}")
+    if noise_factor != 1.0 and not issubclass(RANDOMIZERS.get(mechanism, object), ClipAndNoise):
+        raise ValueError(f"noise factor: {mechanism} has no clip-and-noise scale to multiply")
     if mechanism in LABEL_CHANNELS:
         return case_for(LABEL_CHANNELS[mechanism](epsilon, int(opts.get("labels", 2))), dim, epsilon)
-    if mechanism not in RANDOMIZERS:
-        raise ValueError(f"unknown mechanism {mechanism!r}; auditable: {', '.join(AUDITABLE)}")
     cls = RANDOMIZERS[mechanism]
     clip = float(opts.pop("clip", 1.0))
     if cls.invalid:
@@ -249,7 +282,13 @@ def build_for_audit(
     run_options = cls.run_options(clip, dim if "dim" in cls.required_options else 0, opts, AUDIT_ENCODER)
     fixed = cls.fixed_params(epsilon, run_options)
     if fixed is None:
-        return case_for(cls.calibrated(epsilon, delta, 1, run_options), dim, epsilon)
-    randomizer = cls.from_params(fixed)
-    claimed = randomizer.claimed_epsilon
-    return case_for(randomizer, dim, accounted_epsilon(randomizer.event, delta) if claimed is None else claimed)
+        randomizer, claimed = cls.calibrated(epsilon, delta, 1, run_options), epsilon
+    else:
+        randomizer = cls.from_params(fixed)
+        claimed = randomizer.claimed_epsilon
+        claimed = accounted_epsilon(randomizer.event, delta) if claimed is None else claimed
+    if noise_factor != 1.0:
+        params = randomizer.params()
+        params[cls.noise_key] *= noise_factor
+        randomizer = cls.from_params(params)
+    return case_for(randomizer, dim, claimed)
