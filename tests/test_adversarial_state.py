@@ -68,14 +68,14 @@ def test_everything_in_the_device_folder_is_the_owners_only_whatever_the_umask(
         found = {path: stat.S_IMODE(path.lstat().st_mode) for path in [files.root, *files.root.rglob("*")]}
     finally:
         reader.close()
+    loose = {str(path): oct(mode) for path, mode in found.items() if mode != (0o700 if path.is_dir() else 0o600)}
+    assert not loose, loose
     wanted = {
         files.state / "ledger.sqlite", files.state / "ledger.sqlite-wal", files.state / "ledger.sqlite-shm",
         files.state / "record-id.key", files.state / "cache", *made,
     }
     assert wanted <= set(found), sorted(map(str, wanted - set(found)))
     assert any(path.is_file() and "cache" in path.parts for path in found), "the test made no cache file"
-    loose = {str(path): oct(mode) for path, mode in found.items() if mode != (0o700 if path.is_dir() else 0o600)}
-    assert not loose, loose
 
 
 # -- 8. policy values -------------------------------------------------------------------------
@@ -116,8 +116,7 @@ def _empty_ledger(state: Path) -> None:
 
 
 def _foreign_key(state: Path) -> None:
-    other = init_state(state.parent / "other-device")
-    shutil.copyfile(other / "record-id.key", state / "record-id.key")
+    shutil.copyfile(state.parent / "other-device" / "record-id.key", state / "record-id.key")
 
 
 TAMPERING = {
@@ -134,8 +133,10 @@ def test_a_node_whose_state_was_tampered_with_refuses_instead_of_starting_over(
     data: Path, bundle: np.ndarray, tmp_path: Path, tamper: str
 ) -> None:
     action, named = TAMPERING[tamper]
-    state = tmp_path / "state"
-    grid = _device(data, bundle, state, _policy(tmp_path / "p.toml", **PERMISSIVE, memoize=False))
+    state, policy = tmp_path / "state", _policy(tmp_path / "p.toml", **PERMISSIVE, memoize=False)
+    if tamper == "key-of-another-device":
+        _device(data, bundle, tmp_path / "other-device", policy)
+    grid = _device(data, bundle, state, policy)
     assert len(protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content).reports) == TRAIN  # all spent
     action(state)
     for content in (_train(grid, _gaussian(SIGMA_AT_3)).content, _send(grid, protocol.SETUP, protocol.setup_request(bundle)).content):

@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
         files = init_device(args.dir, trust=args.trust)
         root_cert = (args.root_cert or files.root / CA_CERT).resolve()
         node_config = node_config_string(files, args.data, args.partition_id, args.num_partitions)
-        print(f"Device folder {files.root}: {POLICY} (strict defaults; edit it), {STATE}/, {NODE_KEY}(.pub), "
-              f"{SIGNING_KEY}(.pub), {TRUSTED}.")
+        print(f"Device folder {files.root}: {POLICY} (strict defaults; edit it), {STATE}/ (record-id key and the ledger "
+              f"bound to it), {NODE_KEY}(.pub), {SIGNING_KEY}(.pub), {TRUSTED}; all readable by this user only.")
         print(f"Give the SuperLink operator {files.node_public_key}; copy its CA certificate to {root_cert}.")
         print("Approve an app after reviewing it: ldpfed device approve", shlex.quote(str(files.root)), "--app APP_DIR")
         print("Start the node:")
