@@ -28,6 +28,7 @@ from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
 from fed.plan import encoder_spec, make_plan, plan_refusal
 from fed.randomizers import RANDOMIZERS
 from fed.population import Population, hosted_users, user_records
+from fed.record_ids import key_fingerprint
 from fed.requests import Refusal, RequestRefused
 from fed.shared_records import shared_records
 from fed.site import Site
@@ -65,7 +66,7 @@ limit_blas_threads()  # once per process (Ray actor or device)
 # Per process (one Ray actor, or one device): clean records of the hosted users, built once per
 # bundle content (a bundle re-sent with other bytes but the same files, e.g. a tar cut short in its
 # trailing padding, unpacks to another folder and would otherwise re-hash the encoder's weights and
-# rebuild the population) and, on a device, per state folder (its record-id key).
+# rebuild the population) and, on a device, per record-id key.
 _RECORDS: dict[tuple[RunConfig, int, int, str, bool, str | None], tuple[dict[int, UserRecords], int, int]] = {}
 _CONTENT: dict[str, str] = {}
 _ASSETS: dict[str, Assets] = {}
@@ -249,7 +250,7 @@ def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserR
     config = site.config
     partition_id = int(context.node_config.get("partition-id", 0))
     num_partitions = int(context.node_config.get("num-partitions", 1))
-    key = (config, partition_id, num_partitions, _content(folder), site.simulation, None if site.simulation else str(site.state_dir))
+    key = (config, partition_id, num_partitions, _content(folder), site.simulation, None if site.simulation else key_fingerprint(site.secret()))
     if key not in _RECORDS:
         def build() -> tuple[dict[int, UserRecords], int, int]:
             return _build_records(site, config, folder, partition_id, num_partitions)

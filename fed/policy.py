@@ -7,28 +7,39 @@ without one the strict defaults below apply. In a simulation the experimenter wr
 sides, so :meth:`DevicePolicy.from_run` derives each simulated user's policy from the run
 options (``ldpfed simulate`` writes it to the run directory as ``policy.toml``).
 
-Keys of the TOML file (all optional; the defaults are the strict device defaults)::
+Keys of the TOML file (all optional; the defaults are the strict device defaults), with the
+values each accepts (:data:`RULES`; anything else, a boolean for a number included, is refused
+with the key named)::
 
-    epsilon_sentence = 1.0      # worst-case budget of each record (sentence level)
-    epsilon_user = 10.0         # budget of all releases of the device's records (user level)
-    delta = 1e-5                # delta at which every cost is measured
-    max_release_epsilon = 1.0   # most one release of one record may cost (default: epsilon_sentence)
-    mechanisms = ["gaussian", ...]  # randomizers the device runs (default: DEFAULT_MECHANISMS)
-    allow_invalid = false       # run randomizers whose paper's guarantee is wrong (laplace-seed002)
-    labels = "rr:1.0"           # label channel: randomized response at this epsilon, or "public"
-    evaluation = "none"         # local-evaluation outcomes: "none", or "rr:<eps>" per query and model
+    epsilon_sentence = 1.0      # worst-case budget of each record (sentence level); > 0, or inf
+    epsilon_user = 10.0         # budget of all releases of the device's records (user level); > 0, or inf
+    delta = 1e-5                # delta at which every cost is measured; in (0, 1e-2]
+    max_release_epsilon = 1.0   # most one release of one record may cost (default: epsilon_sentence); > 0, or inf
+    mechanisms = ["gaussian", ...]  # randomizers the device runs (default: DEFAULT_MECHANISMS); known names
+    allow_invalid = false       # run randomizers whose paper's guarantee is wrong (laplace-seed002); true/false
+    labels = "rr:1.0"           # label channel: randomized response at epsilon in (0, 20], or "public"
+    evaluation = "none"         # local-evaluation outcomes: "none", or "rr:<eps>" (eps in (0, 20]) per query and model
     enforce = "worst-case"      # or "amplified": the owner accepts that reports are unlinkable (needs memoize = false)
-    memoize = true              # answer a repeated training request with the stored report, at no cost
-    max_models = 4              # classifiers one evaluate message may apply
-    max_events = 32             # distinct privacy events one ledger may hold
+    memoize = true              # answer a repeated training request with the stored report, at no cost; true/false
+    max_models = 4              # classifiers one evaluate message may apply; 1 to 64
+    max_events = 32             # distinct privacy events one ledger may hold; 1 to 1024
     encoders = ["minilm", "bilstm"]  # encoders a setup bundle may name (bilstm: weights the server ships)
+
+Why these ranges. delta is the probability that the epsilon bound fails outright: a mechanism
+that publishes each record verbatim with probability delta satisfies (0, delta)-DP, so above
+1e-2 (one sentence in a hundred) the figure guarantees nothing. Randomized response at epsilon
+20 keeps the true value with probability 1 - 2e-9 per bit (binary): already the same as
+"public", which an owner can say plainly; beyond it e^epsilon leaves floating point (rr:1e308).
+Budgets and the per-release cap have no upper bound (inf: no cap), but must be numbers a
+float holds (a 400-digit integer is refused, not rounded).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -46,6 +57,62 @@ DEFAULT_MECHANISMS: tuple[str, ...] = (
 floating point, which an owner may accept by naming it in ``mechanisms``)."""
 
 EVALUATION_OFF = "none"
+MAX_DELTA = 1e-2
+"""Largest delta a policy may set (module docstring: why)."""
+MAX_RR_EPSILON = 20.0
+"""Largest epsilon of a randomized-response channel (labels, evaluation; module docstring: why)."""
+
+
+def _number(value: Any) -> bool:
+    """A real number a float holds (not a boolean, not NaN, no integer beyond the float range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return False
+    return isinstance(value, float) or abs(value) <= sys.float_info.max
+
+
+def _positive(value: Any) -> bool:
+    return _number(value) and value > 0
+
+
+def _rr_epsilon(spec: Any) -> float | None:
+    """The epsilon of ``'rr:<epsilon>'`` within (0, MAX_RR_EPSILON]; None for anything else."""
+    kind, _, value = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    try:
+        epsilon = float(value)
+    except ValueError:
+        return None
+    return epsilon if kind == "rr" and 0 < epsilon <= MAX_RR_EPSILON else None
+
+
+def _count(top: int) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= top
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(name, str) for name in value)
+
+
+def _flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+RR = f"'rr:<epsilon>' with epsilon in (0, {MAX_RR_EPSILON:g}]"
+RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "epsilon_sentence": (_positive, "a positive number or inf"),
+    "epsilon_user": (_positive, "a positive number or inf"),
+    "delta": (lambda v: _number(v) and 0 < v <= MAX_DELTA, f"a number in (0, {MAX_DELTA:g}]"),
+    "max_release_epsilon": (lambda v: v is None or _positive(v), "a positive number or inf"),
+    "mechanisms": (_names, "a list of mechanism names"),
+    "allow_invalid": (_flag, "true or false"),
+    "labels": (lambda v: v == "public" or _rr_epsilon(v) is not None, f"'public' or {RR}"),
+    "evaluation": (lambda v: v == EVALUATION_OFF or _rr_epsilon(v) is not None, f"'{EVALUATION_OFF}' or {RR}"),
+    "enforce": (lambda v: v in ("worst-case", "amplified"), "'worst-case' or 'amplified'"),
+    "memoize": (_flag, "true or false"),
+    "max_models": (_count(64), "an integer from 1 to 64"),
+    "max_events": (_count(1024), "an integer from 1 to 1024"),
+    "encoders": (_names, "a list of encoder names"),
+}
+"""Each policy key: the test its value must pass, and what it accepts (the refusal's words)."""
 
 
 @dataclass(frozen=True)
@@ -69,40 +136,24 @@ class DevicePolicy:
     """Per kind of release ('train', 'query'): the most one release may cost (simulation: the plan's)."""
 
     def __post_init__(self) -> None:
-        for name in ("epsilon_sentence", "epsilon_user"):
+        for name, (valid, accepted) in RULES.items():
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or math.isnan(value) or value <= 0:
-                raise ValueError(f"policy: {name} must be a positive number (inf allowed), got {value!r}")
-        if not isinstance(self.delta, (int, float)) or not 0 < self.delta < 1:
-            raise ValueError(f"policy: delta must lie in (0, 1), got {self.delta!r}")
-        floor = self.max_release_epsilon
-        if floor is not None and (not isinstance(floor, (int, float)) or math.isnan(floor) or floor <= 0):
-            raise ValueError(f"policy: max_release_epsilon must be a positive number, got {floor!r}")
+            if not valid(value):
+                shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:30]}... ({len(repr(value))} characters)"
+                raise ValueError(f"policy: {name} must be {accepted}, got {shown}")
         from fed.randomizers import RANDOMIZERS
 
         unknown = sorted(set(self.mechanisms) - set(RANDOMIZERS))
         if unknown:
-            raise ValueError(f"policy: unknown mechanisms {unknown}; available: {sorted(RANDOMIZERS)}")
+            raise ValueError(f"policy: mechanisms: unknown {unknown}; available: {sorted(RANDOMIZERS)}")
         object.__setattr__(self, "mechanisms", tuple(self.mechanisms))
         object.__setattr__(self, "encoders", tuple(self.encoders))
-        parse_channel("labels", self.labels, allow_public=True)
-        if self.evaluation != EVALUATION_OFF:
-            parse_channel("evaluation", self.evaluation, allow_public=False)
-        if self.enforce not in ("worst-case", "amplified"):
-            raise ValueError(f"policy: enforce must be worst-case or amplified, got {self.enforce!r}")
         if self.enforce == "amplified" and self.memoize is True:
             raise ValueError(
                 'policy: enforce = "amplified" and memoize = true cannot be combined: a memoized report repeats '
                 "unchanged, so the server links it to its record, which the amplified bound assumes it cannot; "
                 "set memoize = false (or enforce = \"worst-case\")"
             )
-        for name in ("max_models", "max_events"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"policy: {name} must be a positive integer, got {value!r}")
-        for name in ("allow_invalid", "memoize"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"policy: {name} must be true or false")
 
     # -- reading and writing -------------------------------------------------------------
     @classmethod
@@ -128,11 +179,6 @@ class DevicePolicy:
         for name in ("epsilon_sentence", "epsilon_user"):
             if values.get(name) == "inf":
                 values[name] = math.inf
-        for name in ("mechanisms", "encoders"):
-            if name in values:
-                if not isinstance(values[name], list) or not all(isinstance(m, str) for m in values[name]):
-                    raise ValueError(f"{source}: {name} must be a list of names")
-                values[name] = tuple(values[name])
         return cls(**values)
 
     def to_toml(self) -> str:
@@ -208,12 +254,7 @@ def parse_channel(name: str, spec: Any, allow_public: bool) -> float | None:
     """``'rr:<epsilon>'`` -> epsilon; ``'public'`` -> None where allowed; ValueError otherwise."""
     if allow_public and spec == "public":
         return None
-    kind, _, value = str(spec).partition(":")
-    try:
-        epsilon = float(value)
-    except ValueError:
-        epsilon = math.nan
-    if kind != "rr" or not math.isfinite(epsilon) or epsilon <= 0:
-        choices = "'public' or 'rr:<epsilon>'" if allow_public else "'none' or 'rr:<epsilon>'"
-        raise ValueError(f"policy: {name} must be {choices}, got {spec!r}")
+    epsilon = _rr_epsilon(spec)
+    if epsilon is None:
+        raise ValueError(f"policy: {name} must be {'public' if allow_public else EVALUATION_OFF!r} or {RR}, got {spec!r}")
     return epsilon

@@ -19,25 +19,35 @@ import numpy as np
 from fed.dataset import TextDataset
 
 SECRET_BYTES = 32
+KEY_FILE = "record-id.key"
+BINDING_LABEL = b"ldpfed: the ledger bound to this record-id key"
 
 
 def device_secret(state_dir: Path) -> bytes:
-    """The device's record-id key: read from ``state_dir/record-id.key``, created on first use."""
-    path = Path(state_dir) / "record-id.key"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        secret = path.read_bytes()
-        if len(secret) != SECRET_BYTES:
-            raise ValueError(f"{path} is damaged ({len(secret)} bytes, expected {SECRET_BYTES})") from None
-        return secret
+    """The device's record-id key, read from ``state_dir/record-id.key`` (made by :func:`create_secret`)."""
+    path = Path(state_dir) / KEY_FILE
+    secret = path.read_bytes()
+    if len(secret) != SECRET_BYTES:
+        raise ValueError(f"{path} is damaged ({len(secret)} bytes, expected {SECRET_BYTES})")
+    return secret
+
+
+def create_secret(state_dir: Path) -> bytes:
+    """Make the device's record-id key (mode 600) from the operating system's entropy; FileExistsError if there is one."""
+    path = Path(state_dir) / KEY_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.fchmod(fd, 0o600)  # whatever the umask
     secret = os.urandom(SECRET_BYTES)
     with os.fdopen(fd, "wb") as handle:
         handle.write(secret)
         handle.flush()
         os.fsync(handle.fileno())
     return secret
+
+
+def key_fingerprint(secret: bytes) -> str:
+    """What a ledger stores to name the key it belongs to: HMAC-SHA256 of a fixed label (says nothing of the key)."""
+    return hmac.new(secret, BINDING_LABEL, hashlib.sha256).hexdigest()
 
 
 def record_ids(datasets: Sequence[TextDataset], secret: bytes) -> list[np.ndarray]:

@@ -7,10 +7,14 @@ node's guarantee rests on comes from the device owner, through the node config g
 | key | meaning | default |
 |---|---|---|
 | ``policy`` | path of the owner's policy TOML (fed.policy) | strict defaults |
-| ``state-dir`` | the node's own folder: ledger database, record-id key | ``$LDPFED_STATE`` or ``~/.local/state/ldpfed`` |
-| ``data`` | the device's dataset folder (train.tsv / dev.tsv) | none: setup is refused |
-| ``cache-dir`` | encodings and unpacked bundles | ``<state-dir>/cache`` |
+| ``state-dir`` | the node's own folder: ledger database, record-id key (fed.device_state) | ``$LDPFED_STATE`` or ``~/.local/state/ldpfed`` |
+| ``data`` | the device's dataset folder (train.tsv / dev.tsv), not inside the state folder | none: setup is refused |
+| ``cache-dir`` | encodings and unpacked bundles, not inside the state folder | ``<state-dir>/cache`` |
 | ``partition-id``, ``num-partitions`` | which users of the data this node hosts | 0, 1 |
+
+A device serves only from a state folder its owner made (``ldpfed device init``), whose ledger
+is bound to its record-id key (fed.device_state.open_state), and its process makes every
+file and folder its owner's only (umask 077).
 
 The run config's ``data``, ``cache-dir``, budgets, labels, enforcement and seed are ignored
 there. Inside the simulation engine the experimenter writes both sides, so the run options
@@ -24,7 +28,7 @@ import hashlib
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +36,12 @@ import numpy as np
 
 from fed.assets import default_cache_dir
 from fed.config import RunConfig
+from fed.device_state import DEVICE_UMASK, LEDGER_FILE, open_state
 from fed.device_tiers import DeviceTiers
 from fed.entropy import in_simulation_engine
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
 from fed.privacy.store import LedgerStore
-from fed.record_ids import device_secret
 from fed.requests import Refusal, RequestRefused
 from fed.tiers import run_tiers
 
@@ -62,6 +66,8 @@ class Site:
         The ledger database file.
     device_policy:
         The owner's policy (device only; a simulated node derives it from the plan).
+    key:
+        The device's record-id key, its state checked whole (device only).
     """
 
     simulation: bool
@@ -69,6 +75,7 @@ class Site:
     state_dir: Path
     ledger_file: Path
     device_policy: DevicePolicy | None
+    key: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def resolve(cls, node_config: Mapping[str, Any], config: RunConfig, run_id: int, node_id: int) -> "Site":
@@ -77,6 +84,7 @@ class Site:
             folder = default_cache_dir(config) / "simulation-ledgers" / f"run-{run_id}"
             return cls(True, config, folder, folder / f"node-{node_id}.sqlite", None)
         hub_offline()
+        os.umask(DEVICE_UMASK)  # whatever this process writes (caches, SQLite's -wal/-shm) is the owner's only
         state = Path(str(node_config.get("state-dir") or os.environ.get("LDPFED_STATE") or Path.home() / ".local" / "state" / "ldpfed"))
         data = node_config.get("data")
         if not data:
@@ -84,13 +92,25 @@ class Site:
                 "this device names no data: start flower-supernode with --node-config \"data=/path/to/folder ...\"",
                 Refusal.NOT_SET_UP,
             )
+        for name in ("data", "cache-dir"):
+            value = node_config.get(name)
+            if value and Path(str(value)).resolve().is_relative_to(state.resolve()):
+                raise RequestRefused(
+                    f"node-config {name}={value} lies inside the state folder {state}, which holds only the device's "
+                    "record-id key, ledger and (by default) cache: name a folder outside it",
+                    Refusal.NOT_SET_UP,
+                )
         try:
             policy = DevicePolicy.load(node_config["policy"]) if node_config.get("policy") else DevicePolicy()
         except ValueError as error:
             raise RequestRefused(f"this device's policy is unusable: {error}", Refusal.NOT_SET_UP) from None
+        try:
+            key = open_state(state)
+        except ValueError as error:
+            raise RequestRefused(f"this device is not set up: {error}", Refusal.NOT_SET_UP) from None
         cache = str(node_config.get("cache-dir") or state / "cache")
         own = dataclasses.replace(config, data=str(data), cache_dir=cache)
-        return cls(False, own, state, state / "ledger.sqlite", policy)
+        return cls(False, own, state, state / LEDGER_FILE, policy, key)
 
     def policy(self, plan: PrivacyPlan, config: RunConfig | None = None) -> DevicePolicy:
         """What the node grants: the owner's policy, or in a simulation what the run options grant
@@ -118,11 +138,11 @@ class Site:
 
     def store(self) -> LedgerStore:
         """The node's ledger store (crash-durable on a device)."""
-        return LedgerStore(self.ledger_file, durable=not self.simulation)
+        return LedgerStore(self.ledger_file, durable=not self.simulation, create=self.simulation)
 
     def secret(self) -> bytes:
         """Key of the record ids: the device's own secret, or a fixed one in a simulation."""
-        return hashlib.sha256(b"ldpfed simulation").digest() if self.simulation else device_secret(self.state_dir)
+        return hashlib.sha256(b"ldpfed simulation").digest() if self.key is None else self.key
 
     def owner(self) -> Callable[[int], str]:
         """Whose spending a user's releases are: the simulated user's own, or the device's."""

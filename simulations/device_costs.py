@@ -139,6 +139,7 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int) -> Dev
     from clients.app import app as client_app
     from fed.assets import build_bundle, load_assets, load_public, unpack
     from fed.config import RunConfig
+    from fed.device_state import init_state
     from fed.loaders import load_dataset
     from fed.plan import make_plan
     from fed.site import Site
@@ -155,7 +156,7 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int) -> Dev
     (folder / "policy.toml").write_text(POLICY)
     # One encoding cache for the benchmark's devices (the second setting's setup reads the first's encodings).
     node_config = {
-        "data": data, "state-dir": str(folder / "state"), "policy": str(folder / "policy.toml"), "cache-dir": str(work / "device-cache"),
+        "data": data, "state-dir": str(init_state(folder / "state")), "policy": str(folder / "policy.toml"), "cache-dir": str(work / "device-cache"),
     }
     grid = LocalGrid(client_app, 1, config.to_mapping(), engine=False, node_configs=[node_config])
     started = time.perf_counter()

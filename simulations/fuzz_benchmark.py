@@ -89,12 +89,13 @@ def node(folder: Path, memoize: bool = True, engine: bool = False, cache: Path |
     by default ``<folder>/state/cache``.
     """
     from clients.app import app
+    from fed.device_state import init_state
     from simulations.local_grid import LocalGrid
 
     folder.mkdir(parents=True, exist_ok=True)
     policy = folder / "policy.toml"
     policy.write_text("".join(f"{k} = {json.dumps(v) if k != 'epsilon_user' else v}\n" for k, v in {**POLICY, "memoize": memoize}.items()))
-    node_config = {"data": DATA, "state-dir": str(folder / "state"), "policy": str(policy)}
+    node_config = {"data": DATA, "state-dir": str(folder / "state" if engine else init_state(folder / "state")), "policy": str(policy)}
     if cache is not None:
         node_config["cache-dir"] = str(cache)
     grid = LocalGrid(app, 1, RunConfig.from_mapping(RUN).to_mapping(), engine=engine, node_configs=[node_config])

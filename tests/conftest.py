@@ -17,9 +17,14 @@ DEVICE_POLICY = 'epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\n
 
 def device_node_configs(folder: Path, state_dirs: list[Path], data: str = "generated:240") -> list[str]:
     """``--node-config`` strings of devices hosting partitions of ``data``, each with its own state
-    folder and the :data:`DEVICE_POLICY` written to ``folder/policy.toml``."""
+    folder (initialised as ``ldpfed device init`` does, or kept) and the :data:`DEVICE_POLICY` written
+    to ``folder/policy.toml``."""
+    from fed.device_state import init_state
+
     policy = folder / "policy.toml"
     policy.write_text(DEVICE_POLICY)
+    for state in state_dirs:
+        init_state(state)
     return [
         f"partition-id={i % 2} num-partitions=2 data='{data}' state-dir='{state}' policy='{policy}'"
         for i, state in enumerate(state_dirs)

@@ -21,6 +21,7 @@ from clients import protocol
 from clients.app import app as client_app
 from fed.assets import pack
 from fed.config import RunConfig
+from fed.device_state import init_state
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
@@ -60,11 +61,16 @@ def _policy(path: Path, **values: object) -> Path:
 def _device(
     data: Path, bundle: np.ndarray, state: Path, policy: Path | None = None, engine: bool = False, **run: object
 ) -> LocalGrid:
-    """A one-node federation hosting one user, set up; the run config is the server's."""
+    """A one-node federation hosting one user, set up; the run config is the server's.
+
+    A device's ``state`` is initialised as its owner would (``ldpfed device init``), or kept if it was.
+    """
     values = dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0)
     values.update(run)
     if engine:
         values["data"] = str(data)
+    else:
+        init_state(state)
     node_config = {"data": str(data), "state-dir": str(state)}
     if policy is not None:
         node_config["policy"] = str(policy)

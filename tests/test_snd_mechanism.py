@@ -18,6 +18,7 @@ from scipy import stats
 from fed.assets import build_bundle, load_assets, pack, unpack
 from fed.config import RunConfig
 from fed.denoiser import Denoiser
+from fed.device_state import init_state
 from fed.plan import encoder_spec, make_plan
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import MetricDPEvent
@@ -195,7 +196,7 @@ def test_a_device_refuses_a_bundle_that_does_not_fit_its_snd_run(tmp_path: Path)
     policy = tmp_path / "policy.toml"
     policy.write_text('epsilon_sentence = 20000.0\nepsilon_user = inf\nmechanisms = ["snd"]\n')
     run = _snd_config(tmp_path, data="generated:400", public="none", users=1, nodes=1).to_mapping()
-    node = {"data": str(data), "state-dir": str(tmp_path / "state"), "policy": str(policy)}
+    node = {"data": str(data), "state-dir": str(init_state(tmp_path / "state")), "policy": str(policy)}
     grid = LocalGrid(client_app, 1, run, engine=False, node_configs=[node])
     for spec, reason in (("minilm", "not the run's"), ("tokens:8:minilm", DENOISER_FILE)):
         folder = tmp_path / f"bundle-{len(spec)}"

@@ -21,6 +21,10 @@ durable before the release leaves; concurrent messages are serialised.
   (the ``spend`` table, before 2026-11-23) is converted in its first transaction.
 - Memoized reports (RAPPOR's permanent randomized response) are stored beside the charge
   that paid for them, in the same transaction.
+- A device's ledger is bound to its record-id key (``binding``: the key's fingerprint,
+  :func:`fed.record_ids.key_fingerprint`), so that a node finds a deleted, emptied or swapped
+  ledger or key instead of starting over (:mod:`fed.device_state`). A device's store is never
+  created by opening it (``create=False``): ``ldpfed device init`` makes it.
 
 Simulations keep the same file per node (``synchronous=OFF``: atomic across the engine's
 processes, not crash-durable) in the run's cache folder.
@@ -37,6 +41,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 
@@ -54,6 +59,7 @@ CREATE TABLE IF NOT EXISTS steps (
     owner TEXT NOT NULL, kind TEXT NOT NULL, sampling TEXT NOT NULL, event INTEGER NOT NULL, steps INTEGER NOT NULL,
     PRIMARY KEY (owner, kind, sampling, event)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS binding (key TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memo (
     owner TEXT NOT NULL, record TEXT NOT NULL, randomizer TEXT NOT NULL, report BLOB NOT NULL, label INTEGER,
     PRIMARY KEY (owner, record, randomizer)) WITHOUT ROWID;
@@ -115,19 +121,23 @@ class LedgerStore:
     Parameters
     ----------
     path:
-        The database file (created with its folder).
+        The database file.
     durable:
         ``synchronous=FULL`` (a device: every commit reaches the disk) or ``OFF`` (a simulation).
     timeout:
         Seconds a message waits for another message's transaction before failing.
+    create:
+        Create a missing file (and its folder); otherwise opening a missing file fails
+        (sqlite3.OperationalError), as a device's must.
     """
 
-    def __init__(self, path: str | Path, durable: bool, timeout: float = 120.0) -> None:
+    def __init__(self, path: str | Path, durable: bool, timeout: float = 120.0, create: bool = True) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.durable = durable
         self.timeout = timeout
-        if not self.path.is_file():  # an existing file gets any missing table in its next transaction
+        self.create = create
+        if create and not self.path.is_file():  # an existing file gets any missing table in its next transaction
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = self._connect()
             try:
                 connection.executescript(SCHEMA)
@@ -135,7 +145,8 @@ class LedgerStore:
                 connection.close()
 
     def _connect(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        target = self.path if self.create else f"file:{quote(str(self.path.absolute()))}?mode=rw"
+        connection = sqlite3.connect(target, timeout=self.timeout, isolation_level=None, uri=not self.create)
         try:
             _switch_to_wal(connection, time.monotonic() + self.timeout)
         except BaseException:
@@ -144,6 +155,32 @@ class LedgerStore:
         connection.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'OFF'}")
         connection.execute("PRAGMA cache_size=-65536")  # 64 MiB: a node's spend B-tree stays in memory
         return connection
+
+    def bound_key(self) -> str | None:
+        """The fingerprint of the record-id key this ledger is bound to (None: unbound, e.g. an empty
+        database); ValueError if the file is missing or not a ledger database."""
+        try:
+            connection = self._connect()
+        except sqlite3.Error as error:
+            raise ValueError(f"{self.path} cannot be opened as a ledger: {error}") from None
+        try:
+            if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'binding'").fetchone() is None:
+                return None
+            row = connection.execute("SELECT key FROM binding").fetchone()
+            return None if row is None else str(row[0])
+        except sqlite3.DatabaseError as error:
+            raise ValueError(f"{self.path} is not a ledger database: {error}") from None
+        finally:
+            connection.close()
+
+    def bind(self, fingerprint: str) -> None:
+        """Bind an unbound ledger to the record-id key of this fingerprint; ValueError if bound to another."""
+        with self.transaction() as tx:
+            row = tx.db.execute("SELECT key FROM binding").fetchone()
+            if row is not None and row[0] != fingerprint:
+                raise ValueError(f"{self.path} is bound to another record-id key")
+            if row is None:
+                tx.db.execute("INSERT INTO binding VALUES (?)", (fingerprint,))
 
     @contextmanager
     def transaction(self) -> Iterator["LedgerTransaction"]:

@@ -25,6 +25,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
+from fed.device_state import write_owner_only
+
 HELP = "Set up a device for deployment (policy, node key, trusted app signers, state folder) or approve an app bundle."
 
 NODE_KEY = "node-key"  # ECDSA P-384 private key (OpenSSH); node-key.pub is what the SuperLink registers
@@ -99,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
         files = init_device(args.dir, trust=args.trust)
         root_cert = (args.root_cert or files.root / CA_CERT).resolve()
         node_config = node_config_string(files, args.data, args.partition_id, args.num_partitions)
-        print(f"Device folder {files.root}: {POLICY} (strict defaults; edit it), {STATE}/, {NODE_KEY}(.pub), "
-              f"{SIGNING_KEY}(.pub), {TRUSTED}.")
+        print(f"Device folder {files.root}: {POLICY} (strict defaults; edit it), {STATE}/ (record-id key and the ledger "
+              f"bound to it), {NODE_KEY}(.pub), {SIGNING_KEY}(.pub), {TRUSTED}; all readable by this user only.")
         print(f"Give the SuperLink operator {files.node_public_key}; copy its CA certificate to {root_cert}.")
         print("Approve an app after reviewing it: ldpfed device approve", shlex.quote(str(files.root)), "--app APP_DIR")
         print("Start the node:")
@@ -109,20 +111,26 @@ def run(args: argparse.Namespace) -> int:
     fab = build_fab(args.app) if args.app else args.fab.read_bytes()
     signature = sign_fab(fab, DeviceFiles(args.dir.resolve()).signing_key)
     out = args.out or args.dir / f"approved-{signature['fab_sha256'][:12]}.json"
-    out.write_text(json.dumps(signature, indent=1) + "\n")
+    write_owner_only(out, (json.dumps(signature, indent=1) + "\n").encode())
     print(f"Approved FAB sha256={signature['fab_sha256']}; signature in {out} (give it to the SuperLink operator).")
     return 0
 
 
 def init_device(root: Path, trust: list[Path] | tuple[Path, ...] = ()) -> DeviceFiles:
-    """Create a device folder; keys and a policy already there are kept, never overwritten."""
+    """Create a device folder; keys, a policy and a state folder already there are kept, never overwritten.
+
+    Everything in it is the owner's only (folders 700, files 600), whatever the umask. The state
+    folder (record-id key and the ledger bound to it) is made by :func:`fed.device_state.init_state`:
+    after the owner deletes it, this is how the node starts over.
+    """
+    from fed.device_state import init_state, owner_only_dir, restrict
     from fed.policy import DevicePolicy
 
     files = DeviceFiles(root.resolve())
-    files.root.mkdir(parents=True, exist_ok=True)
-    files.state.mkdir(mode=0o700, exist_ok=True)
+    owner_only_dir(files.root)
+    init_state(files.state)
     if not files.policy.exists():
-        files.policy.write_text(DevicePolicy().to_toml())
+        write_owner_only(files.policy, DevicePolicy().to_toml().encode())
     if not files.node_key.exists():
         write_ssh_key_pair(ec.generate_private_key(ec.SECP384R1()), files.node_key)
     if not files.signing_key.exists():
@@ -133,18 +141,19 @@ def init_device(root: Path, trust: list[Path] | tuple[Path, ...] = ()) -> Device
         if not isinstance(serialization.load_ssh_public_key(key.encode()), ed25519.Ed25519PublicKey):
             raise ValueError(f"{path} is not an Ed25519 OpenSSH public key (Flower verifies app signatures with Ed25519)")
         trusted.append(key)
-    files.trusted_entities.write_text("".join(f"{key_id(key)}: {json.dumps(key)}\n" for key in trusted))
+    write_owner_only(files.trusted_entities, "".join(f"{key_id(key)}: {json.dumps(key)}\n" for key in trusted).encode())
+    restrict(files.root)  # what an earlier version or another umask left readable
     return files
 
 
 def write_ssh_key_pair(key: ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey, path: Path) -> None:
-    """``path`` (OpenSSH private key, mode 600) and ``path.pub`` (OpenSSH public key)."""
+    """``path`` (OpenSSH private key) and ``path.pub`` (OpenSSH public key), both mode 600."""
     path.touch(mode=0o600, exist_ok=False)
-    path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
+    write_owner_only(
+        path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
     )
     public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-    path.with_name(path.name + ".pub").write_bytes(public + b"\n")
+    write_owner_only(path.with_name(path.name + ".pub"), public + b"\n")
 
 
 def key_id(public_key: str) -> str:
