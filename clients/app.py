@@ -28,6 +28,7 @@ from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
 from fed.plan import encoder_spec, make_plan, plan_refusal
 from fed.randomizers import RANDOMIZERS
 from fed.population import Population, hosted_users, user_records
+from fed.privacy.ledger import Ledger
 from fed.record_ids import key_fingerprint
 from fed.requests import Refusal, RequestRefused
 from fed.shared_records import shared_records
@@ -132,8 +133,13 @@ def evaluate(msg: Message, context: Context) -> Message:
 
 @app.query("ledger")
 def ledger(msg: Message, context: Context) -> Message:
-    """Full ledgers of the hosted users (each event and its count per record)."""
+    """The hosted users' ledgers: in full inside the simulation engine, as aggregates on a device (fed.node.NodeHost.ledgers)."""
     return _serve(msg, context, lambda m, c: _with_host(c, lambda host: protocol.ledger_reply(host.ledgers())))
+
+
+def owner_ledgers(context: Context) -> dict[int, Ledger]:
+    """The hosted users' full ledgers, read on the node by its owner (a device never sends them)."""
+    return _host(context).full_ledgers()
 
 
 def _setup(msg: Message, context: Context) -> RecordDict:

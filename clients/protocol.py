@@ -13,7 +13,7 @@ node against untrusted content and raises :class:`fed.requests.RequestRefused` (
 | ``query.answer`` | :func:`answer_request` | users whose queries all have k answers |
 | ``query.score`` | nothing | :class:`fed.evaluation.Outcomes` of remote inference |
 | ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.evaluation.Outcomes` of local inference (also per user, simulation only) |
-| ``query.ledger`` | nothing | every hosted user's ledger |
+| ``query.ledger`` | nothing | every hosted user's ledger: in full in the simulation engine, a device's aggregates on a device (no record index or count) |
 
 Any of them may be answered by :func:`refusal` (a code from :class:`fed.requests.Refusal` and a
 reason); per-user refusals inside a release reply carry the same codes.
@@ -291,7 +291,7 @@ def read_outcomes_reply(content: RecordDict) -> Outcomes:
 
 # -- ledgers ---------------------------------------------------------------------------------
 def ledger_reply(ledgers: Mapping[int, Mapping[str, Any]]) -> RecordDict:
-    """Every hosted user's ledger, for the run directory."""
+    """Every hosted user's ledger answer (fed.node.NodeHost.ledgers), for the run directory."""
     return RecordDict({"ledgers": ConfigRecord({"json": json.dumps({str(k): v for k, v in ledgers.items()})})})
 
 

@@ -21,7 +21,7 @@ from functools import reduce
 import numpy as np
 
 from fed.privacy.cohort_ledger import CohortKeys, CohortLedger
-from fed.privacy.ledger import EventCapReached
+from fed.privacy.ledger import LABELS, REPORTS, EventCapReached
 from fed.randomizers.base import Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
 from fed.report_sums import GRAM_BLOCK, ReportSums
@@ -208,6 +208,10 @@ def train_step(
     release_seconds = time.perf_counter() - started
     ledger.charge(events, cohort.train_column[selected], {e: n[active] for e, n in user_events.items()}, idx[active])
     ledger.log_steps("train", request.sampling, randomizer.event, idx[active])
+    if labels.event is not None:
+        ledger.log_steps(LABELS, request.sampling, labels.event, idx[active])
+    for event, n in user_events.items():
+        ledger.log_steps(REPORTS, request.sampling, event, idx[active], n[active])
     return CohortStep(
         reports=reports,
         labels=released,

@@ -21,6 +21,7 @@ import numpy as np
 from fed.classifier import LinearModel
 from fed.evaluation import Outcomes, UserOutcomes
 from fed.node import NodeHost, NodeReply
+from fed.privacy.ledger import Ledger
 from fed.requests import RequestRefused
 from fed.user import Kind
 
@@ -103,8 +104,12 @@ class NodeHosts:
         return [uid for host, mask in owned for uid in host.answer(users[mask], slots[mask], scores[mask])]
 
     def ledgers(self) -> dict[int, dict[str, Any]]:
-        """Full ledgers of every hosted user."""
+        """Every hosted user's ledger answer (see :meth:`NodeHost.ledgers`)."""
         return dict(sorted((uid, ledger) for host in self.hosts for uid, ledger in host.ledgers().items()))
+
+    def full_ledgers(self) -> dict[int, Ledger]:
+        """Every hosted user's full ledger (see :meth:`NodeHost.full_ledgers`)."""
+        return dict(sorted((uid, ledger) for host in self.hosts for uid, ledger in host.full_ledgers().items()))
 
     def sessions_json(self) -> str:
         """Every hosted user's counter and session (each from its own host) as one JSON string."""

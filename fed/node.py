@@ -29,7 +29,7 @@ from fed.evaluation import Outcomes, local_outcomes
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
 from fed.privacy.events import PrivacyEvent
-from fed.privacy.ledger import Budget, EventCapReached
+from fed.privacy.ledger import EVALUATION, FULL_VIEW, Budget, EventCapReached, Ledger
 from fed.privacy.store import LedgerStore, LedgerTransaction
 from fed.randomizers.base import Randomizer
 from fed.report_sums import ReportSums
@@ -211,7 +211,7 @@ class NodeHost:
                 except (BudgetExhausted, QueriesDone, EventCapReached) as refused:
                     refusals[uid] = (str(refused.code), str(refused))
                 self._keep(user)
-                summaries[uid] = user.summary(self._train_events(request.randomizer.event))
+                summaries[uid] = self._figures(user, request)
         dim = request.randomizer.preprocess(np.zeros((1, self.dim))).shape[1]
         reports = np.concatenate([r.reports for _, r in parts]) if parts else np.zeros((0, dim), np.float32)
         sizes = [len(r.reports) for _, r in parts]
@@ -365,6 +365,8 @@ class NodeHost:
                         continue
                     noisy = channel.release(flags[ids].astype(np.int64), rng)
                     ledger.charge([event], n_train + ids)
+                    ledger.log_step(EVALUATION, "all", event)
+                    ledger.log_reports("all", {event: len(ids)})
                     correct[name] += int(noisy.sum())
                     total[name] += int(len(ids))
                 self._keep(user)
@@ -405,13 +407,31 @@ class NodeHost:
         return finished
 
     def ledgers(self) -> dict[int, dict[str, Any]]:
-        """Full ledgers of the hosted users (each event and its count per record)."""
+        """The hosted users' ledger answers: full ledgers inside the simulation engine (labelled
+        simulation only), on a device only its aggregates (fed.privacy.ledger.Ledger.device_json)."""
+        if self.simulation:
+            return {uid: {"view": FULL_VIEW, **ledger.to_json()} for uid, ledger in self.full_ledgers().items()}
+        return {uid: ledger.device_json(self._enforced) for uid, ledger in self.full_ledgers().items()}
+
+    def full_ledgers(self) -> dict[int, Ledger]:
+        """The hosted users' full ledgers, as the node holds them (on a device: the owner's view, never sent)."""
         uids = sorted(self.records)
-        out: dict[int, dict[str, Any]] = {}
+        out: dict[int, Ledger] = {}
         with self.store.transaction() as tx, self._users(tx, uids) as user_of:
             for uid in uids:
-                out[uid] = user_of(uid).state.ledger.to_json()
+                out[uid] = user_of(uid).state.ledger
         return out
+
+    def _figures(self, user: User, request: ReleaseRequest) -> dict[str, float]:
+        """A user's figures in a release reply: its own summary in a simulation, the served aggregates on a device."""
+        if self.simulation:
+            return user.summary(self._train_events(request.randomizer.event))
+        return user.state.ledger.served_figures(self._enforced)
+
+    @property
+    def _enforced(self) -> bool:
+        """Whether budgets are enforced on the worst-case ledger (so that it caps every record)."""
+        return self.policy.enforce == "worst-case"
 
     def _check_hosted(self, users: Any) -> None:
         unknown = [u for u in users if u not in self.records]

@@ -23,7 +23,7 @@ from fed.plan import PrivacyPlan
 from fed.privacy.accountants import all_figures, clt, enforced
 from fed.privacy.accountants.base import SHORT_ASSUMPTION, AccountantFigure, Schedule
 from fed.privacy.events import GaussianEvent, PrivacyEvent
-from fed.privacy.ledger import Ledger
+from fed.privacy.ledger import DEVICE_VIEW, Ledger
 from fed.sampling import amplified_rate
 
 ENFORCED_KEY = {"worst-case": "worst_case_actual", "amplified": "pld"}
@@ -47,6 +47,8 @@ class LedgerFigures:
     users: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False, compare=False)
     user_releases: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False, compare=False)
     budgets: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
+    device_users: int = 0
+    """Users whose ledger came from a device: its aggregates (upper bounds from the steps it served), no record counts."""
 
     def by_user(self, values: np.ndarray, users: int) -> np.ndarray:
         """Per-user ``values`` (in the order of ``users``) placed by user id, NaN where no ledger came back."""
@@ -60,23 +62,36 @@ class LedgerFigures:
     ) -> "LedgerFigures":
         """Compose every user's ledger (sentence level: max over records; user level: all releases).
 
-        ``train_counts`` (public sizes) splits record ids into training (first) and query ids.
+        ``train_counts`` (public sizes) splits record ids into training (first) and query ids. A
+        device's answer (``view`` fed.privacy.ledger.DEVICE_VIEW) holds no record counts: its own
+        figures are taken (bounds from the steps it served), each record counted once per step
+        and no release counted.
         """
         train_counts = train_counts or {}
         parsed = {uid: Ledger.from_json(data) for uid, data in ledgers.items()}
+        device = {uid for uid, data in ledgers.items() if data.get("view") == DEVICE_VIEW}
         steps, most = {"train": 0, "query": 0}, {"train": 0, "query": 0}
         for uid, ledger in parsed.items():
             for kind in steps:
-                steps[kind] = max(steps[kind], sum(n for _, _, n in ledger.step_log(kind)))
+                served = sum(n for _, _, n in ledger.step_log(kind))
+                steps[kind] = max(steps[kind], served)
+                if uid in device:
+                    most[kind] = max(most[kind], served)
+            if uid in device:
+                continue
             counts = ledger.record_counts()
             per_record = counts.max(axis=0) if counts.size else np.zeros(ledger.num_records, np.int64)
             n_train = train_counts.get(uid, ledger.num_records)
             most["train"] = max(most["train"], int(per_record[:n_train].max(initial=0)))
             most["query"] = max(most["query"], int(per_record[n_train:].max(initial=0)))
+
+        def figure(name: str, own: Any) -> np.ndarray:
+            return np.array([float(ledgers[uid][name]) if uid in device else own(ledger) for uid, ledger in parsed.items()])
+
         releases = np.array([ledger.releases() for ledger in parsed.values()], dtype=np.int64)
         return cls(
-            sentence=np.array([ledger.sentence_epsilon() for ledger in parsed.values()]),
-            user=np.array([ledger.user_epsilon() for ledger in parsed.values()]),
+            sentence=figure("epsilon_sentence", Ledger.sentence_epsilon),
+            user=figure("epsilon_user", Ledger.user_epsilon),
             releases=int(releases.sum()),
             steps=steps,
             max_record_releases=most,
@@ -84,6 +99,7 @@ class LedgerFigures:
             users=np.array(list(parsed), dtype=np.int64),
             user_releases=releases,
             budgets=np.array([ledger.budget.epsilon_sentence for ledger in parsed.values()], dtype=np.float64),
+            device_users=len(device),
         )
 
     def amplified(self, labels: PrivacyEvent | None) -> np.ndarray:
@@ -232,6 +248,7 @@ def summary(
         "users": config.users,
         "rounds": config.rounds,
         "releases": figures.releases,
+        "users_with_device_ledgers": figures.device_users,
         "steps": figures.steps,
         "max_record_releases": figures.max_record_releases,
         "calibration": plan.calibrations,
@@ -294,6 +311,14 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
         f"| user-level epsilon, worst case (median over users) | {result['epsilon_user_median']:.4f} |",
         f"| sentence-level budget per record | {plan.budget.epsilon_sentence:.4f} |",
         f"| releases | {figures.releases} |",
+        *(
+            [
+                f"| users whose ledger came from a device (its aggregates: sentence level bounded by the steps it served, "
+                f"capped by its budget under worst-case enforcement; its releases not counted above) | {figures.device_users} |"
+            ]
+            if figures.device_users
+            else []
+        ),
         "",
         "## Calibration",
         "",

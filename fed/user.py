@@ -32,7 +32,7 @@ from fed.entropy import generator
 from fed.noise import SecureGenerator
 from fed.privacy.accountants import enforced
 from fed.privacy.events import PrivacyEvent
-from fed.privacy.ledger import Budget, Ledger
+from fed.privacy.ledger import LABELS, Budget, Ledger
 from fed.privacy.store import Memo
 from fed.randomizers.base import Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
@@ -205,7 +205,7 @@ class User:
         fresh = np.array([i for i in chosen.tolist() if i not in stored], dtype=np.int64)
         needed = randomizer.records_per_report
         if needed > 1 and len(fresh) < needed:
-            raise BudgetExhausted(f"user {self.user_id}: {randomizer.name} mixes {needed} records per report, {len(fresh)} chosen")
+            raise BudgetExhausted(f"user {self.user_id}: {randomizer.name} mixes {needed} records per report; fewer were chosen")
         user_events = self._user_events(randomizer, len(fresh), labels=True)
         if not ledger.user_can_afford(user_events):
             raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
@@ -217,6 +217,9 @@ class User:
             reports = np.zeros((0, randomizer.preprocess(self.records.train[:1]).shape[1]), dtype=np.float32)
         ledger.charge(events, fresh, user_events)
         ledger.log_step("train", request.sampling, randomizer.event)
+        if self.labels.event is not None:
+            ledger.log_step(LABELS, request.sampling, self.labels.event)
+        ledger.log_reports(request.sampling, self._user_events(randomizer, len(chosen), labels=True))
         self._remember(fresh, memo_key, reports, labels)
         self.state.calls += 1
         reused = [i for i in chosen.tolist() if i in stored]
@@ -305,6 +308,7 @@ class User:
         reports = randomizer.release(clean[order], rng).astype(np.float32)
         ledger.charge([event], n_train + true_items, user_events)
         ledger.log_step("query", request.sampling, event)
+        ledger.log_reports(request.sampling, self._user_events(randomizer, len(items), labels=False))
         st["pending"] = items[order].tolist()
         st["steps"] += 1
         st["released_true"] += int(len(true_items))

@@ -322,9 +322,10 @@ def _npy_header(descr: str, shape: str) -> bytes:
 
 # -- the loop -------------------------------------------------------------------------------------
 def ledger(grid: Any) -> Ledger:
-    """User 0's ledger, read through the node's own ledger message."""
-    (reply,) = grid.send_and_receive([Message(RecordDict(), dst_node_id=NODE, message_type=protocol.LEDGER)])
-    return Ledger.from_json(protocol.read_ledger_reply(reply.content)[0])
+    """User 0's full ledger, read on the node as its owner would (a device sends only aggregates)."""
+    from clients.app import owner_ledgers
+
+    return owner_ledgers(grid.node_ctx[NODE])[0]
 
 
 def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = False) -> dict[str, TypeStats]:

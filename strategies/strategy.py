@@ -421,7 +421,7 @@ class LdpStrategy(Strategy):
         }
 
     def collect_ledgers(self, grid: Grid) -> dict[int, dict[str, Any]]:
-        """Every reachable user's full ledger (each event and its count per record)."""
+        """Every reachable user's ledger answer: in full from a simulation-engine node, a device's aggregates from a device."""
         self.refresh(grid)
         messages = [Message(RecordDict(), dst_node_id=n, message_type=protocol.LEDGER) for n in self._hosting()]
         ledgers: dict[int, dict[str, Any]] = {}

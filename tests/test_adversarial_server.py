@@ -18,7 +18,7 @@ import pytest
 from flwr.app import Message, RecordDict
 
 from clients import protocol
-from clients.app import app as client_app
+from clients.app import app as client_app, owner_ledgers
 from fed.assets import pack
 from fed.config import RunConfig
 from fed.device_state import init_state
@@ -95,7 +95,8 @@ def _train(grid: LocalGrid, randomizer: dict, records: int = 0) -> Message:
 
 
 def _ledger(grid: LocalGrid) -> Ledger:
-    return Ledger.from_json(protocol.read_ledger_reply(_send(grid, protocol.LEDGER, RecordDict()).content)[0])
+    """User 0's full ledger, read on the device as its owner would (the server gets only aggregates)."""
+    return owner_ledgers(grid.node_ctx[NODE])[0]
 
 
 SIGMA_AT_3 = calibrate_gaussian_sigma(3.0, DELTA, 1, 2.0)  # one release at epsilon 3, clip 1

@@ -17,7 +17,7 @@ import numpy as np
 
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
-from fed.privacy.ledger import Budget
+from fed.privacy.ledger import REPORTS, Budget
 
 StepKey = tuple[str, str, PrivacyEvent]
 
@@ -133,10 +133,16 @@ class CohortLedger:
         for event, n in user_events.items():
             np.add.at(self.user_counts[user_rows[event]], users, n)
 
-    def log_steps(self, kind: str, sampling: str, event: PrivacyEvent, users: np.ndarray) -> None:
-        """Each of ``users`` served one step of ``kind`` sampled by ``sampling`` through ``event``."""
+    def log_steps(
+        self, kind: str, sampling: str, event: PrivacyEvent, users: np.ndarray, counts: np.ndarray | int = 1
+    ) -> None:
+        """Each of ``users`` served one step of ``kind`` sampled by ``sampling`` through ``event``
+        (``counts``: how many to add per user, e.g. reports for fed.privacy.ledger.REPORTS)."""
+        counts = np.broadcast_to(np.asarray(counts, np.int64), np.shape(users))
+        if kind == REPORTS and not counts.any():
+            return
         log = self.steps.setdefault((kind, sampling, event), np.zeros(self.num_users, np.int64))
-        np.add.at(log, users, 1)
+        np.add.at(log, users, counts)
 
 
 def _unique_columns(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

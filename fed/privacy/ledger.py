@@ -5,9 +5,11 @@ the composition of its own releases; the user's sentence-level cost is the maxim
 its records; its user-level cost is the composition of all its releases. Counts are kept
 per distinct event and composed on demand.
 
-The ledger also logs the user's steps: for each kind of release (training or query), each
-sampling scheme and each randomizer event, how many steps the user served. The worst-case
-figures never read that log (sampling never lowers them); the amplified accountants do.
+The ledger also logs the user's steps: for each kind of release (training or query, and
+their label and evaluation releases), each sampling scheme and each randomizer event, how many
+steps the user served, and how many reports left under each user-level event. The worst-case
+figures never read that log (sampling never lowers them); the amplified accountants do, and so
+does what a device reports (:meth:`Ledger.served_figures`), which must not depend on record content.
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ import numpy as np
 
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent, event_from_json
+
+LABELS, EVALUATION, REPORTS = "labels", "evaluate", "reports"
+"""Step-log kinds beside "train" and "query": a training step's label release, one model's randomized
+outcomes in an evaluation, and (counted per user-level event, not per step) the reports that left."""
+DEVICE_VIEW = "device"
+"""The ``view`` of a device's ledger answer (:meth:`Ledger.device_json`): aggregates of the requests it
+served, nothing computed from record content (docs/device.md, "What a device reveals")."""
+FULL_VIEW = "full (simulation only)"
+"""The ``view`` of a ledger answer inside the simulation engine: :meth:`Ledger.to_json`, counts per record."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,25 @@ class Ledger:
         """User-level epsilon: the composition of every report's user-level event."""
         return compose_epsilon(+self.user_counts, self.budget.delta)
 
+    def served_figures(self, enforced: bool) -> dict[str, float]:
+        """What a device reports of its spending, from its step log alone (the requests it served).
+
+        Sentence level: the composition of every served step's events (a step charges each
+        record at most once under each); user level: the composition of every report that
+        left (:meth:`log_reports`). Both bound every record and the user whatever the records
+        hold, and each is capped by its budget where the ledger enforces it (``enforced``: the
+        sentence budget on this worst-case ledger; the user-level budget always).
+        """
+        steps: Counter[PrivacyEvent] = Counter()
+        reports: Counter[PrivacyEvent] = Counter()
+        for (kind, _, event), n in self.steps.items():
+            (reports if kind == REPORTS else steps)[event] += n
+        sentence = compose_epsilon(steps, self.budget.delta)
+        return {
+            "epsilon_sentence": min(sentence, self.budget.epsilon_sentence) if enforced else sentence,
+            "epsilon_user": min(compose_epsilon(reports, self.budget.delta), self.budget.epsilon_user),
+        }
+
     def releases(self) -> int:
         """Number of record releases so far (one per record and event)."""
         return int(self.counts.sum())
@@ -173,6 +203,13 @@ class Ledger:
         key = (kind, sampling, event)
         self.steps[key] = self.steps.get(key, 0) + 1
 
+    def log_reports(self, sampling: str, user_events: Mapping[PrivacyEvent, int]) -> None:
+        """Count the reports that left in one step (event -> reports; memoized and fictitious ones included)."""
+        for event, n in user_events.items():
+            if n:
+                key = (REPORTS, sampling, event)
+                self.steps[key] = self.steps.get(key, 0) + int(n)
+
     def step_log(self, kind: str) -> list[tuple[str, PrivacyEvent, int]]:
         """(sampling spec, event, number of steps) of every step of ``kind`` so far."""
         return [(s, e, n) for (k, s, e), n in self.steps.items() if k == kind]
@@ -187,30 +224,42 @@ class Ledger:
         return {
             "num_records": self.num_records,
             "columns": self.columns.tolist(),
-            "budget": {
-                "epsilon_sentence": self.budget.epsilon_sentence,
-                "epsilon_user": self.budget.epsilon_user,
-                "delta": self.budget.delta,
-            },
+            "budget": self._budget_json(),
             "events": [{"event": e.to_json(), "counts_per_record": counts[i].tolist()} for i, e in enumerate(self.events)],
             "user_events": [{"event": e.to_json(), "reports": n} for e, n in self.user_counts.items()],
-            "steps": [
-                {"kind": k, "sampling": s, "event": e.to_json(), "steps": n} for (k, s, e), n in self.steps.items()
-            ],
+            "steps": self._steps_json(),
+        }
+
+    def _budget_json(self) -> dict[str, float]:
+        return {"epsilon_sentence": self.budget.epsilon_sentence, "epsilon_user": self.budget.epsilon_user, "delta": self.budget.delta}
+
+    def _steps_json(self) -> list[dict[str, Any]]:
+        return [{"kind": k, "sampling": s, "event": e.to_json(), "steps": n} for (k, s, e), n in self.steps.items()]
+
+    def device_json(self, enforced: bool) -> dict[str, Any]:
+        """A device's ledger answer: budget, :meth:`served_figures` and the step log (the server's own
+        requests), with no record index or count (``enforced``: budgets enforced on this ledger)."""
+        return {
+            "view": DEVICE_VIEW,
+            "num_records": self.num_records,
+            "budget": self._budget_json(),
+            **self.served_figures(enforced),
+            "steps": self._steps_json(),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Ledger":
-        """Rebuild a ledger from :meth:`to_json` output."""
+        """Rebuild a ledger from :meth:`to_json` output (from a :meth:`device_json` answer: budget and step log only)."""
         budget = Budget(**{k: float(v) for k, v in data["budget"].items()})  # JSON may hold "inf"
         columns = np.asarray(data["columns"], dtype=np.int64) if "columns" in data else None
         ledger = cls(data["num_records"], budget, columns)
-        for entry in data["events"]:
+        events = data.get("events", [])
+        for entry in events:
             ledger.events.append(event_from_json(entry["event"]))
-        rows = np.asarray([entry["counts_per_record"] for entry in data["events"]], dtype=np.int64)
+        rows = np.asarray([entry["counts_per_record"] for entry in events], dtype=np.int64)
         _, first = np.unique(ledger.columns, return_index=True)  # one record per column carries its count
         ledger.counts = rows.reshape(len(rows), ledger.num_records)[:, first]
-        for entry in data["user_events"]:
+        for entry in data.get("user_events", []):
             ledger.user_counts[event_from_json(entry["event"])] += int(entry["reports"])
         for entry in data.get("steps", []):
             ledger.steps[(entry["kind"], entry["sampling"], event_from_json(entry["event"]))] = int(entry["steps"])

@@ -1,0 +1,168 @@
+"""Issue 24, finding 1: no uncharged oracle on record content.
+
+A device keys spending by a hash of each record's content, so equal records share a ledger
+column. The server tries to read which records are equal (within a user, between training
+and query rows, between two users of one device) from what a device returns outside a
+charged release: ledger answers, the per-user figures of release replies, refusal texts.
+Each test runs two devices (the real ClientApp, ``engine=False``) whose data differ only in
+which records are equal, sends both the same requests and compares what comes back.
+
+What stays visible is what a release itself shows: how many reports it holds (with sampling
+``all`` a user releases each distinct affordable record once) and when a user refuses; the
+requests below keep those the same on both devices (docs/device.md, "What a device reveals").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import Message, RecordDict
+
+from clients import protocol
+from clients.app import owner_ledgers
+from fed.config import RunConfig
+from fed.population import Population
+from fed.privacy.ledger import DEVICE_VIEW
+from simulations.local_grid import LocalGrid
+from tests.test_adversarial_server import NODE, SIGMA_AT_3, _device, _gaussian, _ledger, _policy, _send, bundle  # noqa: F401
+
+TRAIN_LABELS = [0, 1, 0, 1, 1, 0]
+DEV_LABELS = [1, 0]
+TWO_USERS = dict(users=2, seed=7)
+
+
+def _folder(folder: Path, train: list[tuple[str, int]], dev: list[tuple[str, int]]) -> Path:
+    """A device's data folder of (sentence, label) rows."""
+    folder.mkdir(parents=True)
+    for split, rows in (("train", train), ("dev", dev)):
+        (folder / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
+    return folder
+
+
+def _distinct(prefix: str, labels: list[int]) -> list[tuple[str, int]]:
+    return [(f"{prefix} {i}: the film was {'good' if y else 'bad'} indeed", y) for i, y in enumerate(labels)]
+
+
+@pytest.fixture
+def datasets(tmp_path: Path) -> tuple[Path, Path]:
+    """One user's data with equal records (training rows 1 and 3; training row 4 is query row 0),
+    and data of the same sizes and labels with none."""
+    train, dev = _distinct("train", TRAIN_LABELS), _distinct("dev", DEV_LABELS)
+    duplicated = list(train)
+    duplicated[3] = train[1]
+    queries = [train[4], dev[1]]
+    assert train[4][1] == DEV_LABELS[0]
+    return _folder(tmp_path / "equal", duplicated, queries), _folder(tmp_path / "distinct", train, dev)
+
+
+def _ledger_answer(grid: LocalGrid) -> str:
+    """The ledger message's whole answer, as the server receives it."""
+    return str(_send(grid, protocol.LEDGER, RecordDict()).content["ledgers"]["json"])
+
+
+def _release(grid: LocalGrid, users: list[int], randomizer: dict, records: int = 0) -> Message:
+    return _send(grid, protocol.TRAIN, protocol.release_request(users, randomizer, records, "all"))
+
+
+def _figures(reply: Message) -> tuple[dict, dict, int]:
+    """What a release reply says beside its reports: per-user figures, refusals, and how many reports."""
+    data = protocol.read_release_reply(reply.content)
+    return data.ledgers, data.refusals, len(data.reports)
+
+
+def _devices(folders: tuple[Path, ...], bundle: np.ndarray, tmp_path: Path, **run: object) -> list[LocalGrid]:
+    policy = _policy(tmp_path / "policy.toml", epsilon_sentence=6.0, labels="public")
+    return [_device(folder, bundle, tmp_path / f"state-{folder.name}", policy, **run) for folder in folders]
+
+
+def test_before_any_release_the_ledger_answer_does_not_tell_which_records_are_equal(
+    datasets: tuple[Path, Path], bundle: np.ndarray, tmp_path: Path
+) -> None:
+    """Attack: read the ledger before releasing anything. Its column layout named equal records
+    (e.g. columns [0, 1, 2, 1, 3, 4, 3, 5]: training rows 1 and 3 alike, training row 4 is query row 0)."""
+    equal, distinct = _devices(datasets, bundle, tmp_path)
+    answer = _ledger_answer(equal)
+    assert answer == _ledger_answer(distinct)
+    (entry,) = json.loads(answer).values()
+    assert entry["view"] == DEVICE_VIEW and entry["num_records"] == len(TRAIN_LABELS) + len(DEV_LABELS)
+
+
+def test_after_the_same_requests_figures_and_ledger_answers_do_not_tell_which_records_are_equal(
+    datasets: tuple[Path, Path], bundle: np.ndarray, tmp_path: Path
+) -> None:
+    """Attack: release two records, then read the reply's per-user figures (they counted records
+    with budget left, which counts distinct records) and the ledger answer (counts per record)."""
+    equal, distinct = _devices(datasets, bundle, tmp_path)
+    replies = [_figures(_release(grid, [0], _gaussian(SIGMA_AT_3), records=2)) for grid in (equal, distinct)]
+    assert replies[0][2] == replies[1][2] == 2  # the release itself is alike: two reports each
+    assert replies[0] == replies[1]
+    assert _ledger_answer(equal) == _ledger_answer(distinct)
+
+
+def test_the_device_answer_bounds_what_the_owner_sees_with_no_record_index(
+    datasets: tuple[Path, Path], bundle: np.ndarray, tmp_path: Path
+) -> None:
+    """What a device answers instead: its budget, bounds from the steps it served (at least the
+    owner's own figures, at most the budget) and its step log; nothing per record."""
+    equal, _ = _devices(datasets, bundle, tmp_path)
+    for _ in range(3):
+        _release(equal, [0], _gaussian(SIGMA_AT_3), records=2)
+    (entry,) = json.loads(_ledger_answer(equal)).values()
+    assert not {"columns", "events", "user_events"} & set(entry)
+    owner = _ledger(equal)  # the full ledger, read on the device
+    assert 0 < owner.sentence_epsilon() <= entry["epsilon_sentence"] <= 6.0
+    assert owner.user_epsilon() <= entry["epsilon_user"]
+    assert sum(s["steps"] for s in entry["steps"] if s["kind"] == "train") == 3
+
+
+def _shared_with_user_0(folder: Path, config: RunConfig) -> tuple[Path, Path]:
+    """Two users' data on one device where one of user 1's training rows and one of its queries
+    equal user 0's training rows, and the same data with nothing shared (the partition is the same:
+    it depends on the labels and the seed)."""
+    train, dev = _distinct("train", TRAIN_LABELS * 2), _distinct("dev", DEV_LABELS * 2)
+    distinct = _folder(folder / "distinct", train, dev)
+    population = Population.build(dataclasses.replace(config, data=str(distinct)))
+    own, other = population.train_parts
+    shared_train, shared_dev = list(train), list(dev)
+    (j,) = [j for j in other.tolist() if any(train[i][1] == train[j][1] for i in own)][:1]
+    shared_train[j] = next(train[i] for i in own.tolist() if train[i][1] == train[j][1])
+    q = int(population.query_parts[1][0])
+    shared_dev[q] = next(train[i] for i in own.tolist() if train[i][1] == dev[q][1])
+    shared = _folder(folder / "shared", shared_train, shared_dev)
+    again = Population.build(dataclasses.replace(config, data=str(shared)))
+    assert all(np.array_equal(a, b) for a, b in zip(again.train_parts + again.query_parts, population.train_parts + population.query_parts))
+    return shared, distinct
+
+
+def test_a_users_answers_do_not_tell_which_records_it_shares_with_another_user_of_its_device(
+    bundle: np.ndarray, tmp_path: Path
+) -> None:
+    """Attack: user 0 trains; user 1's ledger showed counts on exactly the records it shares with
+    user 0 (a shared record really has less budget left). Then user 1 trains: its reply figures
+    showed the shared records again (higher sentence epsilon, or a memoized repeat's missing
+    user-level charge)."""
+    config = RunConfig.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, nodes=1, rounds=1, epsilon=3.0, **TWO_USERS))
+    shared, distinct = _devices(_shared_with_user_0(tmp_path / "data", config), bundle, tmp_path, **TWO_USERS)
+    for grid in (shared, distinct):
+        _release(grid, [0], _gaussian(SIGMA_AT_3))
+    spent = [owner_ledgers(grid.node_ctx[NODE])[1].record_counts().sum() for grid in (shared, distinct)]
+    assert spent == [2, 0]  # on the device, user 1's shared training record and query are spent by user 0's release
+    before = [_ledger_answer(grid) for grid in (shared, distinct)]
+    assert json.loads(before[0])["1"] == json.loads(before[1])["1"]
+    assert before[0] == before[1]
+    replies = [_figures(_release(grid, [1], _gaussian(SIGMA_AT_3))) for grid in (shared, distinct)]
+    assert replies[0][2] == replies[1][2] > 0  # every record of user 1 released once on both devices
+    assert replies[0] == replies[1]
+    assert _ledger_answer(shared) == _ledger_answer(distinct)
+
+
+def test_refusal_texts_carry_no_count_of_distinct_records(datasets: tuple[Path, Path], bundle: np.ndarray, tmp_path: Path) -> None:
+    """Attack: ask a mixup of more records than the user holds; the refusal said how many distinct
+    records it found ("mixes 8 records per report, 5 chosen" against 6)."""
+    mixup = {"mechanism": "dpie-gaussian", "k": 8, "max_coefficient": 0.125, "masks": 0, "clip": 1.0, "sigma": SIGMA_AT_3}
+    replies = [_figures(_release(grid, [0], mixup)) for grid in _devices(datasets, bundle, tmp_path)]
+    assert replies[0][1] and replies[0] == replies[1]
