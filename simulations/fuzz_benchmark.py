@@ -323,9 +323,13 @@ def _npy_header(descr: str, shape: str) -> bytes:
 # -- the loop -------------------------------------------------------------------------------------
 def ledger(grid: Any) -> Ledger:
     """User 0's full ledger, read on the node as its owner would (a device sends only aggregates)."""
-    from clients.app import owner_ledgers
+    from contextlib import nullcontext
 
-    return owner_ledgers(grid.node_ctx[NODE])[0]
+    from clients.app import owner_ledgers
+    from fed.entropy import simulation_engine
+
+    with simulation_engine() if grid.engine else nullcontext():
+        return owner_ledgers(grid.node_ctx[NODE])[0]
 
 
 def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = False) -> dict[str, TypeStats]:

@@ -23,12 +23,14 @@ import pytest
 from flwr.app import Message, RecordDict
 
 from clients import protocol
-from clients.app import owner_ledgers
+from clients.app import app as client_app
 from fed.config import RunConfig
 from fed.population import Population
 from fed.privacy.ledger import DEVICE_VIEW
-from simulations.local_grid import LocalGrid
-from tests.test_adversarial_server import NODE, SIGMA_AT_3, _device, _gaussian, _ledger, _policy, _send, bundle  # noqa: F401
+from simulations.local_grid import LocalGrid, run_local
+from strategies.app import app as server_app
+from tests.conftest import DEVICE_POLICY
+from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _ledger, _owner_ledgers, _policy, _send, bundle  # noqa: F401
 
 TRAIN_LABELS = [0, 1, 0, 1, 1, 0]
 DEV_LABELS = [1, 0]
@@ -149,7 +151,7 @@ def test_a_users_answers_do_not_tell_which_records_it_shares_with_another_user_o
     shared, distinct = _devices(_shared_with_user_0(tmp_path / "data", config), bundle, tmp_path, **TWO_USERS)
     for grid in (shared, distinct):
         _release(grid, [0], _gaussian(SIGMA_AT_3))
-    spent = [owner_ledgers(grid.node_ctx[NODE])[1].record_counts().sum() for grid in (shared, distinct)]
+    spent = [_owner_ledgers(grid)[1].record_counts().sum() for grid in (shared, distinct)]
     assert spent == [2, 0]  # on the device, user 1's shared training record and query are spent by user 0's release
     before = [_ledger_answer(grid) for grid in (shared, distinct)]
     assert json.loads(before[0])["1"] == json.loads(before[1])["1"]
@@ -165,4 +167,24 @@ def test_refusal_texts_carry_no_count_of_distinct_records(datasets: tuple[Path, 
     records it found ("mixes 8 records per report, 5 chosen" against 6)."""
     mixup = {"mechanism": "dpie-gaussian", "k": 8, "max_coefficient": 0.125, "masks": 0, "clip": 1.0, "sigma": SIGMA_AT_3}
     replies = [_figures(_release(grid, [0], mixup)) for grid in _devices(datasets, bundle, tmp_path)]
-    assert replies[0][1] and replies[0] == replies[1]
+    assert replies[0][1] and replies[0][1] == replies[1][1]  # the refusal texts
+    assert replies[0] == replies[1]
+
+
+def test_a_run_on_devices_writes_what_the_devices_reported(tmp_path: Path) -> None:
+    """The server's side: on devices the run directory holds each device's aggregates as it sent
+    them (no record index or count), and the summary and report take the devices' own figures."""
+    (tmp_path / "policy.toml").write_text(DEVICE_POLICY)
+    nodes = [{"data": "generated:60", "state-dir": str(tmp_path / "state"), "policy": str(tmp_path / "policy.toml")}]
+    config = RunConfig(data="generated:60", public="none", dim=0, users=2, nodes=1, rounds=1, epsilon=8.0, labels="public", out=str(tmp_path / "run"))
+    run_local(server_app, client_app, 1, config.to_mapping(), engine=False, node_configs=nodes)
+    out = tmp_path / "run"
+    ledgers = json.loads((out / "ledgers.json").read_text())["users"]
+    assert sorted(ledgers) == ["0", "1"]
+    for entry in ledgers.values():
+        assert entry.get("view") == DEVICE_VIEW and not {"columns", "events", "user_events"} & set(entry), entry
+        assert 0 < float(entry["epsilon_sentence"]) <= 8.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["users_with_device_ledgers"] == 2
+    assert summary["epsilon_sentence_max"] == max(float(e["epsilon_sentence"]) for e in ledgers.values())
+    assert "users whose ledger came from a device" in (out / "privacy_report.md").read_text()

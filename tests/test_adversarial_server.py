@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from clients.app import app as client_app, owner_ledgers
 from fed.assets import pack
 from fed.config import RunConfig
 from fed.device_state import init_state
+from fed.entropy import simulation_engine
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
@@ -94,9 +96,15 @@ def _train(grid: LocalGrid, randomizer: dict, records: int = 0) -> Message:
     return _send(grid, protocol.TRAIN, protocol.release_request([0], randomizer, records, "all"))
 
 
+def _owner_ledgers(grid: LocalGrid) -> dict[int, Ledger]:
+    """The hosted users' full ledgers, read on the node as its owner would (a device sends the server only aggregates)."""
+    with simulation_engine() if grid.engine else nullcontext():
+        return owner_ledgers(grid.node_ctx[NODE])
+
+
 def _ledger(grid: LocalGrid) -> Ledger:
-    """User 0's full ledger, read on the device as its owner would (the server gets only aggregates)."""
-    return owner_ledgers(grid.node_ctx[NODE])[0]
+    """User 0's full ledger (see :func:`_owner_ledgers`)."""
+    return _owner_ledgers(grid)[0]
 
 
 SIGMA_AT_3 = calibrate_gaussian_sigma(3.0, DELTA, 1, 2.0)  # one release at epsilon 3, clip 1
