@@ -433,11 +433,11 @@ class User:
         )
 
     def summary(self, train_events: list[PrivacyEvent] | None = None) -> dict[str, float]:
-        """The figures a user reports about its own ledger.
+        """The figures a simulated user reports about its own ledger (a device reports only
+        :meth:`fed.privacy.ledger.Ledger.served_figures`: these depend on which records are equal).
 
         With ``train_events`` (what one training release costs), also how many training
-        records can still afford one: the server can infer it from the public dataset
-        size and the reports it received, and uses it to sample users with budget left.
+        records can still afford one: the server uses it to sample users with budget left.
         """
         ledger = self.state.ledger
         figures = {
