@@ -162,6 +162,24 @@ def test_a_users_answers_do_not_tell_which_records_it_shares_with_another_user_o
     assert _ledger_answer(shared) == _ledger_answer(distinct)
 
 
+def test_the_event_cap_does_not_tell_which_records_a_user_shares_with_another_user_of_its_device(
+    bundle: np.ndarray, tmp_path: Path
+) -> None:
+    """Attack: user 0 releases a mixup (its records' event differs from its reports' user-level
+    event); then user 1 is asked for a new event under a cap of two. User 1's ledger held the
+    mixup's record event only if it shared a record with user 0, so the cap refused it there alone."""
+    config = RunConfig.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, nodes=1, rounds=1, epsilon=3.0, **TWO_USERS))
+    folders = _shared_with_user_0(tmp_path / "data", config)
+    policy = _policy(tmp_path / "policy.toml", epsilon_sentence=6.0, labels="public", max_events=2)
+    grids = [_device(folder, bundle, tmp_path / f"state-{folder.name}", policy, **TWO_USERS) for folder in folders]
+    mixup = {"mechanism": "dpie-gaussian", "k": 2, "max_coefficient": 0.5, "masks": 0, "clip": 1.0, "sigma": SIGMA_AT_3}
+    for grid in grids:
+        assert not _figures(_release(grid, [0], mixup))[1]
+    replies = [_figures(_release(grid, [1], _gaussian(2 * SIGMA_AT_3))) for grid in grids]  # a third event
+    assert [bool(refusals) for _, refusals, _ in replies] == [True, True]  # each device holds two events already
+    assert replies[0] == replies[1]
+
+
 def test_refusal_texts_carry_no_count_of_distinct_records(datasets: tuple[Path, Path], bundle: np.ndarray, tmp_path: Path) -> None:
     """Attack: ask a mixup of more records than the user holds; the refusal said how many distinct
     records it found ("mixes 8 records per report, 5 chosen" against 6)."""
