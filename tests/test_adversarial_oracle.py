@@ -30,11 +30,16 @@ from fed.privacy.ledger import DEVICE_VIEW
 from simulations.local_grid import LocalGrid, run_local
 from strategies.app import app as server_app
 from tests.conftest import DEVICE_POLICY
-from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _ledger, _owner_ledgers, _policy, _send, bundle  # noqa: F401
+from tests.test_adversarial_server import bundle  # noqa: F401  (a fixture)
+from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _ledger, _owner_ledgers, _policy, _send
 
 TRAIN_LABELS = [0, 1, 0, 1, 1, 0]
 DEV_LABELS = [1, 0]
 TWO_USERS = dict(users=2, seed=7)
+TWO_USER_RUN = RunConfig.from_mapping(
+    dict(data="generated:400", public="none", dim=0, clip=1.0, nodes=1, rounds=1, epsilon=3.0, **TWO_USERS)
+)
+"""The run config of :func:`_device` with two users on the device (its data: the device's own)."""
 
 
 def _folder(folder: Path, train: list[tuple[str, int]], dev: list[tuple[str, int]]) -> Path:
@@ -136,7 +141,8 @@ def _shared_with_user_0(folder: Path, config: RunConfig) -> tuple[Path, Path]:
     shared_dev[q] = next(train[i] for i in own.tolist() if train[i][1] == dev[q][1])
     shared = _folder(folder / "shared", shared_train, shared_dev)
     again = Population.build(dataclasses.replace(config, data=str(shared)))
-    assert all(np.array_equal(a, b) for a, b in zip(again.train_parts + again.query_parts, population.train_parts + population.query_parts))
+    parts = zip(again.train_parts + again.query_parts, population.train_parts + population.query_parts)
+    assert all(np.array_equal(a, b) for a, b in parts)
     return shared, distinct
 
 
@@ -147,8 +153,7 @@ def test_a_users_answers_do_not_tell_which_records_it_shares_with_another_user_o
     user 0 (a shared record really has less budget left). Then user 1 trains: its reply figures
     showed the shared records again (higher sentence epsilon, or a memoized repeat's missing
     user-level charge)."""
-    config = RunConfig.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, nodes=1, rounds=1, epsilon=3.0, **TWO_USERS))
-    shared, distinct = _devices(_shared_with_user_0(tmp_path / "data", config), bundle, tmp_path, **TWO_USERS)
+    shared, distinct = _devices(_shared_with_user_0(tmp_path / "data", TWO_USER_RUN), bundle, tmp_path, **TWO_USERS)
     for grid in (shared, distinct):
         _release(grid, [0], _gaussian(SIGMA_AT_3))
     spent = [_owner_ledgers(grid)[1].record_counts().sum() for grid in (shared, distinct)]
@@ -168,8 +173,7 @@ def test_the_event_cap_does_not_tell_which_records_a_user_shares_with_another_us
     """Attack: user 0 releases a mixup (its records' event differs from its reports' user-level
     event); then user 1 is asked for a new event under a cap of two. User 1's ledger held the
     mixup's record event only if it shared a record with user 0, so the cap refused it there alone."""
-    config = RunConfig.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, nodes=1, rounds=1, epsilon=3.0, **TWO_USERS))
-    folders = _shared_with_user_0(tmp_path / "data", config)
+    folders = _shared_with_user_0(tmp_path / "data", TWO_USER_RUN)
     policy = _policy(tmp_path / "policy.toml", epsilon_sentence=6.0, labels="public", max_events=2)
     grids = [_device(folder, bundle, tmp_path / f"state-{folder.name}", policy, **TWO_USERS) for folder in folders]
     mixup = {"mechanism": "dpie-gaussian", "k": 2, "max_coefficient": 0.5, "masks": 0, "clip": 1.0, "sigma": SIGMA_AT_3}
@@ -180,7 +184,9 @@ def test_the_event_cap_does_not_tell_which_records_a_user_shares_with_another_us
     assert replies[0] == replies[1]
 
 
-def test_refusal_texts_carry_no_count_of_distinct_records(datasets: tuple[Path, Path], bundle: np.ndarray, tmp_path: Path) -> None:
+def test_refusal_texts_carry_no_count_of_distinct_records(
+    datasets: tuple[Path, Path], bundle: np.ndarray, tmp_path: Path
+) -> None:
     """Attack: ask a mixup of more records than the user holds; the refusal said how many distinct
     records it found ("mixes 8 records per report, 5 chosen" against 6)."""
     mixup = {"mechanism": "dpie-gaussian", "k": 8, "max_coefficient": 0.125, "masks": 0, "clip": 1.0, "sigma": SIGMA_AT_3}
@@ -194,7 +200,9 @@ def test_a_run_on_devices_writes_what_the_devices_reported(tmp_path: Path) -> No
     them (no record index or count), and the summary and report take the devices' own figures."""
     (tmp_path / "policy.toml").write_text(DEVICE_POLICY)
     nodes = [{"data": "generated:60", "state-dir": str(tmp_path / "state"), "policy": str(tmp_path / "policy.toml")}]
-    config = RunConfig(data="generated:60", public="none", dim=0, users=2, nodes=1, rounds=1, epsilon=8.0, labels="public", out=str(tmp_path / "run"))
+    config = RunConfig(
+        data="generated:60", public="none", dim=0, users=2, nodes=1, rounds=1, epsilon=8.0, labels="public", out=str(tmp_path / "run")
+    )
     run_local(server_app, client_app, 1, config.to_mapping(), engine=False, node_configs=nodes)
     out = tmp_path / "run"
     ledgers = json.loads((out / "ledgers.json").read_text())["users"]
