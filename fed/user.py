@@ -205,7 +205,7 @@ class User:
         fresh = np.array([i for i in chosen.tolist() if i not in stored], dtype=np.int64)
         needed = randomizer.records_per_report
         if needed > 1 and len(fresh) < needed:
-            raise BudgetExhausted(f"user {self.user_id}: {randomizer.name} mixes {needed} records per report; fewer were chosen")
+            raise BudgetExhausted(f"user {self.user_id}: {randomizer.name} mixes {needed} records per report, {len(fresh)} chosen")
         user_events = self._user_events(randomizer, len(fresh), labels=True)
         if not ledger.user_can_afford(user_events):
             raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
@@ -434,10 +434,11 @@ class User:
 
     def summary(self, train_events: list[PrivacyEvent] | None = None) -> dict[str, float]:
         """The figures a simulated user reports about its own ledger (a device reports only
-        :meth:`fed.privacy.ledger.Ledger.served_figures`: these depend on which records are equal).
+        :meth:`fed.privacy.ledger.Ledger.served_figures`, a function of the requests it served).
 
         With ``train_events`` (what one training release costs), also how many training
-        records can still afford one: the server uses it to sample users with budget left.
+        records can still afford one: the server can infer it from the public dataset
+        size and the reports it received, and uses it to sample users with budget left.
         """
         ledger = self.state.ledger
         figures = {

@@ -94,7 +94,7 @@ def _mixup_short_of_records() -> tuple[User, ReleaseRequest]:
 REFUSED_BY_THE_USER = [
     pytest.param(_every_record_spent, "no train record has budget left", id="every-record-spent"),
     pytest.param(_beyond_user_budget, "user-level budget would be exceeded", id="user-level-budget"),
-    pytest.param(_mixup_short_of_records, "mixes 4 records per report; fewer were chosen", id="mixup-k-above-records"),
+    pytest.param(_mixup_short_of_records, "mixes 4 records per report, 3 chosen", id="mixup-k-above-records"),
 ]
 
 

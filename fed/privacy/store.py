@@ -237,11 +237,10 @@ class LedgerTransaction:
         stored: dict[int, dict[str, int]] = {}  # all the owner's counts, this ledger's records or not
         for event_id, text in self.db.execute("SELECT event, counts FROM owner_spend WHERE owner = ?", (owner,)):
             stored[event_id] = json.loads(text)
-            row = rows[event_id] = np.zeros(len(unique), np.int64)  # every event of the owner: held by it, whatever these records hold
             for record, count in stored[event_id].items():
                 j = position.get(record)
                 if j is not None:
-                    row[j] = count
+                    rows.setdefault(event_id, np.zeros(len(unique), np.int64))[j] = count
         for event_id, row in rows.items():
             ledger.events.append(self._events[event_id])
         ledger.counts = np.array(list(rows.values()), dtype=np.int64).reshape(len(rows), len(unique))
