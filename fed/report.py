@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -85,7 +86,7 @@ class LedgerFigures:
             most["train"] = max(most["train"], int(per_record[:n_train].max(initial=0)))
             most["query"] = max(most["query"], int(per_record[n_train:].max(initial=0)))
 
-        def figure(name: str, own: Any) -> np.ndarray:
+        def figure(name: str, own: Callable[[Ledger], float]) -> np.ndarray:
             return np.array([float(ledgers[uid][name]) if uid in device else own(ledger) for uid, ledger in parsed.items()])
 
         releases = np.array([ledger.releases() for ledger in parsed.values()], dtype=np.int64)
