@@ -25,6 +25,7 @@ from flwr.app import Message, RecordDict
 from clients import protocol
 from clients.app import app as client_app
 from fed.config import RunConfig
+from fed.device_state import init_state
 from fed.population import Population
 from fed.privacy.ledger import DEVICE_VIEW
 from simulations.local_grid import LocalGrid, run_local
@@ -171,7 +172,7 @@ def test_a_run_on_devices_writes_what_the_devices_reported(tmp_path: Path) -> No
     """The server's side: on devices the run directory holds each device's aggregates as it sent
     them (no record index or count), and the summary and report take the devices' own figures."""
     (tmp_path / "policy.toml").write_text(DEVICE_POLICY)
-    nodes = [{"data": "generated:60", "state-dir": str(tmp_path / "state"), "policy": str(tmp_path / "policy.toml")}]
+    nodes = [{"data": "generated:60", "state-dir": str(init_state(tmp_path / "state")), "policy": str(tmp_path / "policy.toml")}]
     config = RunConfig(
         data="generated:60", public="none", dim=0, users=2, nodes=1, rounds=1, epsilon=8.0, labels="public", out=str(tmp_path / "run")
     )
