@@ -171,8 +171,6 @@ def test_server_pretrained_bilstm_is_shipped_and_used(tmp_path: Path) -> None:
     run_local(server_app, client_app, 2, config)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     population = Population.build(RunConfig.from_mapping(config))
-    distinct = sum(  # spending follows the sentence: a user's repeated (sentence, label) is one record
-        len({(population.train.texts[i], int(population.train.labels[i])) for i in part}) for part in population.train_parts
-    )
-    assert summary["errors"] == [] and summary["releases"] == distinct > 500
+    records = sum(len(part) for part in population.train_parts)  # each copy of a sentence is a record (fed.record_ids)
+    assert summary["errors"] == [] and summary["releases"] == records > 500
     assert summary["accuracy_nonprivate"] > 0.5  # four topics: the shipped encoder carries signal
