@@ -16,6 +16,7 @@ from fed.availability import Availability
 from fed.classifier import SCREENING, WEIGHTINGS
 from fed.device_speed import DeviceSpeed
 from fed.device_tiers import DeviceTiers
+from fed.policy import MAX_DELTA, MAX_RR_EPSILON
 from fed.sampling import TrainSampling, UpSampling
 
 
@@ -82,8 +83,8 @@ class RunConfig:
         for name in ("clip", "delta", "round_timeout"):
             if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
                 raise ValueError(f"{_flag(name)} must be a positive finite number")
-        if not self.delta < 1:
-            raise ValueError("--delta must be below 1")
+        if not self.delta <= MAX_DELTA:  # every simulated user's policy takes the run's delta (fed.policy)
+            raise ValueError(f"--delta must be at most {MAX_DELTA:g} (a device policy's range, fed.policy)")
         if self.dim and self.public == "none":
             raise ValueError("--dim fits a projection on public data: give --public, or --dim 0")
         if self.nodes > self.users:
@@ -185,8 +186,8 @@ class RunConfig:
             epsilon = float(value)
         except ValueError:
             epsilon = math.nan
-        if kind != "rr" or not math.isfinite(epsilon) or epsilon <= 0:
-            raise ValueError(f"--labels must be 'public' or 'rr:<epsilon>', got {self.labels!r}")
+        if kind != "rr" or not math.isfinite(epsilon) or not 0 < epsilon <= MAX_RR_EPSILON:
+            raise ValueError(f"--labels must be 'public' or 'rr:<epsilon>' with epsilon in (0, {MAX_RR_EPSILON:g}], got {self.labels!r}")
         return epsilon
 
     def schedule_warnings(self) -> list[str]:
