@@ -13,6 +13,7 @@ import hashlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -22,11 +23,13 @@ from clients import protocol
 from fed.assets import Assets, default_cache_dir, load_assets, unpack
 from fed.cohort import Cohort
 from fed.config import RunConfig
+from fed.device_records import StoredRecords, load_records, records_key, save_records
 from fed.hosts import NodeHosts
 from fed.node import NodeHost, sessions_from_json
 from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
 from fed.plan import encoder_spec, make_plan
 from fed.randomizers import RANDOMIZERS
+from fed.randomizers.split_denoise import DENOISER_FILE
 from fed.population import Population, hosted_users, user_records
 from fed.requests import Refusal, RequestRefused
 from fed.shared_records import shared_records
@@ -34,6 +37,8 @@ from fed.site import Site
 from fed.threads import limit_blas_threads
 from fed.user import UserRecords
 
+if TYPE_CHECKING:
+    from fed.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
 
 
 class NodeApp(ClientApp):
@@ -62,11 +67,11 @@ def _handler(message_type: str) -> str:
 app = NodeApp()
 limit_blas_threads()  # once per process (Ray actor or device)
 
-# Per process (one Ray actor, or one device): clean records of the hosted users, built once per
-# bundle content (a bundle re-sent with other bytes but the same files, e.g. a tar cut short in its
-# trailing padding, unpacks to another folder and would otherwise re-hash the encoder's weights and
-# rebuild the population) and, on a device, per state folder (its record-id key).
-_RECORDS: dict[tuple[RunConfig, int, int, str, bool, str | None], tuple[dict[int, UserRecords], int, int]] = {}
+# Per process: clean records of the hosted users, by bundle content (a bundle re-sent with other
+# bytes but the same files, e.g. a tar cut short in its trailing padding, unpacks to another folder
+# and would otherwise re-hash the encoder's weights and rebuild the population). In the engine (one
+# Ray actor) built once per run; on a device read from its record store (fed.device_records) by key.
+_RECORDS: dict[tuple[RunConfig, int, int, str] | str, StoredRecords] = {}
 _CONTENT: dict[str, str] = {}
 _ASSETS: dict[str, Assets] = {}
 """Unpacked bundle folder -> its loaded assets."""
@@ -151,7 +156,7 @@ def _setup(msg: Message, context: Context) -> RecordDict:
     missing = [name for name in RANDOMIZERS[site.config.mechanism].shipped_files if not (folder / name).is_file()]
     if missing:
         raise RequestRefused(f"--mechanism {site.config.mechanism} needs {', '.join(missing)} in the bundle", Refusal.POLICY)
-    records, num_labels, _ = _records(site, context, str(folder))
+    records, num_labels, _ = _records(site, context, str(folder), setup=True)
     # Only now, with the bundle valid and the records built, does the node's state change;
     # the users' sessions and ledgers are never reset by a setup.
     node = context.state.config_records.get("node")
@@ -227,7 +232,7 @@ def _host(context: Context) -> NodeHosts:
                 _COHORTS[id(users)] = Cohort.build(users, site.owner())
             cohort = _COHORTS[id(users)]
         policy = site.policy(plan, config)
-        denoiser = _assets(str(context.state["node"]["assets"])).denoiser
+        denoiser = _denoiser(str(context.state["node"]["assets"]))
         hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort, denoiser))
     return NodeHosts(hosts)
 
@@ -240,19 +245,35 @@ def _tier_records(records: dict[int, UserRecords], members: np.ndarray, tier: in
     return _TIERS[key]
 
 
-def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserRecords], int, int]:
-    """Clean records of this node's users, the number of labels, and the largest query count of the run."""
+def _records(site: Site, context: Context, folder: str, setup: bool = False) -> StoredRecords:
+    """Clean records of this node's users, the number of labels, and the largest query count of the run.
+
+    In the engine every Ray actor would build the node's users again: the first one stores them for
+    the run. On a device setup encodes them once into the device's record store, which every other
+    message reads; a message whose records are not stored is refused (not set up), never rebuilt.
+    """
     config = site.config
     partition_id = int(context.node_config.get("partition-id", 0))
     num_partitions = int(context.node_config.get("num-partitions", 1))
-    key = (config, partition_id, num_partitions, _content(folder), site.simulation, None if site.simulation else str(site.state_dir))
-    if key not in _RECORDS:
-        def build() -> tuple[dict[int, UserRecords], int, int]:
-            return _build_records(site, config, folder, partition_id, num_partitions)
 
-        # In the engine every Ray actor would build the node's users again: the first one stores them for the run.
-        run_key = repr((context.run_id, key))
-        _RECORDS[key] = shared_records(default_cache_dir(config) / "nodes", run_key, build) if site.simulation else build()
+    def build() -> StoredRecords:
+        return _build_records(site, config, folder, partition_id, num_partitions)
+
+    if site.simulation:
+        key: tuple[RunConfig, int, int, str] | str = (config, partition_id, num_partitions, _content(folder))
+        if key not in _RECORDS:
+            run_key = repr((context.run_id, key))
+            _RECORDS[key] = shared_records(default_cache_dir(config) / "nodes", run_key, build)
+        return _RECORDS[key]
+    key = records_key(_content(folder), config, partition_id, num_partitions, site.secret())
+    if key not in _RECORDS:
+        stored = load_records(site.state_dir, key)
+        if stored is None:
+            if not setup:
+                raise RequestRefused("this device holds no records for its bundle and data (query.setup must come first)", Refusal.NOT_SET_UP)
+            stored = build()
+            save_records(site.state_dir, key, stored)
+        _RECORDS[key] = stored
     return _RECORDS[key]
 
 
@@ -273,6 +294,11 @@ def _build_records(
     records = {u: records[u] for u in users}
     max_queries = max((len(part) for part in population.query_parts), default=1)
     return records, population.train.num_labels, max_queries
+
+
+def _denoiser(folder: str) -> Denoiser | None:
+    """The bundle's denoiser (split-denoise; loading it imports torch), None when it ships none."""
+    return _assets(folder).denoiser if (Path(folder) / DENOISER_FILE).is_file() else None
 
 
 def _assets(folder: str) -> Assets:
