@@ -595,7 +595,7 @@ class NodeWatch:
 def measure_supernode(work: Path, data: str, public: str, rounds: int, secure: bool, timeout: float, progress: Progress) -> dict[str, Any]:
     """Launch one flower-supernode against a run that waits for it; measure memory and time to first report."""
     from fed.config import RunConfig
-    from simulations.commands.device import build_fab, init_device, node_config_string, sign_fab, supernode_command
+    from simulations.commands.device import SUPERNODE_ENV, build_fab, init_device, node_config_string, sign_fab, supernode_command
     from simulations.commands.superlink import init_superlink, publish_app
     from simulations.flower_runner import APP_DIR, BIN, Secure, cluster, free_port, run_status, start_run
 
@@ -631,7 +631,7 @@ def measure_supernode(work: Path, data: str, public: str, rounds: int, secure: b
         progress.say("launching flower-supernode (MiniLM, one user)")
         started = time.perf_counter()
         process = subprocess.Popen(
-            command + ["--port", str(free_port())], env=running.env, cwd=work, stdout=open(node_log, "wb"),
+            command + ["--port", str(free_port())], env={**running.env, **SUPERNODE_ENV}, cwd=work, stdout=open(node_log, "wb"),
             stderr=subprocess.STDOUT, start_new_session=True,
         )
         running.processes.append(process)  # stopped with the cluster
