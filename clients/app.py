@@ -131,7 +131,7 @@ def evaluate(msg: Message, context: Context) -> Message:
         models = protocol.read_evaluate_request(msg.content, host.model_dim, host.num_labels)
         return protocol.outcomes_reply(host.evaluate(models))
 
-    return _serve(msg, context, lambda m, c: _with_host(c, handle))
+    return _serve(msg, context, lambda m, c: _with_host(c, handle, local_inference=True))
 
 
 @app.query("ledger")
@@ -199,9 +199,10 @@ def _answer(msg: Message, context: Context) -> RecordDict:
     return _with_host(context, lambda host: protocol.answer_reply(host.answer(users, slots, scores)))
 
 
-def _with_host(context: Context, act: Callable[[NodeHosts], RecordDict]) -> RecordDict:
-    """Build the node's host, act, and keep the users' sessions in the node state."""
-    host = _host(context)
+def _with_host(context: Context, act: Callable[[NodeHosts], RecordDict], local_inference: bool = False) -> RecordDict:
+    """Build the node's host (with the bundle's denoiser for ``local_inference``), act, and keep the
+    users' sessions in the node state."""
+    host = _host(context, local_inference)
     content = act(host)
     context.state["node"]["users"] = host.sessions_json()
     return content
@@ -211,8 +212,9 @@ def _site(context: Context) -> Site:
     return Site.resolve(context.node_config, RunConfig.from_mapping(context.run_config), context.run_id, context.node_id)
 
 
-def _host(context: Context) -> NodeHosts:
-    """The node's users, one host per policy (a device: one; a simulation: one per privacy tier on the node)."""
+def _host(context: Context, local_inference: bool = False) -> NodeHosts:
+    """The node's users, one host per policy (a device: one; a simulation: one per privacy tier on the node);
+    the bundle's denoiser (torch) is loaded for ``local_inference`` (evaluate) only."""
     if "node" not in context.state.config_records:
         raise RequestRefused("this node has not been set up (query.setup must come first)", Refusal.NOT_SET_UP)
     site = _site(context)
@@ -232,7 +234,7 @@ def _host(context: Context) -> NodeHosts:
                 _COHORTS[id(users)] = Cohort.build(users, site.owner())
             cohort = _COHORTS[id(users)]
         policy = site.policy(plan, config)
-        denoiser = _denoiser(str(context.state["node"]["assets"]))
+        denoiser = _denoiser(str(context.state["node"]["assets"])) if local_inference else None
         hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort, denoiser))
     return NodeHosts(hosts)
 

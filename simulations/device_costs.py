@@ -29,7 +29,8 @@ device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``
    per object); HTTP headers and TLS framing are not counted.
 3. **With ``--supernode``**: a real SuperLink (``simulations.flower_runner``; by default the
    documented deployment: TLS, SuperNode authentication, a signed app from the registry) starts
-   a run and waits; then one ``flower-supernode`` hosting one user with MiniLM is launched and
+   a run and waits; then one ``flower-supernode`` hosting one user with MiniLM is launched, with
+   the Flower settings a device runs with (``simulations.commands.device.SUPERNODE_ENV``), and
    measured: the peak memory (VmHWM, VmRSS and PSS from /proc) of the SuperNode process and of
    every process it spawns (Flower 1.41 starts ``flower-superexec``, which starts a new
    ``flwr-clientapp`` process for every message), the time from launch to the first report the
@@ -39,7 +40,7 @@ device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``
 Run (about 1 minute without ``--supernode``, 5 with it, on 2 cores; the README's figures come
 from this command, ``--torch-threads 1`` because another job held one of the two cores)::
 
-    python -m simulations.device_costs --supernode --torch-threads 1 --out runs/reports/device_costs.json
+    python -m simulations.device_costs --supernode --torch-threads 1 --out simulations/reports/device_costs/after.json
 """
 
 from __future__ import annotations

@@ -176,3 +176,15 @@ def test_the_record_store_is_owner_only_whatever_the_umask(data: Path, bundle: n
     folder = tmp_path / "state" / RECORDS_FOLDER
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert [stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()] == [0o600]
+
+
+def test_device_init_prints_the_flower_settings_a_device_runs_with(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    from simulations.cli import main
+
+    assert main(["device", "init", str(tmp_path / "device"), "--data", "generated:10"]) == 0
+    (command,) = [line for line in capsys.readouterr().out.splitlines() if "flower-supernode" in line]
+    words = shlex.split(command)
+    settings = dict(word.split("=", 1) for word in words[: words.index("flower-supernode")])
+    assert 0.01 <= float(settings["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"]) <= 0.1  # Flower's default is 1 s
