@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flwr.app import RecordDict
 
 import clients.app as client_module
 from clients import protocol
