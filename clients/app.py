@@ -13,6 +13,7 @@ import hashlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -22,20 +23,23 @@ from clients import protocol
 from fed.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpack
 from fed.cohort import Cohort
 from fed.config import RunConfig
+from fed.device_records import StoredRecords, load_records, records_key, save_records
 from fed.hosts import NodeHosts
 from fed.node import NodeHost, sessions_from_json
 from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
 from fed.plan import encoder_spec, make_plan, plan_refusal
 from fed.randomizers import RANDOMIZERS
+from fed.randomizers.split_denoise import DENOISER_FILE
 from fed.population import Population, hosted_users, user_records
 from fed.privacy.ledger import Ledger
-from fed.record_ids import key_fingerprint
 from fed.requests import Refusal, RequestRefused
 from fed.shared_records import shared_records
 from fed.site import Site
 from fed.threads import limit_blas_threads
 from fed.user import UserRecords
 
+if TYPE_CHECKING:
+    from fed.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
 
 
 class NodeApp(ClientApp):
@@ -64,11 +68,11 @@ def _handler(message_type: str) -> str:
 app = NodeApp()
 limit_blas_threads()  # once per process (Ray actor or device)
 
-# Per process (one Ray actor, or one device): clean records of the hosted users, built once per
-# bundle content (a bundle re-sent with other bytes but the same files, e.g. a tar cut short in its
-# trailing padding, unpacks to another folder and would otherwise re-hash the encoder's weights and
-# rebuild the population) and, on a device, per record-id key.
-_RECORDS: dict[tuple[RunConfig, int, int, str, bool, str | None], tuple[dict[int, UserRecords], int, int]] = {}
+# Per process: clean records of the hosted users, by bundle content (a bundle re-sent with other
+# bytes but the same files, e.g. a tar cut short in its trailing padding, unpacks to another folder
+# and would otherwise re-hash the encoder's weights and rebuild the population). In the engine (one
+# Ray actor) built once per run; on a device read from its record store (fed.device_records) by key.
+_RECORDS: dict[tuple[RunConfig, int, int, str] | str, StoredRecords] = {}
 _CONTENT: dict[str, str] = {}
 _ASSETS: dict[str, Assets] = {}
 """Unpacked bundle folder -> its loaded assets."""
@@ -128,7 +132,7 @@ def evaluate(msg: Message, context: Context) -> Message:
         models = protocol.read_evaluate_request(msg.content, host.model_dim, host.num_labels)
         return protocol.outcomes_reply(host.evaluate(models))
 
-    return _serve(msg, context, lambda m, c: _with_host(c, handle))
+    return _serve(msg, context, lambda m, c: _with_host(c, handle, local_inference=True))
 
 
 @app.query("ledger")
@@ -158,7 +162,7 @@ def _setup(msg: Message, context: Context) -> RecordDict:
     missing = [name for name in RANDOMIZERS[site.config.mechanism].shipped_files if not (folder / name).is_file()]
     if missing:
         raise RequestRefused(f"--mechanism {site.config.mechanism} needs {', '.join(missing)} in the bundle", Refusal.POLICY)
-    records, num_labels, _ = _records(site, context, str(folder))
+    records, num_labels, _ = _records(site, context, str(folder), setup=True)
     # Only now, with the bundle valid and the records built, does the node's state change;
     # the users' sessions and ledgers are never reset by a setup.
     node = context.state.config_records.get("node")
@@ -201,9 +205,10 @@ def _answer(msg: Message, context: Context) -> RecordDict:
     return _with_host(context, lambda host: protocol.answer_reply(host.answer(users, slots, scores)))
 
 
-def _with_host(context: Context, act: Callable[[NodeHosts], RecordDict]) -> RecordDict:
-    """Build the node's host, act, and keep the users' sessions in the node state."""
-    host = _host(context)
+def _with_host(context: Context, act: Callable[[NodeHosts], RecordDict], local_inference: bool = False) -> RecordDict:
+    """Build the node's host (with the bundle's denoiser for ``local_inference``), act, and keep the
+    users' sessions in the node state."""
+    host = _host(context, local_inference)
     content = act(host)
     context.state["node"]["users"] = host.sessions_json()
     return content
@@ -213,8 +218,9 @@ def _site(context: Context) -> Site:
     return Site.resolve(context.node_config, RunConfig.from_mapping(context.run_config), context.run_id, context.node_id)
 
 
-def _host(context: Context) -> NodeHosts:
-    """The node's users, one host per policy (a device: one; a simulation: one per privacy tier on the node)."""
+def _host(context: Context, local_inference: bool = False) -> NodeHosts:
+    """The node's users, one host per policy (a device: one; a simulation: one per privacy tier on the node);
+    the bundle's denoiser (torch) is loaded for ``local_inference`` (evaluate) only."""
     if "node" not in context.state.config_records:
         raise RequestRefused("this node has not been set up (query.setup must come first)", Refusal.NOT_SET_UP)
     site = _site(context)
@@ -237,7 +243,7 @@ def _host(context: Context) -> NodeHosts:
         refused = plan_refusal(plan, bundle_encoder(Path(context.state["node"]["assets"])), policy)
         if refused:  # before anything is built from the plan
             raise RequestRefused(refused, Refusal.POLICY)
-        denoiser = _assets(str(context.state["node"]["assets"])).denoiser
+        denoiser = _denoiser(str(context.state["node"]["assets"])) if local_inference else None
         bundle = _content(str(context.state["node"]["assets"]))  # memo keys: a new bundle's reports are new draws
         hosts.append(NodeHost(users, plan, policy, store, site.owner(), site.seed, sessions, site.simulation, cohort, denoiser, bundle))
     return NodeHosts(hosts)
@@ -251,19 +257,35 @@ def _tier_records(records: dict[int, UserRecords], members: np.ndarray, tier: in
     return _TIERS[key]
 
 
-def _records(site: Site, context: Context, folder: str) -> tuple[dict[int, UserRecords], int, int]:
-    """Clean records of this node's users, the number of labels, and the largest query count of the run."""
+def _records(site: Site, context: Context, folder: str, setup: bool = False) -> StoredRecords:
+    """Clean records of this node's users, the number of labels, and the largest query count of the run.
+
+    In the engine every Ray actor would build the node's users again: the first one stores them for
+    the run. On a device setup encodes them once into the device's record store, which every other
+    message reads; a message whose records are not stored is refused (not set up), never rebuilt.
+    """
     config = site.config
     partition_id = int(context.node_config.get("partition-id", 0))
     num_partitions = int(context.node_config.get("num-partitions", 1))
-    key = (config, partition_id, num_partitions, _content(folder), site.simulation, None if site.simulation else key_fingerprint(site.secret()))
-    if key not in _RECORDS:
-        def build() -> tuple[dict[int, UserRecords], int, int]:
-            return _build_records(site, config, folder, partition_id, num_partitions)
 
-        # In the engine every Ray actor would build the node's users again: the first one stores them for the run.
-        run_key = repr((context.run_id, key))
-        _RECORDS[key] = shared_records(default_cache_dir(config) / "nodes", run_key, build) if site.simulation else build()
+    def build() -> StoredRecords:
+        return _build_records(site, config, folder, partition_id, num_partitions)
+
+    if site.simulation:
+        key: tuple[RunConfig, int, int, str] | str = (config, partition_id, num_partitions, _content(folder))
+        if key not in _RECORDS:
+            run_key = repr((context.run_id, key))
+            _RECORDS[key] = shared_records(default_cache_dir(config) / "nodes", run_key, build)
+        return _RECORDS[key]
+    key = records_key(_content(folder), config, partition_id, num_partitions, site.secret())
+    if key not in _RECORDS:
+        stored = load_records(site.state_dir, key)
+        if stored is None:
+            if not setup:
+                raise RequestRefused("this device holds no records for its bundle and data (query.setup must come first)", Refusal.NOT_SET_UP)
+            stored = build()
+            save_records(site.state_dir, key, stored)
+        _RECORDS[key] = stored
     return _RECORDS[key]
 
 
@@ -284,6 +306,11 @@ def _build_records(
     records = {u: records[u] for u in users}
     max_queries = max((len(part) for part in population.query_parts), default=1)
     return records, population.train.num_labels, max_queries
+
+
+def _denoiser(folder: str) -> Denoiser | None:
+    """The bundle's denoiser (split-denoise; loading it imports torch), None when it ships none."""
+    return _assets(folder).denoiser if (Path(folder) / DENOISER_FILE).is_file() else None
 
 
 def _assets(folder: str) -> Assets:

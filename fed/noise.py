@@ -100,10 +100,15 @@ def _apply(measurement: object, x: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def _opendp_measurement(kind: str, scale: float) -> object:
     """OpenDP's vector Gaussian (L2, zCDP) or Laplace (L1, pure) measurement at ``scale``."""
-    import opendp.prelude as dp
+    # The modules themselves, not opendp.prelude: that also imports OpenDP's extras (scikit-learn,
+    # pandas, polars), seconds of every device message's fresh process.
+    from opendp.domains import atom_domain, vector_domain
+    from opendp.measurements import make_gaussian, make_laplace
+    from opendp.metrics import l1_distance, l2_distance
+    from opendp.mod import enable_features
 
-    dp.enable_features("contrib")
-    domain = dp.vector_domain(dp.atom_domain(T=float, nan=False))
+    enable_features("contrib")
+    domain = vector_domain(atom_domain(T=float, nan=False))
     if kind == "gaussian":
-        return dp.m.make_gaussian(domain, dp.l2_distance(T=float), scale=scale)
-    return dp.m.make_laplace(domain, dp.l1_distance(T=float), scale=scale)
+        return make_gaussian(domain, l2_distance(T=float), scale=scale)
+    return make_laplace(domain, l1_distance(T=float), scale=scale)

@@ -14,9 +14,11 @@ import numpy as np
 from fed.config import RunConfig
 from fed.dataset import TextDataset
 from fed.loaders import load_dataset
-from fed.partition import natural_partition, partition
 from fed.record_ids import record_ids
 from fed.user import UserRecords
+
+POPULATION_OPTIONS = ("data", "users", "partition", "seed", "train_limit")
+"""The run options :meth:`Population.build` reads."""
 
 
 def hosted_users(num_users: int, partition_id: int, num_partitions: int) -> list[int]:
@@ -38,6 +40,8 @@ class Population:
     @classmethod
     def build(cls, config: RunConfig) -> "Population":
         """Load the run's data and partition it among ``config.users`` users."""
+        from fed.partition import natural_partition, partition  # Flower Datasets: only where records are built
+
         train = load_dataset(config.data, "train")
         dev = load_dataset(config.data, "dev")
         if config.train_limit and config.train_limit < len(train):

@@ -29,7 +29,8 @@ device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``
    per object); HTTP headers and TLS framing are not counted.
 3. **With ``--supernode``**: a real SuperLink (``simulations.flower_runner``; by default the
    documented deployment: TLS, SuperNode authentication, a signed app from the registry) starts
-   a run and waits; then one ``flower-supernode`` hosting one user with MiniLM is launched and
+   a run and waits; then one ``flower-supernode`` hosting one user with MiniLM is launched, with
+   the Flower settings a device runs with (``simulations.commands.device.SUPERNODE_ENV``), and
    measured: the peak memory (VmHWM, VmRSS and PSS from /proc) of the SuperNode process and of
    every process it spawns (Flower 1.41 starts ``flower-superexec``, which starts a new
    ``flwr-clientapp`` process for every message), the time from launch to the first report the
@@ -39,7 +40,7 @@ device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``
 Run (about 1 minute without ``--supernode``, 5 with it, on 2 cores; the README's figures come
 from this command, ``--torch-threads 1`` because another job held one of the two cores)::
 
-    python -m simulations.device_costs --supernode --torch-threads 1 --out runs/reports/device_costs.json
+    python -m simulations.device_costs --supernode --torch-threads 1 --out simulations/reports/device_costs/after.json
 """
 
 from __future__ import annotations
@@ -601,7 +602,7 @@ class NodeWatch:
 def measure_supernode(work: Path, data: str, public: str, rounds: int, secure: bool, timeout: float, progress: Progress) -> dict[str, Any]:
     """Launch one flower-supernode against a run that waits for it; measure memory and time to first report."""
     from fed.config import RunConfig
-    from simulations.commands.device import build_fab, init_device, node_config_string, sign_fab, supernode_command
+    from simulations.commands.device import SUPERNODE_ENV, build_fab, init_device, node_config_string, sign_fab, supernode_command
     from simulations.commands.superlink import init_superlink, publish_app
     from simulations.flower_runner import APP_DIR, BIN, Secure, cluster, free_port, run_status, start_run
 
@@ -637,7 +638,7 @@ def measure_supernode(work: Path, data: str, public: str, rounds: int, secure: b
         progress.say("launching flower-supernode (MiniLM, one user)")
         started = time.perf_counter()
         process = subprocess.Popen(
-            command + ["--port", str(free_port())], env=running.env, cwd=work, stdout=open(node_log, "wb"),
+            command + ["--port", str(free_port())], env={**running.env, **SUPERNODE_ENV}, cwd=work, stdout=open(node_log, "wb"),
             stderr=subprocess.STDOUT, start_new_session=True,
         )
         running.processes.append(process)  # stopped with the cluster

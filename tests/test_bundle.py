@@ -20,7 +20,8 @@ import torch
 from fed import assets
 from fed.assets import MAX_UNPACKED_BYTES, build_bundle, load_assets, pack, unpack
 from fed.config import RunConfig
-from fed.encoders.bilstm import BiLSTMEncoder, BiLSTMNet
+from fed.encoders.bilstm import BiLSTMEncoder
+from fed.encoders.bilstm_net import BiLSTMNet
 from fed.encoders.projection import PCAProjection
 from fed.encoders.vocab import Vocab
 

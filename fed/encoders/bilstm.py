@@ -19,14 +19,18 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
 from fed.dataset import TextDataset
 from fed.encoders.base import check_pairs
 from fed.encoders.vocab import Vocab
+
+if TYPE_CHECKING:  # torch is imported where a network is built or run, not with this module
+    import torch
+
+    from fed.encoders.bilstm_net import BiLSTMNet
 
 SAVED_FILES = ("config.json", "vocab.json", "weights.pt")
 """What ``BiLSTMEncoder.save`` writes."""
@@ -34,25 +38,6 @@ MAX_PARAMETERS = 2**24
 """Most weights a loaded BiLSTM may have (64 MiB of float32)."""
 MAX_TOKENS = 4096
 """Largest ``max_length`` a loaded BiLSTM may ask for."""
-
-
-class BiLSTMNet(nn.Module):
-    """Embedding, one bidirectional LSTM layer, masked mean pooling."""
-
-    def __init__(self, vocab_size: int, embed_dim: int, hidden: int) -> None:
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
-        self.lstm = nn.LSTM(embed_dim, hidden, batch_first=True, bidirectional=True)
-
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Pooled representation (batch, 2 * hidden) of padded ids with true lengths."""
-        packed = nn.utils.rnn.pack_padded_sequence(
-            self.embedding(ids), lengths.cpu(), batch_first=True, enforce_sorted=False
-        )
-        states, _ = self.lstm(packed)
-        states, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=ids.shape[1])
-        # pad_packed_sequence fills positions past each length with zeros.
-        return states.sum(dim=1) / lengths.unsqueeze(-1).to(states.dtype)
 
 
 class BiLSTMEncoder:
@@ -125,6 +110,7 @@ class BiLSTMEncoder:
         progress: bool = False,
     ) -> np.ndarray:
         """Pooled BiLSTM states; float32 (n, dim)."""
+        import torch
         from tqdm.auto import tqdm
 
         check_pairs(texts, texts2)
@@ -142,6 +128,8 @@ class BiLSTMEncoder:
 
     def save(self, folder: str | Path) -> Path:
         """Write config.json, vocab.json and weights.pt into ``folder`` (created)."""
+        import torch
+
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(json.dumps(self._config(), indent=2) + "\n")
@@ -167,6 +155,10 @@ class BiLSTMEncoder:
         strings, and weights.pt (uncompressed) exactly the finite float32 tensors of the
         shapes the config implies.
         """
+        import torch
+
+        from fed.encoders.bilstm_net import BiLSTMNet
+
         config = _read_config(files["config.json"])
         tokens = json.loads(files["vocab.json"].decode("utf-8"))
         if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
@@ -211,6 +203,8 @@ def _read_config(data: bytes) -> dict[str, int]:
 def _read_weights(data: bytes) -> dict[str, torch.Tensor]:
     """A state dict from torch.save's zip format, every entry stored and within the file,
     so that what torch allocates is bounded by the file's size."""
+    import torch
+
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for info in archive.infolist():
@@ -254,7 +248,11 @@ def train_bilstm(
     progress:
         Show a progress bar over epochs.
     """
+    import torch
+    from torch import nn
     from tqdm.auto import tqdm
+
+    from fed.encoders.bilstm_net import BiLSTMNet
 
     if dim < 2 or dim % 2:
         raise ValueError(f"dim must be a positive even number, got {dim}")

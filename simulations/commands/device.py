@@ -35,6 +35,9 @@ TRUSTED = "trusted-entities.yaml"
 POLICY = "policy.toml"
 STATE = "state"
 CA_CERT = "ca.crt"  # the SuperLink's CA certificate, copied here by the owner
+SUPERNODE_ENV = {"FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
+"""Flower settings a device runs ``flower-supernode`` with (docs/device.md, "What it costs"): its
+SuperExec starts a message's ClientApp process within 0.1 s of its arrival, not Flower's default 1 s."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"Give the SuperLink operator {files.node_public_key}; copy its CA certificate to {root_cert}.")
         print("Approve an app after reviewing it: ldpfed device approve", shlex.quote(str(files.root)), "--app APP_DIR")
         print("Start the node:")
-        print(shlex.join(supernode_command(files, args.superlink, root_cert, node_config)))
+        settings = [f"{name}={value}" for name, value in SUPERNODE_ENV.items()]
+        print(shlex.join([*settings, *supernode_command(files, args.superlink, root_cert, node_config)]))
         return 0
     fab = build_fab(args.app) if args.app else args.fab.read_bytes()
     signature = sign_fab(fab, DeviceFiles(args.dir.resolve()).signing_key)
