@@ -22,6 +22,12 @@ Keys of the TOML file (all optional; the defaults are the strict device defaults
     max_models = 4              # classifiers one evaluate message may apply
     max_events = 32             # distinct privacy events one ledger may hold
     encoders = ["minilm", "bilstm"]  # encoders a setup bundle may name (bilstm: weights the server ships)
+    max_dim = 4096              # largest dim (bit encodings) or masks (mixups) a request may name
+    max_bundle_bytes = 67108864  # largest setup bundle in bytes (64 MiB, also the most it may say)
+
+Sizes are checked before anything is allocated, built or written: a request naming a larger
+``dim`` or ``masks`` is refused before its randomizer is built, and a larger bundle before it is read
+(in a simulation ``max_dim`` is at least the run's own dim and masks).
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ DEFAULT_MECHANISMS: tuple[str, ...] = (
 floating point, which an owner may accept by naming it in ``mechanisms``)."""
 
 EVALUATION_OFF = "none"
+MAX_BUNDLE_BYTES = 64 * 2**20
+"""Largest setup bundle a node takes (a policy's max_bundle_bytes may only lower it)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class DevicePolicy:
     max_models: int = 4
     max_events: int = 32
     encoders: tuple[str, ...] = ("minilm", "bilstm")
+    max_dim: int = 4096
+    max_bundle_bytes: int = MAX_BUNDLE_BYTES
     release_floors: Mapping[str, float] = field(default_factory=dict, compare=False)
     """Per kind of release ('train', 'query'): the most one release may cost (simulation: the plan's)."""
 
@@ -90,10 +100,12 @@ class DevicePolicy:
             parse_channel("evaluation", self.evaluation, allow_public=False)
         if self.enforce not in ("worst-case", "amplified"):
             raise ValueError(f"policy: enforce must be worst-case or amplified, got {self.enforce!r}")
-        for name in ("max_models", "max_events"):
+        for name in ("max_models", "max_events", "max_dim", "max_bundle_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"policy: {name} must be a positive integer, got {value!r}")
+        if self.max_bundle_bytes > MAX_BUNDLE_BYTES:
+            raise ValueError(f"policy: max_bundle_bytes must be at most {MAX_BUNDLE_BYTES}, got {self.max_bundle_bytes!r}")
         for name in ("allow_invalid", "memoize"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"policy: {name} must be true or false")
@@ -194,8 +206,15 @@ class DevicePolicy:
             max_models=8,
             max_events=64,
             encoders=tuple(dict.fromkeys(("minilm", "bilstm", config.encoder))),
+            max_dim=max([cls.max_dim, *_sizes(plan.train), *_sizes(plan.query)]),
             release_floors={kind: plan.limits(kind).max_release_epsilon for kind in ("train", "query")},
         )
+
+
+def _sizes(randomizer: Any) -> list[int]:
+    """The values of a randomizer's size parameters (what its requests ask a node to allocate)."""
+    params = randomizer.params()
+    return [int(params[name]) for name in type(randomizer).size_params if name in params]
 
 
 def parse_channel(name: str, spec: Any, allow_public: bool) -> float | None:
