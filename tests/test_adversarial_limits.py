@@ -81,6 +81,20 @@ def test_a_part_that_fails_while_served_rolls_back_the_parts_before_it(
     assert len(honest.reports) == TRAIN and not honest.refusals
 
 
+def test_parts_of_one_message_see_each_others_charges(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    """In the engine one message's parts may take both paths over the same user: one user at a time
+    (a user named twice) and the cohort step, whose ledger a process keeps between messages. Each part
+    reads what the parts before it charged, and so does the next message: no record is released twice."""
+    grid = _device(data, bundle, tmp_path / "state", engine=True, labels="public")  # one release per record
+    assert len(protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3), records=2).content).reports) == 2
+    for order in (([0, 0], [0]), ([0], [0, 0])):  # per user then the cohort step; the cohort step then per user
+        parts = [protocol.release_request(users, _gaussian(SIGMA_AT_3), 2, "all") for users in order]
+        replies = protocol.read_release_replies(_send(grid, protocol.TRAIN, protocol.release_parts(parts)).content)
+        assert [len(r.reports) for r in replies] == [2 * len(users) for users in order]
+    rest = protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content)
+    assert len(rest.reports) == TRAIN - 14, f"{len(rest.reports)} records released, {TRAIN - 14} had budget left: some released twice"
+
+
 # -- 6. sizes are checked before anything is allocated -------------------------------------------
 @pytest.mark.parametrize(
     "randomizer,name",

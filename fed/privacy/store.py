@@ -7,7 +7,8 @@ durable before the release leaves; concurrent messages are serialised.
 - Every message is one ``BEGIN IMMEDIATE`` transaction (:meth:`LedgerStore.transaction`):
   it takes the database's write lock before any ledger is read, so two messages to one
   node (two threads, two Ray actors, two processes) check, charge and release one after
-  the other, never on the same snapshot.
+  the other, never on the same snapshot. All parts of a release message share it (fed.hosts):
+  one that fails rolls back the charges of the others.
 - The handler computes its releases inside the transaction, and the transaction commits
   (WAL, ``synchronous=FULL`` on devices) before the handler returns its reply: a crash
   before the commit loses the release with its charge; a crash after it can only waste
@@ -33,8 +34,7 @@ import sqlite3
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterator, Sequence, Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +73,9 @@ Extras = dict[tuple[str, int], dict[str, int]]
 _COHORT_CACHE: dict[tuple[str, CohortKeys], tuple[int, CohortLedger, Extras]] = {}
 """Per process: (database file, cohort) -> (the store's generation after the transaction that last
 wrote it here, its ledger, its extras). A cohort read at that same generation (no other connection
-has committed since) is taken from here instead of re-read row by row."""
+has committed since) is taken from here instead of re-read row by row, unless its transaction has
+already written rows of its owners; a cohort whose owners another ledger of its transaction wrote
+after it was read is not kept (:meth:`LedgerTransaction.cacheable`)."""
 
 
 def dump_counts(counts: dict[str, int]) -> str:
