@@ -20,7 +20,7 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from clients import protocol
-from fed.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpack
+from fed.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpacked
 from fed.cohort import Cohort
 from fed.config import RunConfig
 from fed.device_records import StoredRecords, load_records, records_key, save_records
@@ -28,6 +28,7 @@ from fed.hosts import NodeHosts
 from fed.node import NodeHost, sessions_from_json
 from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
 from fed.plan import encoder_spec, make_plan, plan_refusal
+from fed.policy import MAX_BUNDLE_BYTES
 from fed.randomizers import RANDOMIZERS
 from fed.randomizers.split_denoise import DENOISER_FILE
 from fed.population import Population, hosted_users, user_records
@@ -149,20 +150,26 @@ def owner_ledgers(context: Context) -> dict[int, Ledger]:
 def _setup(msg: Message, context: Context) -> RecordDict:
     site = _site(context)
     bundle = protocol.read_setup_request(msg.content)
-    try:
-        folder = unpack(bundle, default_cache_dir(site.config))
+
+    def accept(spec: str, names: frozenset[str]) -> None:
+        """Refuse a bundle by its encoder and file names, before any of its files is loaded or written."""
+        refused = site.device_policy and site.device_policy.encoder_refusal(spec)
+        if refused:
+            raise RequestRefused(refused, Refusal.POLICY)
+        if spec != encoder_spec(site.config):  # the plan's randomizer may load what the run names (snd: its encoder)
+            raise RequestRefused(f"the bundle's encoder {spec!r} is not the run's {encoder_spec(site.config)!r}", Refusal.POLICY)
+        missing = [name for name in RANDOMIZERS[site.config.mechanism].shipped_files if name not in names]
+        if missing:
+            raise RequestRefused(f"--mechanism {site.config.mechanism} needs {', '.join(missing)} in the bundle", Refusal.POLICY)
+
+    max_bytes = site.device_policy.max_bundle_bytes if site.device_policy else MAX_BUNDLE_BYTES
+    try:  # a bundle refused here, or by the records it gives, leaves no folder behind
+        with unpacked(bundle, default_cache_dir(site.config), accept, max_bytes) as folder:
+            records, num_labels, _ = _records(site, context, str(folder), setup=True)
+    except RequestRefused:
+        raise
     except ValueError as error:
         raise RequestRefused(str(error)) from None
-    spec = (folder / "encoder.txt").read_text()
-    refused = site.device_policy and site.device_policy.encoder_refusal(spec)
-    if refused:
-        raise RequestRefused(refused, Refusal.POLICY)
-    if spec != encoder_spec(site.config):  # the plan's randomizer may load what the run names (snd: its encoder)
-        raise RequestRefused(f"the bundle's encoder {spec!r} is not the run's {encoder_spec(site.config)!r}", Refusal.POLICY)
-    missing = [name for name in RANDOMIZERS[site.config.mechanism].shipped_files if not (folder / name).is_file()]
-    if missing:
-        raise RequestRefused(f"--mechanism {site.config.mechanism} needs {', '.join(missing)} in the bundle", Refusal.POLICY)
-    records, num_labels, _ = _records(site, context, str(folder), setup=True)
     # Only now, with the bundle valid and the records built, does the node's state change;
     # the users' sessions and ledgers are never reset by a setup.
     node = context.state.config_records.get("node")

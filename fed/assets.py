@@ -15,7 +15,7 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -34,6 +34,7 @@ from fed.encoders.projection import PCAProjection
 from fed.encoders.token_matrix import TokenMatrixEncoder, split_spec
 from fed.loaders import load_dataset
 from fed.plan import encoder_spec, make_plan
+from fed.policy import MAX_BUNDLE_BYTES
 from fed.randomizers import RANDOMIZERS
 from fed.randomizers.split_denoise import DENOISER_FILE
 
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
     from fed.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
 
 PUBLIC_GENERATED_SIZE = 1000
-MAX_BUNDLE_BYTES = 64 * 2**20
-"""Largest bundle a node accepts."""
 MAX_UNPACKED_BYTES = 64 * 2**20
 """Largest total size of the files in a bundle (a plain tar holds no more than its own size)."""
 MAX_SPEC_CHARS = 200
@@ -292,24 +291,54 @@ def pack(folder: Path) -> np.ndarray:
     return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
 
 
-def unpack(bundle: np.ndarray, cache_dir: Path) -> Path:
+Acceptance = Callable[[str, frozenset[str]], None]
+"""``accept(spec, names)``: raises to refuse a bundle by its encoder spec and file names (a node's policy)."""
+
+
+def unpack(
+    bundle: np.ndarray, cache_dir: Path, accept: Acceptance | None = None, max_bytes: int = MAX_BUNDLE_BYTES
+) -> Path:
     """User side: check a bundle and extract it once into the cache (by content hash).
 
     Returns the bundle's folder. Raises ValueError, having written nothing, unless the
-    bundle is a plain (uncompressed) tar of at most ``MAX_BUNDLE_BYTES`` whose members are
+    bundle is a plain (uncompressed) tar of at most ``max_bytes`` whose members are
     regular files among ``BUNDLE_FILES``, together at most ``MAX_UNPACKED_BYTES``, and each
-    file passes its loader's checks (see ``_check_files``).
+    file passes its loader's checks (see ``_check_files``). ``accept`` sees the encoder spec
+    and the file names first, before any file is loaded or written; what it raises passes through.
     """
-    data = np.asarray(bundle, dtype=np.uint8).tobytes()
-    if len(data) > MAX_BUNDLE_BYTES:
-        raise ValueError(f"asset bundle of {len(data)} bytes exceeds {MAX_BUNDLE_BYTES}")
-    folder = Path(cache_dir) / "assets" / hashlib.sha256(data).hexdigest()[:32]
-    if (folder / "encoder.txt").is_file():
-        return folder
+    return _unpack(bundle, Path(cache_dir), accept, max_bytes)[0]
+
+
+@contextmanager
+def unpacked(
+    bundle: np.ndarray, cache_dir: Path, accept: Acceptance | None = None, max_bytes: int = MAX_BUNDLE_BYTES
+) -> Iterator[Path]:
+    """:func:`unpack` for a caller that may still refuse the bundle: the folder is removed again if
+    the block raises, unless it was there before (an earlier setup with the same bundle)."""
+    folder, made = _unpack(bundle, Path(cache_dir), accept, max_bytes)
+    try:
+        yield folder
+    except BaseException:
+        if made:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _unpack(bundle: np.ndarray, cache_dir: Path, accept: Acceptance | None, max_bytes: int) -> tuple[Path, bool]:
+    """The bundle's folder, and whether this call made it (see :func:`unpack`)."""
+    array = np.asarray(bundle, dtype=np.uint8)
+    if array.nbytes > max_bytes:
+        raise ValueError(f"asset bundle of {array.nbytes} bytes exceeds {max_bytes}")
+    data = array.tobytes()
     files = _read_members(data)
+    if accept is not None:
+        accept(_bundle_spec(files), frozenset(files))
+    folder = cache_dir / "assets" / hashlib.sha256(data).hexdigest()[:32]
+    if (folder / "encoder.txt").is_file():
+        return folder, False
     _check_files(files)
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=Path(cache_dir), prefix="assets-"))
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=cache_dir, prefix="assets-"))
     try:
         for name, content in files.items():
             (staging / name).parent.mkdir(exist_ok=True)
@@ -319,9 +348,10 @@ def unpack(bundle: np.ndarray, cache_dir: Path) -> Path:
     except OSError:
         if not (folder / "encoder.txt").is_file():  # unless another process placed it first
             raise
+        return folder, False
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # already gone once renamed into place
-    return folder
+    return folder, True
 
 
 def load_assets(folder: Path) -> Assets:
@@ -393,12 +423,17 @@ def _read_members(data: bytes) -> dict[str, bytes]:
     return files
 
 
-def _check_files(files: dict[str, bytes]) -> None:
-    """Refuse (ValueError) a bundle whose files do not load, or do not fit together."""
+def _bundle_spec(files: dict[str, bytes]) -> str:
+    """The encoder spec of a bundle's files (ValueError when encoder.txt is missing or malformed)."""
     if "encoder.txt" not in files:
         raise ValueError("asset bundle refused: it has no encoder.txt")
     with _refusing("encoder.txt"):
-        spec = _spec(files["encoder.txt"])
+        return _spec(files["encoder.txt"])
+
+
+def _check_files(files: dict[str, bytes]) -> None:
+    """Refuse (ValueError) a bundle whose files do not load, or do not fit together."""
+    spec = _bundle_spec(files)
     shipped = [name for name in BILSTM_FILES if name in files]
     dim = None
     with _refusing("bilstm/"):

@@ -5,9 +5,11 @@ host users of several privacy tiers (fed.tiers), each tier with its own policy, 
 calibrated noise: one NodeHost per tier, over the same ledger store. :class:`NodeHosts` sends each
 user's part of a message to its host and pools the answers, so the ClientApp serves both alike.
 
-A message is checked by every host it concerns before any host releases or changes anything, so a
-request refused for one tier's users (e.g. asked with another tier's smaller noise) releases
-nothing and spends nothing for anyone.
+A message is all or nothing. It is checked by every host it concerns before any host releases or
+changes anything, so a request refused for one tier's users (e.g. asked with another tier's smaller
+noise) releases nothing and spends nothing for anyone; then every part is served in one transaction
+of the node's store (the hosts share it), so a part that still fails while it is served rolls back
+what the parts before it charged, and the reply is a refusal with nothing spent.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class NodeHosts:
     def __init__(self, hosts: Sequence[NodeHost]) -> None:
         if not hosts:
             raise ValueError("a node needs at least one host")
+        if any(host.store is not hosts[0].store for host in hosts):
+            raise ValueError("a node's hosts share one ledger store (a message is one transaction)")
         self.hosts = list(hosts)
         self.host_of: dict[int, NodeHost] = {}
         for host in self.hosts:
@@ -50,14 +54,16 @@ class NodeHosts:
                 self.host_of[uid] = host
 
     def release(self, kind: Kind, parts: Sequence[Mapping[str, Any]]) -> list[NodeReply]:
-        """Serve every request part (RequestRefused, with nothing released, if any part is refused).
+        """Serve every request part, all in one transaction: if any part is refused or fails, nothing is
+        released and nothing spent (RequestRefused, or the error, for the whole message).
 
         A part naming users of several hosts is split among them; one reply per host and part.
         """
         if not parts or len(parts) > MAX_PARTS:
             raise RequestRefused(f"a release message carries 1 to {MAX_PARTS} requests, got {len(parts)}")
         checked = [(host, host.check(kind, raw)) for part in parts for host, raw in self._split(part)]
-        return [host.serve(kind, request) for host, request in checked]
+        with self.hosts[0].store.transaction() as tx:
+            return [host.serve(kind, request, tx) for host, request in checked]
 
     def _split(self, part: Mapping[str, Any]) -> list[tuple[NodeHost, Mapping[str, Any]]]:
         """The part's users by host (a part the first host must refuse, e.g. malformed users, goes to it whole)."""

@@ -138,7 +138,11 @@ class NodeHost:
     def limits(self, kind: str) -> ClientLimits:
         """What one request of ``kind`` may ask: the policy's floor, the run's sampling."""
         return ClientLimits(
-            self.policy.floor(kind), self.policy.delta, sampling=self.plan.sampling_spec(kind), pinned=self.plan.pinned(kind)
+            self.policy.floor(kind),
+            self.policy.delta,
+            sampling=self.plan.sampling_spec(kind),
+            pinned=self.plan.pinned(kind),
+            max_dim=self.policy.max_dim,
         )
 
     @contextmanager
@@ -178,10 +182,12 @@ class NodeHost:
         Raises RequestRefused for a malformed request, or one the policy does not allow (for
         every user). A user out of budget is listed in ``refusals`` and the others still answer.
         """
-        return self.serve(kind, self.check(kind, raw_request))
+        request = self.check(kind, raw_request)
+        with self.store.transaction() as tx:
+            return self.serve(kind, request, tx)
 
     def check(self, kind: Kind, raw_request: Mapping[str, Any]) -> ReleaseRequest:
-        """The request, checked against the policy and the hosted users; RequestRefused otherwise."""
+        """The request, checked against the policy and the hosted users' records; RequestRefused otherwise."""
         request = parse_release_request(raw_request, self.limits(kind))
         if request.summarise and kind != "train":
             raise RequestRefused("'summarise' applies to train requests only (query reports are answered one by one)")
@@ -189,21 +195,29 @@ class NodeHost:
         if reason:
             raise RequestRefused(reason, Refusal.POLICY)
         self._check_hosted(request.users)
+        try:
+            request.randomizer.preprocess(np.zeros((1, self.dim)))
+        except ValueError as error:
+            raise RequestRefused(f"the randomizer does not take this node's records of {self.dim} values: {error}"[:500]) from None
         return request
 
-    def serve(self, kind: Kind, request: ReleaseRequest) -> NodeReply:
-        """Release what a checked request asks (see :meth:`release`)."""
-        reply = self._cohort_train(request) if kind == "train" and self._batched(request) else self._release(kind, request)
+    def serve(self, kind: Kind, request: ReleaseRequest, tx: LedgerTransaction) -> NodeReply:
+        """Release what a checked request asks (see :meth:`release`) within the message's transaction ``tx``
+        (which the caller commits once every part of the message is served, or rolls back)."""
+        if kind == "train" and self._batched(request):
+            reply = self._cohort_train(request, tx)
+        else:
+            reply = self._release(kind, request, tx)
         if request.summarise and reply.sums is None:  # a cohort step sums its reports as it draws them
             return reply.summarised(request.randomizer, self.plan.labels.num_values)
         return reply
 
-    def _release(self, kind: Kind, request: ReleaseRequest) -> NodeReply:
+    def _release(self, kind: Kind, request: ReleaseRequest, tx: LedgerTransaction) -> NodeReply:
         """Serve a checked request one user at a time."""
         parts: list[tuple[int, Any]] = []
         refusals: dict[int, tuple[str, str]] = {}
         summaries: dict[int, dict[str, float]] = {}
-        with self.store.transaction() as tx, self._users(tx, list(request.users)) as user_of:
+        with self._users(tx, list(request.users)) as user_of:
             for uid in request.users:
                 user = user_of(uid)
                 try:
@@ -243,14 +257,14 @@ class NodeHost:
             and len(set(request.users)) == len(request.users)
         )
 
-    def _cohort_train(self, request: ReleaseRequest) -> NodeReply:
-        """One training step of every requested user, checked and charged in one transaction."""
+    def _cohort_train(self, request: ReleaseRequest, tx: LedgerTransaction) -> NodeReply:
+        """One training step of every requested user, checked and charged in the message's transaction."""
         assert self.cohort is not None
         started = time.perf_counter()
-        with self.store.transaction() as tx:
-            ledger = tx.cohort_ledger(self.cohort.keys, self.budget, self.policy.max_events)
-            rng = generator(self.seed, (int(self.cohort.users[0]), tx.next_count("cohort-steps"), COHORT_STREAM))
-            step = train_step(self.cohort, ledger, request, self.labels, rng)
+        ledger = tx.cohort_ledger(self.cohort.keys, self.budget, self.policy.max_events)
+        rng = generator(self.seed, (int(self.cohort.users[0]), tx.next_count("cohort-steps"), COHORT_STREAM))
+        step = train_step(self.cohort, ledger, request, self.labels, rng)
+        tx.save_cohort(ledger)  # written now: a later part of the message may read these users again
         return NodeReply(
             reports=step.reports,
             labels=_stack_labels([step.labels]) if len(step.labels) else np.zeros(0, np.int64),

@@ -24,6 +24,8 @@ with the key named)::
     max_models = 4              # classifiers one evaluate message may apply; 1 to 64
     max_events = 32             # distinct privacy events one ledger may hold; 1 to 1024
     encoders = ["minilm", "bilstm"]  # encoders a setup bundle may name (bilstm: weights the server ships)
+    max_dim = 4096              # largest dim (bit encodings) or masks (mixups) a request may name; 1 to 2**20
+    max_bundle_bytes = 67108864  # largest setup bundle in bytes; 1 to 64 MiB
 
 Why these ranges. delta is the probability that the epsilon bound fails outright: a mechanism
 that publishes each record verbatim with probability delta satisfies (0, delta)-DP, so above
@@ -32,6 +34,10 @@ that publishes each record verbatim with probability delta satisfies (0, delta)-
 "public", which an owner can say plainly; beyond it e^epsilon leaves floating point (rr:1e308).
 Budgets and the per-release cap have no upper bound (inf: no cap), but must be numbers a
 float holds (a 400-digit integer is refused, not rounded).
+
+Sizes are checked before anything is allocated, built or written: a request naming a larger
+``dim`` or ``masks`` is refused before its randomizer is built, and a larger bundle before it is read
+(in a simulation ``max_dim`` is at least the run's own dim and masks).
 """
 
 from __future__ import annotations
@@ -57,8 +63,12 @@ DEFAULT_MECHANISMS: tuple[str, ...] = (
 floating point, which an owner may accept by naming it in ``mechanisms``)."""
 
 EVALUATION_OFF = "none"
+MAX_BUNDLE_BYTES = 64 * 2**20
+"""Largest setup bundle a node takes (a policy's max_bundle_bytes may only lower it)."""
 MAX_DELTA = 1e-2
 """Largest delta a policy may set (module docstring: why)."""
+MAX_DIM = 2**20
+"""Largest max_dim a policy may set: a million bits or masks per report."""
 MAX_RR_EPSILON = 20.0
 """Largest epsilon of a randomized-response channel (labels, evaluation; module docstring: why)."""
 
@@ -111,6 +121,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_models": (_count(64), "an integer from 1 to 64"),
     "max_events": (_count(1024), "an integer from 1 to 1024"),
     "encoders": (_names, "a list of encoder names"),
+    "max_dim": (_count(MAX_DIM), f"an integer from 1 to {MAX_DIM}"),
+    "max_bundle_bytes": (_count(MAX_BUNDLE_BYTES), f"an integer from 1 to {MAX_BUNDLE_BYTES} (64 MiB)"),
 }
 """Each policy key: the test its value must pass, and what it accepts (the refusal's words)."""
 
@@ -132,6 +144,8 @@ class DevicePolicy:
     max_models: int = 4
     max_events: int = 32
     encoders: tuple[str, ...] = ("minilm", "bilstm")
+    max_dim: int = 4096
+    max_bundle_bytes: int = MAX_BUNDLE_BYTES
     release_floors: Mapping[str, float] = field(default_factory=dict, compare=False)
     """Per kind of release ('train', 'query'): the most one release may cost (simulation: the plan's)."""
 
@@ -246,8 +260,15 @@ class DevicePolicy:
             max_models=8,
             max_events=64,
             encoders=tuple(dict.fromkeys(("minilm", "bilstm", config.encoder))),
+            max_dim=max([cls.max_dim, *_sizes(plan.train), *_sizes(plan.query)]),
             release_floors={kind: plan.limits(kind).max_release_epsilon for kind in ("train", "query")},
         )
+
+
+def _sizes(randomizer: Any) -> list[int]:
+    """The values of a randomizer's size parameters (what its requests ask a node to allocate)."""
+    params = randomizer.params()
+    return [int(params[name]) for name in type(randomizer).size_params if name in params]
 
 
 def parse_channel(name: str, spec: Any, allow_public: bool) -> float | None:

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from fed.privacy.composition import compose_epsilon
-from fed.randomizers.base import Randomizer, make_randomizer
+from fed.randomizers.base import RANDOMIZERS, Randomizer, make_randomizer
 
 MAX_PARAMS_CHARS = 10_000
 
@@ -62,6 +62,9 @@ class ClientLimits:
     pinned:
         (name, value) of randomizer parameters a request must give exactly so (the user's own
         plan's :attr:`~fed.randomizers.base.Randomizer.pinned` parameters).
+    max_dim:
+        Largest value a request may give a randomizer's
+        :attr:`~fed.randomizers.base.Randomizer.size_params` (checked before it is built).
     """
 
     max_release_epsilon: float
@@ -70,6 +73,7 @@ class ClientLimits:
     max_users: int = 100_000
     sampling: str = "all"
     pinned: tuple[tuple[str, Any], ...] = ()
+    max_dim: int = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,7 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
     summarise = config.get("summarise", False)
     if not isinstance(summarise, bool):
         raise RequestRefused("'summarise' must be true or false")
-    randomizer = _randomizer(config.get("randomizer"))
+    randomizer = _randomizer(config.get("randomizer"), limits.max_dim)
     params = randomizer.params()
     for key, value in limits.pinned:  # before anything could load what a pinned parameter names
         if params.get(key) != value:
@@ -123,7 +127,7 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
     return ReleaseRequest(users=tuple(users), randomizer=randomizer, records=records, sampling=sampling, summarise=summarise)
 
 
-def _randomizer(raw: Any) -> Randomizer:
+def _randomizer(raw: Any, max_dim: int) -> Randomizer:
     if not isinstance(raw, str) or len(raw) > MAX_PARAMS_CHARS:
         raise RequestRefused(f"'randomizer' must be a JSON string of at most {MAX_PARAMS_CHARS} characters")
     try:
@@ -134,6 +138,14 @@ def _randomizer(raw: Any) -> Randomizer:
         raise RequestRefused("'randomizer' is nested too deeply to be a randomizer's parameters") from None
     if not isinstance(params, dict):
         raise RequestRefused("'randomizer' must be a JSON object")
+    mechanism = params.get("mechanism")
+    for name in RANDOMIZERS[mechanism].size_params if isinstance(mechanism, str) and mechanism in RANDOMIZERS else ():
+        value = params.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > max_dim:
+            raise RequestRefused(
+                f"{mechanism}: '{name}' {str(value)[:30]} is above this device's limit of {max_dim} (policy: max_dim)",
+                Refusal.POLICY,
+            )
     try:
         return make_randomizer(params)
     except (ValueError, TypeError) as error:

@@ -7,7 +7,8 @@ durable before the release leaves; concurrent messages are serialised.
 - Every message is one ``BEGIN IMMEDIATE`` transaction (:meth:`LedgerStore.transaction`):
   it takes the database's write lock before any ledger is read, so two messages to one
   node (two threads, two Ray actors, two processes) check, charge and release one after
-  the other, never on the same snapshot.
+  the other, never on the same snapshot. All parts of a release message share it (fed.hosts):
+  one that fails rolls back the charges of the others.
 - The handler computes its releases inside the transaction, and the transaction commits
   (WAL, ``synchronous=FULL`` on devices) before the handler returns its reply: a crash
   before the commit loses the release with its charge; a crash after it can only waste
@@ -37,7 +38,7 @@ import sqlite3
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +79,9 @@ Extras = dict[tuple[str, int], dict[str, int]]
 _COHORT_CACHE: dict[tuple[str, CohortKeys], tuple[int, CohortLedger, Extras]] = {}
 """Per process: (database file, cohort) -> (the store's generation after the transaction that last
 wrote it here, its ledger, its extras). A cohort read at that same generation (no other connection
-has committed since) is taken from here instead of re-read row by row."""
+has committed since) is taken from here instead of re-read row by row, unless its transaction has
+already written rows of its owners; a cohort whose owners another ledger of its transaction wrote
+after it was read is not kept (:meth:`LedgerTransaction.cacheable`)."""
 
 
 def dump_counts(counts: dict[str, int]) -> str:
@@ -201,7 +204,7 @@ class LedgerStore:
                     connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
-            for key, ledger, extras in tx.cohorts_read:
+            for key, ledger, extras in tx.cacheable():
                 _COHORT_CACHE[key] = (generation, ledger, extras)
         finally:
             connection.close()
@@ -213,7 +216,10 @@ class LedgerTransaction:
     def __init__(self, connection: sqlite3.Connection, path: str = "") -> None:
         self.db = connection
         self.path = path
-        self.cohorts_read: list[tuple[tuple[str, CohortKeys], CohortLedger, Extras]] = []
+        self.cohorts_read: list[tuple[tuple[str, CohortKeys], CohortLedger, Extras, int]] = []
+        """Each cohort ledger read: its cache key, the ledger, its extras, and how many saves came before the read."""
+        self._saves: list[tuple[int, AbstractSet[str]]] = []
+        """Each save in order: the id of the ledger saved and the owners whose rows it wrote."""
         self._event_ids: dict[PrivacyEvent, int] = {}
         self._events: dict[int, PrivacyEvent] = {}
         for event_id, text in self.db.execute("SELECT id, json FROM events"):
@@ -263,20 +269,35 @@ class LedgerTransaction:
         other connection has committed since this process last wrote them, kept from then.
         """
         if self._open or self._cohorts:
-            raise RuntimeError("a cohort ledger is read alone in its transaction")
+            raise RuntimeError("a cohort ledger is read with no other ledger open in its transaction: save them first")
         key = (self.path, keys)
         cached = _COHORT_CACHE.pop(key, None)  # out while in use: a failed transaction leaves none
-        fresh = cached is not None and cached[0] == self._generation()
+        fresh = cached is not None and cached[0] == self._generation() and not self._overwritten(keys, 0)
         if fresh and (cached[1].budget, cached[1].max_events) == (budget, max_events):
             ledger, extras = cached[1], cached[2]
         else:
             ledger, extras = self._read_cohort(keys, budget, max_events)
-        self.cohorts_read.append((key, ledger, extras))
+        self.cohorts_read.append((key, ledger, extras, len(self._saves)))
         before = CohortLedger(keys.column_user, len(keys.owners), budget, max_events)
         before.events, before.counts, before.user_counts = list(ledger.events), ledger.counts.copy(), ledger.user_counts.copy()
         before.steps = {step: log.copy() for step, log in ledger.steps.items()}
         self._cohorts[id(ledger)] = (ledger, keys, before, extras)
         return ledger
+
+    def _overwritten(self, keys: CohortKeys, since: int, ledger: CohortLedger | None = None) -> bool:
+        """Whether a save after the first ``since`` ones, other than of ``ledger``, wrote rows of an owner in ``keys``."""
+        return any(
+            saved != id(ledger) and not keys.user_of.keys().isdisjoint(owners) for saved, owners in self._saves[since:]
+        )
+
+    def cacheable(self) -> list[tuple[tuple[str, CohortKeys], CohortLedger, Extras]]:
+        """The cohort ledgers read here that still hold every row of their owners (none written since by another ledger):
+        what a later transaction at the generation this one commits may take instead of re-reading."""
+        return [
+            (key, ledger, extras)
+            for key, ledger, extras, since in self.cohorts_read
+            if not self._overwritten(key[1], since, ledger)
+        ]
 
     def _read_cohort(self, keys: CohortKeys, budget: Budget, max_events: int | None) -> tuple[CohortLedger, Extras]:
         ledger = CohortLedger(keys.column_user, len(keys.owners), budget, max_events)
@@ -312,6 +333,7 @@ class LedgerTransaction:
     def save_cohort(self, ledger: CohortLedger) -> None:
         """Write what changed in a cohort's ledger since it was read (inside this transaction)."""
         _, keys, before, extras = self._cohorts.pop(id(ledger))
+        self._saves.append((id(ledger), keys.user_of.keys()))
 
         def changed(now: np.ndarray, then: np.ndarray | int) -> list[int]:
             return np.flatnonzero(now != then).tolist()
@@ -369,6 +391,7 @@ class LedgerTransaction:
     def save(self, ledger: Ledger) -> None:
         """Write what changed in ``ledger`` since it was read (inside this transaction)."""
         _, owner, keys, counts_before, events_before, user_before, steps_before, stored = self._open.pop(id(ledger))
+        self._saves.append((id(ledger), frozenset((owner,))))
         before = {e: counts_before[i] for i, e in enumerate(events_before)}
         for i, event in enumerate(ledger.events):
             old = before.get(event)

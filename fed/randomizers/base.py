@@ -45,6 +45,10 @@ class Randomizer(ABC):
     pinned: ClassVar[frozenset[str]] = frozenset()
     """Parameters a request must give exactly as the user's own plan does (they name what the user
     loads, e.g. a model): the server may choose the noise, never these (fed.requests)."""
+    size_params: ClassVar[tuple[str, ...]] = ()
+    """Integer parameters that size what building or running it allocates (a dimension, a pool of
+    vectors): a node refuses a request that names one above its policy's ``max_dim`` before it
+    builds anything (fed.requests)."""
     shipped_files: ClassVar[tuple[str, ...]] = ()
     """Bundle files (fed.assets) the users of this mechanism need, made by :meth:`bundle_files`."""
 

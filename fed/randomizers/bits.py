@@ -103,6 +103,7 @@ class BitEncodingRandomizer(Randomizer):
 
     name: ClassVar[str]
     batch_release: ClassVar[bool] = True
+    size_params = ("dim",)
 
     def __init__(
         self,

@@ -111,6 +111,7 @@ class _Mixing(Randomizer):
 
     mixup: Mixup
     batch_release = False  # a report mixes k records of one user, and their labels
+    size_params = ("masks",)  # a release draws a pool of this many sign masks
 
     @abstractmethod
     def release_groups(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
