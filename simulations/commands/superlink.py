@@ -4,7 +4,7 @@
 list of authorised node keys; ``publish`` puts a FAB and the device owners' signatures of it
 in an app registry; ``apps`` serves that registry.
 
-Why a registry: Flower 1.41 attaches signatures to a FAB only when the SuperLink fetches it
+Why a registry: Flower 1.42 (as 1.41) attaches signatures to a FAB only when the SuperLink fetches it
 as a Hub app (``flwr run @publisher/name==x.y.z``: ``control_handlers._get_remote_fab`` asks
 ``$FLWR_SUPERGRID_API_URL/hub/fetch-fab`` for a download URL and the signatures). A FAB
 sent by ``flwr run APP_DIR`` carries none, and a SuperNode with ``--trusted-entities``
