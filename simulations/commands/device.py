@@ -35,9 +35,10 @@ TRUSTED = "trusted-entities.yaml"
 POLICY = "policy.toml"
 STATE = "state"
 CA_CERT = "ca.crt"  # the SuperLink's CA certificate, copied here by the owner
-SUPERNODE_ENV = {"FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
-"""Flower settings a device runs ``flower-supernode`` with (docs/device.md, "What it costs"): its
-SuperExec starts a message's ClientApp process within 0.1 s of its arrival, not Flower's default 1 s."""
+SUPERNODE_ENV = {"FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1", "HF_HUB_OFFLINE": "1"}
+"""Settings a device runs ``flower-supernode`` with (docs/device.md, "What it costs"): its SuperExec
+starts a message's ClientApp process within 0.1 s of its arrival, not Flower's default 1 s; and the
+Hugging Face Hub stays offline for every process (the app also sets it on a device: fed.site)."""
 
 
 @dataclass(frozen=True)
