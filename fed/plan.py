@@ -24,11 +24,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from scipy.stats import binom
 
 from fed.config import RunConfig
-from fed.privacy.accountants.calibration import calibrate_noise_multiplier
-from fed.privacy.accountants.enforced import pld_epsilon
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import Budget
@@ -114,6 +111,8 @@ def planned_train_releases(config: RunConfig) -> int:
     """k for worst-case training calibration: --releases-per-record, or the (1-delta)-quantile."""
     if config.releases_per_record:
         return config.releases_per_record
+    from scipy.stats import binom  # SciPy is imported where a plan needs it, not by every device message
+
     return max(1, int(binom.ppf(1 - config.delta, config.rounds, train_rate(config))))
 
 
@@ -150,6 +149,8 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
         sigma = getattr(event, "sigma", None)
         z = None if sigma is None else sigma / event.sensitivity
         if config.enforce == "amplified":
+            from fed.privacy.accountants.enforced import pld_epsilon  # dp_accounting: only for amplified plans
+
             steps, rate = (train_steps, rate_train) if kind == "train" else (query_steps, rate_query)
             return {
                 "accountant": "pld",
@@ -196,6 +197,8 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
         sensitivity = cls.calibrated(1.0, config.delta, 1, options).event.sensitivity
 
         def amplified(steps: int, rate: float) -> Randomizer:
+            from fed.privacy.accountants.calibration import calibrate_noise_multiplier  # dp_accounting: only here
+
             z = calibrate_noise_multiplier("pld", config.epsilon, config.delta, steps, rate).noise_multiplier
             return cls.from_params({"mechanism": config.mechanism, **options, "sigma": z * sensitivity})
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.stats import binom
 
 # Planned inference steps: every true query of the largest user gets k answers with at least
 # this probability (the rest of the time a user runs past the plan and its budget stops it).
@@ -139,6 +138,8 @@ def _planned_steps(p: float, k: int, n: int, confidence: float) -> int:
         return k
 
     def ok(t: int) -> bool:
+        from scipy.stats import binom  # imported where needed: device messages do not
+
         return float(binom.sf(k - 1, t, p)) ** n >= confidence
 
     hi = max(k, int(math.ceil(k / p)))

@@ -30,7 +30,6 @@ import numpy as np
 
 from fed.entropy import generator
 from fed.noise import SecureGenerator
-from fed.privacy.accountants import enforced
 from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import LABELS, Budget, Ledger
 from fed.privacy.store import Memo
@@ -416,6 +415,8 @@ class User:
 
     def _check_amplified(self, kind: str, sampling: str, event: PrivacyEvent) -> None:
         """BudgetExhausted unless one more step keeps the amplified PLD bound within budget."""
+        from fed.privacy.accountants import enforced  # dp_accounting: only under --enforce amplified
+
         ledger = self.state.ledger
         try:
             groups = enforced.entries([*ledger.step_log(kind), (sampling, event, 1)])
@@ -426,6 +427,8 @@ class User:
 
     def amplified_epsilon(self) -> float:
         """Sentence-level amplified PLD bound: max over training and query records."""
+        from fed.privacy.accountants import enforced  # dp_accounting: only under --enforce amplified
+
         ledger = self.state.ledger
         return max(
             enforced.pld_epsilon(enforced.entries(ledger.step_log(kind)), ledger.budget.delta)

@@ -7,12 +7,32 @@ that anyone can recompute a ledger's figures.
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import dp_accounting
-from dp_accounting.pld import privacy_loss_distribution as pld
+if TYPE_CHECKING:
+    import dp_accounting
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+
+class _OnUse:
+    """A module imported on first use: dp_accounting (with SciPy) costs a device message ~1 s and
+    tens of MiB, and closed-form ledgers (GDP, pure DP) never use it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        module: ModuleType = importlib.import_module(self._name)
+        return getattr(module, attribute)
+
+
+if not TYPE_CHECKING:
+    dp_accounting = _OnUse("dp_accounting")
+    pld = _OnUse("dp_accounting.pld.privacy_loss_distribution")
 
 
 def check_positive(name: str, value: float) -> float:

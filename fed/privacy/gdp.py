@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 
@@ -39,6 +38,8 @@ def epsilon_for_delta(mu: float, delta: float) -> float:
         upper *= 2
         if math.isinf(upper):
             return math.inf
+    from scipy.optimize import brentq  # imported on use: a device message that composes nothing skips it
+
     return float(brentq(lambda e: delta_for_epsilon(mu, e) - delta, 0.0, upper, xtol=1e-12))
 
 
@@ -50,6 +51,8 @@ def mu_for_epsilon(epsilon: float, delta: float) -> float:
     upper = 1.0
     while delta_for_epsilon(upper, epsilon) < delta:
         upper *= 2
+    from scipy.optimize import brentq  # imported on use: a device message that composes nothing skips it
+
     return float(brentq(lambda m: delta_for_epsilon(m, epsilon) - delta, 1e-12, upper, xtol=1e-14))
 
 

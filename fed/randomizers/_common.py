@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq
 
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
@@ -53,6 +52,8 @@ def largest_within(f: Callable[[float], float], target: float, start: float, rel
         lo, hi = hi, hi * 1.5
         if hi > 1e15:
             return lo  # effectively free; never happens for a real mechanism
+    from scipy.optimize import brentq  # SciPy on use: device messages calibrate nothing
+
     x = brentq(lambda v: f(v) - target, lo, hi, xtol=rel_tol * lo, rtol=rel_tol, maxiter=200)
     for attempt in range(60):
         if f(x) <= target:

@@ -19,9 +19,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from scipy.optimize import brentq
-from scipy.stats import norm
-
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent, check_positive
 from fed.randomizers._common import check_target
@@ -43,11 +40,15 @@ def classical_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
 
 def _exp_phi(epsilon: float, x: float) -> float:
     """e^epsilon * Phi(x), computed in log space so that large epsilon does not overflow."""
+    from scipy.stats import norm  # SciPy on use: device messages calibrate nothing
     return math.exp(epsilon + norm.logcdf(x))
 
 
 def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """Least sigma of an (epsilon, delta)-DP Gaussian mechanism (Balle & Wang 2018, Algorithm 1)."""
+    from scipy.optimize import brentq  # SciPy on use: device messages calibrate nothing
+    from scipy.stats import norm
+
     epsilon, delta = check_target(epsilon, delta)
     sensitivity = check_positive("sensitivity", sensitivity)
     delta_0 = norm.cdf(0.0) - _exp_phi(epsilon, -math.sqrt(2 * epsilon))

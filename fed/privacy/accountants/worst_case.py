@@ -14,7 +14,6 @@ ledger composes it). Which k is reported is stated in each figure:
 
 from __future__ import annotations
 
-from scipy.stats import binom
 
 from fed.privacy.accountants.base import WORST_CASE, AccountantFigure, Schedule
 from fed.privacy.composition import compose_epsilon
@@ -26,6 +25,8 @@ VERSION = "ldpfed fed.privacy.composition (exact GDP; pessimistic PLD with label
 
 def quantile_releases(schedule: Schedule) -> int:
     """The (1 - delta)-quantile of a record's release count, Binomial(T, q*p)."""
+    from scipy.stats import binom  # imported where needed: device messages do not
+
     return int(binom.ppf(1 - schedule.delta, schedule.steps, schedule.rate))
 
 
