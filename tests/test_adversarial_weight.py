@@ -48,6 +48,13 @@ def test_importing_the_clientapp_imports_neither_torch_nor_transformers() -> Non
     assert loaded == [], f"importing clients.app imports {loaded}"
 
 
+def test_importing_the_clientapp_imports_neither_dp_accounting_nor_scipy_stats_or_optimize() -> None:
+    # Only amplified plans, calibrations and PLD compositions need them; every message's fresh process paid for them.
+    lazy = ("dp_accounting", "scipy.stats", "scipy.optimize")
+    loaded = _fresh(f"import json, sys, clients.app; print(json.dumps([m for m in {lazy!r} if m in sys.modules]))")
+    assert loaded == [], f"importing clients.app imports {loaded}"
+
+
 # A device's later messages, each as a fresh flwr-clientapp process serves them: the node's context
 # (run config, node config, node state) and nothing else; rebuilding the records would raise.
 SERVE = """
