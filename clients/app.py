@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -151,9 +151,9 @@ def _setup(msg: Message, context: Context) -> RecordDict:
     site = _site(context)
     bundle = protocol.read_setup_request(msg.content)
 
-    def accept(spec: str, names: frozenset[str]) -> None:
-        """Refuse a bundle by its encoder and file names, before any of its files is loaded or written."""
-        refused = site.device_policy and site.device_policy.encoder_refusal(spec)
+    def accept(spec: str, names: Mapping[str, str]) -> None:
+        """Refuse a bundle by its encoder and files (names and digests), before any of its files is loaded or written."""
+        refused = site.device_policy and site.device_policy.bundle_refusal(spec, names)
         if refused:
             raise RequestRefused(refused, Refusal.POLICY)
         if spec != encoder_spec(site.config):  # the plan's randomizer may load what the run names (snd: its encoder)
