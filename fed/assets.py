@@ -268,7 +268,13 @@ def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path,
             if public is None:
                 raise ValueError(f"--encoder {TUNED_SPEC} needs public labelled data to fine-tune on (--public)")
             model = finetune(minilm_path(), public.texts, public.labels, public.num_labels, seed=config.seed, progress=progress)
-            (folder / TUNED_FILE).write_bytes(tuned_bytes(model, TUNED_LAYERS))
+            data = tuned_bytes(model, TUNED_LAYERS)
+            (folder / TUNED_FILE).write_bytes(data)
+            print(
+                f"ldpfed: stage-1 encoder weights {TUNED_FILE}, {len(data):,} bytes, sha256 {weights_fingerprint(data)} "
+                "(a device allows them by listing it in its policy's tuned_encoders)",
+                flush=True,
+            )
         spec = encoder_spec(config)
         (folder / "encoder.txt").write_text(spec)
         if config.dim:

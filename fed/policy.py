@@ -42,7 +42,7 @@ Sizes are checked before anything is allocated, built or written: a request nami
 
 Shipped transformer weights (``minilm-tuned``, fed.encoders.tuned) replace layers of the model the
 device runs on its records, so the owner allows them one by one: ``tuned_encoders`` lists the
-SHA-256 of each allowed file (``ldpfed`` prints it where the server builds the bundle); a bundle
+SHA-256 of each allowed file (the server prints it when it builds the bundle, fed.assets); a bundle
 whose weights are not listed is refused before any of its files is read (:meth:`DevicePolicy.bundle_refusal`),
 and ``minilm-tuned`` also needs ``minilm`` in ``encoders``.
 """
