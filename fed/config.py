@@ -269,7 +269,7 @@ HELP: dict[str, str] = {
     "users": "number of users",
     "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>, or natural (each user's records from one source of the data: its file, or a generated corpus's style)",
     "train_limit": "use a seeded sample of this many training records (0: all)",
-    "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), or a model id/path",
+    "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), minilm-tuned (MiniLM's layers fine-tuned by the server on public labelled data and shipped; a device allows them by fingerprint), or a model id/path",
     "dim": "project representations to this many dimensions, fitted on public data (0: no projection; needs --public)",
     "mechanism": "randomizer of representations: " + ", ".join(MECHANISMS) + " (docs/randomizers.md)",
     "mechanism_options": "extra randomizer parameters as comma-separated key=value (e.g. 'lambda=100,integer_bits=2' for ome, 'eta=20' for dchi, 'k=4,masks=16' for texthide); values are int, float, true/false or text",

@@ -106,12 +106,13 @@ def _encode_run_data(config: RunConfig, progress: bool) -> list[str]:
     from fed.assets import check_public, default_cache_dir, load_public
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
+    from fed.encoders.tuned import TUNED_SPEC
     from fed.plan import encoder_spec
     from fed.population import Population
 
     population = Population.build(config)
     public = load_public(config)
-    if config.encoder == "bilstm":
+    if config.encoder in ("bilstm", TUNED_SPEC):  # trained on the public data inside the run
         return list(check_public(config, public, population.train.label_names).warnings)
     encoder = make_encoder(config.encoder)
     if config.dim > encoder.dim:  # fail now, not at the projection's fit inside the run
