@@ -105,7 +105,8 @@ def report_lines(results: dict[str, Any], command: str) -> list[str]:
         "",
         f"Setting: **{config['setting']}**"
         + ("" if results.get("complete") else " (INCOMPLETE: cells " + ", ".join(results.get("skipped", [])) + " not run)")
-        + f"; device: {results.get('device')}; {results.get('elapsed_s')} s. Seeds: {len(seeds)} "
+        + f"; device: {results.get('device')}; {results.get('elapsed_s')} s of wall time in its last run (a resumed run "
+        f"counts only its own). Seeds: {len(seeds)} "
         "(mean [min, max]). Command:",
         "",
         "```bash",
@@ -114,7 +115,7 @@ def report_lines(results: dict[str, Any], command: str) -> list[str]:
         "",
         f"What runs. The server fine-tunes MiniLM's top {config['stage1']['layers']} transformer layers (word embeddings "
         f"frozen) with a linear head on its public sentences only ({config['public']}, the {public:,} of its train "
-        f"split, as `--public` reads it; {config['stage1']['epochs']} epochs, lr {config['stage1']['learning_rate']:g}) "
+        f"split, as `--public` reads it; {config['stage1']['epochs']} epoch(s), lr {config['stage1']['learning_rate']:g}) "
         "and ships the layers as one safetensors file; the users' encoder is "
         "rebuilt from that file as a device loads it. Base: MiniLM as shipped. Both: PCA to "
         f"{config['dim']} dims on the public encodings, L2 clip C at the {config['clip_quantile']:g}-quantile of the "
