@@ -15,8 +15,9 @@ says). Two layouts (``DenoiserShape.layout``):
 - ``joint``: x~_t and z_t share one input vector per position ([x~_t, z_t], n + 1 vectors, no
   mask), the same information at a quarter of the attention cost on a CPU.
 
-e_d is read from e_n's position after the last layer, as a correction added to e_n. Trained
-to the clean embedding by mean squared error.
+e_d is read from e_n's position after the last layer: in the paper layout that state itself,
+through a linear read-out (seed eq. 10, e_d = h_0^L); in the joint layout as a correction added
+to e_n. Trained to the clean embedding by mean squared error.
 
 Everything D reads stays on the user; e_d depends on the clean token vectors, so it is not
 post-processing of the release and must not leave the user unless released again (and charged).
@@ -114,6 +115,7 @@ class Denoiser(nn.Module):
             real = torch.ones(released.shape[:2], dtype=torch.bool, device=released.device) if mask is None else mask.bool()
             keep = torch.cat([real[:, :1] | True, real, real], dim=1)
             hidden = self.body(torch.cat(parts, dim=1), src_key_padding_mask=~keep)
+            return self.out(hidden[:, 0]) * self.output_scale
         return noisy_output + self.out(hidden[:, 0]) * self.output_scale
 
     @torch.inference_mode()
