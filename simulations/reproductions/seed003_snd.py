@@ -108,14 +108,24 @@ def read_task(data: Path, name: str, split: str, limit: int | None, rng: np.rand
 
 
 def public_sentences(data: Path, count: int, rng: np.random.Generator) -> tuple[list[str], dict[str, int]]:
-    """``count`` public sentences: all of MR first, then SST-2 training sentences of 5+ words (seeded)."""
+    """``count`` distinct public sentences of 5+ words: MR first, then SST-2 training sentences (seeded).
+
+    SST-2 is drawn from the same Rotten Tomatoes reviews as MR, so sentences already taken (compared
+    lower-cased, spaces normalised) are skipped.
+    """
     from fed.loaders import read_tsv
 
     chosen: list[str] = []
+    seen: set[str] = set()
     used: dict[str, int] = {}
     for folder, split in PUBLIC_SOURCES:
         texts = [t for t in read_tsv(data / folder / f"{split}.tsv")[0] if len(t.split()) >= 5]
-        take = [texts[i] for i in rng.permutation(len(texts))[: count - len(chosen)]]
+        take = []
+        for i in rng.permutation(len(texts)):
+            key = " ".join(texts[i].lower().split())
+            if key not in seen and len(chosen) + len(take) < count:
+                seen.add(key)
+                take.append(texts[i])
         chosen += take
         used[f"{folder}/{split}"] = len(take)
         if len(chosen) >= count:
@@ -452,6 +462,11 @@ def regime(args: argparse.Namespace) -> Path:
     clean = server_pass(model, rows, mask)
     shuffled = clean[torch.randperm(len(clean), generator=torch.Generator().manual_seed(0))]
     table: dict[str, Any] = {"sentences": len(texts), "source": "qqp/dev first questions", "random_pairs": _cosine(clean, shuffled), "rows": []}
+    words = model.embeddings.word_embeddings.weight.detach().double()
+    l1 = words.abs().sum(dim=1)
+    table["l1_diameter_bound"] = 2 * float(l1.max())
+    table["l1_diameter_found"] = max(float((words - words[i]).abs().sum(dim=1).max()) for i in torch.argsort(l1)[-50:])
+    table["l2_diameter_bound"] = 2 * float(words.norm(dim=1).max())
     for sampler in SAMPLERS:
         for eta in args.etas:
             generator = torch.Generator().manual_seed(int(eta))
@@ -473,7 +488,10 @@ def regime(args: argparse.Namespace) -> Path:
         "",
         f"`python -m simulations.reproductions.seed003_snd regime` on {table['sentences']} {table['source']}; "
         f"clean outputs of random pairs of sentences: {table['random_pairs']:.3f}. Seed 003 Table 11 gives 0.097-0.105 "
-        "for Bert Base at eta 50-500.",
+        "for Bert Base at eta 50-500. The word-embedding table's L1 diameter: at most "
+        f"{table['l1_diameter_bound']:.2f} (twice the largest row L1 norm; the events use this), at least "
+        f"{table['l1_diameter_found']:.2f} (the farthest rows from the 50 of largest L1 norm); L2 diameter at most "
+        f"{table['l2_diameter_bound']:.3f} (2C).",
         "",
         "| sampler | eta | mean noise norm / row norm | TokEmbPriv cosine | with the post-clip (e_n) |",
         "|---|---|---|---|---|",
