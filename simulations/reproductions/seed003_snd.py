@@ -40,6 +40,7 @@ import json
 import math
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -176,7 +177,7 @@ def train_denoiser(
     generator = torch.Generator(device=device).manual_seed(seed)
     order_gen = torch.Generator().manual_seed(seed)
     started, step, losses, window = time.time(), 0, [], []
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if str(device).startswith("cuda") else _null()
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if str(device).startswith("cuda") else nullcontext()
     den.train()
     while step < planned and time.time() - started < seconds:
         perm = torch.randperm(n, generator=order_gen)
@@ -192,7 +193,7 @@ def train_denoiser(
                 loss = torch.mean((den(head, released, noise, mask).float() - clean[index].to(device)) ** 2)
             optimizer.zero_grad()
             loss.backward()
-            progress = max(step / planned, (time.time() - started) / seconds)  # whichever ends first
+            progress = max((step + 1) / planned, (time.time() - started) / seconds)  # whichever ends first
             for param_group in optimizer.param_groups:
                 param_group["lr"] = setting["lr"] * min(1.0, progress / 0.05) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
             optimizer.step()
@@ -206,14 +207,6 @@ def train_denoiser(
     return den.eval(), {"steps": step, "planned_steps": planned, "seconds": round(time.time() - started, 1),
                         "loss_per_50_steps": [round(v, 6) for v in losses], "train_etas": list(group["train_etas"]),
                         "sampler": group["sampler"], "with_output": with_output, "shape": shape.__dict__}
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 # -- embeddings and the classifier --------------------------------------------------------------
