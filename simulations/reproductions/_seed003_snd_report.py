@@ -117,13 +117,25 @@ def render(results: dict[str, Any], results_path: str) -> str:
     ]
     if not ready:
         lines += [f"**{why}**", ""]
+    if results["setting"] != "full":
+        from simulations.reproductions.seed003_snd import SETTINGS
+
+        full = SETTINGS["full"]
+        lines += [
+            f"Reductions against the full setting: {setting['public']} public sentences (full: {full['public']}); "
+            f"denoiser {setting['denoiser']} (full, the seed's shape: {full['denoiser']}) for {setting['epochs']} epochs; "
+            f"training/test pairs {setting['tasks']} (full: {full['tasks']}, None = the whole split); sentences cut to "
+            f"{setting['task_length']} tokens (public {setting['public_length']}; full: {full['task_length']} / "
+            f"{full['public_length']}); eta groups {[g['eval_etas'] for g in config['groups']]} only.",
+            "",
+        ]
     lines += [
         "What runs (simulations/reproductions/seed003_snd.py, fed/encoders/word_split.py, fed/denoiser.py): the user "
         "noises the raw word-embedding rows of its real tokens (MiniLM, d = 384, before position embeddings and "
         f"LayerNorm; rows' bound C = {results['bounds']['clip']:.3f}), clips each noisy row to C and sends the rows; "
         "padding is neither noised nor sent, and the token count is public. The server runs MiniLM on them as "
-        "inputs_embeds with the attention mask and mean-pools over the mask (e_n). The user's denoiser has the seed's "
-        f"shape ({setting['denoiser']}, input [e_n; X~; Z] with a mask), one per eta group, trained on "
+        "inputs_embeds with the attention mask and mean-pools over the mask (e_n). The user's denoiser takes "
+        f"[e_n; X~; Z] with a mask, shape {setting['denoiser']}, one per eta group, trained on "
         f"{sum(config['public_sources'].values())} public sentences ({config['public_sources']}). Each sentence of a "
         f"pair is encoded separately and the two are concatenated; the seed's MLP (two hidden layers of the input's "
         f"width) is trained on the training pairs and scored on the test pairs ({config['task_sizes']}). Figures are "
