@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.clientapp.mod import fixedclipping_mod
+from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 
 from clients import protocol
 from fed.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpacked
@@ -145,6 +145,12 @@ def train_central(msg: Message, context: Context) -> Message:
     return _serve(msg, context, _train_central)
 
 
+@app.train("central_adaptive", mods=[adaptiveclipping_mod])
+def train_central_adaptive(msg: Message, context: Context) -> Message:
+    """The same with adaptive clipping: Flower's adaptiveclipping_mod clips to the server's current norm."""
+    return _serve(msg, context, _train_central)
+
+
 @app.query("ledger")
 def ledger(msg: Message, context: Context) -> Message:
     """The hosted users' ledgers: in full inside the simulation engine, as aggregates on a device (fed.node.NodeHost.ledgers)."""
@@ -165,8 +171,9 @@ def _train_central(msg: Message, context: Context) -> RecordDict:
             "through a charged randomizer (docs/privacy_models.md), so central DP-FedAvg is simulation only",
             Refusal.POLICY,
         )
-    if site.config.privacy_model != "central":
-        raise RequestRefused("train.central is served only in a run with --privacy-model central", Refusal.POLICY)
+    expected = protocol.CENTRAL_TRAIN if site.config.central_clipping == "fixed" else protocol.CENTRAL_TRAIN_ADAPTIVE
+    if site.config.privacy_model != "central" or msg.metadata.message_type != expected:
+        raise RequestRefused(f"this run serves {expected} only with --privacy-model central", Refusal.POLICY)
     if "node" not in context.state.config_records:
         raise RequestRefused("this node has not been set up (query.setup must come first)", Refusal.NOT_SET_UP)
     records, num_labels, max_queries = _records(site, context, str(context.state["node"]["assets"]))
@@ -176,7 +183,8 @@ def _train_central(msg: Message, context: Context) -> RecordDict:
     features = make_plan(site.config, num_labels, max(max_queries, 1)).train.features
     x = features(user.train)
     model, norm = protocol.read_central_request(msg.content, x.shape[1], num_labels)
-    if norm != site.config.central_clip:  # the clipping norm is the node's own option, not the server's say
+    fixed = site.config.central_clipping == "fixed"
+    if fixed and norm != site.config.central_clip:  # the clipping norm is the node's own option, not the server's say
         raise RequestRefused(f"clipping norm {norm:g} is not this run's --central-clip {site.config.central_clip:g}", Refusal.POLICY)
     server_round = int(next(iter(msg.content.config_records.values())).get("server-round", 0))
     rng = np.random.default_rng([int(site.seed), int(context.node_id) % 2**32, server_round])  # SGD order only

@@ -14,7 +14,8 @@ node against untrusted content and raises :class:`fed.requests.RequestRefused` (
 | ``query.score`` | nothing | :class:`fed.evaluation.Outcomes` of remote inference |
 | ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.evaluation.Outcomes` of local inference (also per user, simulation only) |
 | ``query.ledger`` | nothing | every hosted user's ledger: in full in the simulation engine, a device's aggregates on a device (no record index or count) |
-| ``train.central`` | the global softmax head (:func:`central_request`; Flower's DP wrapper adds the clipping norm) | the user's locally trained head, clipped by Flower's ``fixedclipping_mod`` (:func:`central_reply`; simulation only) |
+| ``train.central`` | the global softmax head (:func:`central_arrays`; Flower's DP wrapper adds the clipping norm) | the user's locally trained head, clipped by Flower's ``fixedclipping_mod`` (:func:`central_reply`; simulation only) |
+| ``train.central_adaptive`` | the same | the same, clipped by ``adaptiveclipping_mod``, which adds the clipped bit |
 
 Any of them may be answered by :func:`refusal` (a code from :class:`fed.requests.Refusal` and a
 reason); per-user refusals inside a release reply carry the same codes.
@@ -45,7 +46,8 @@ SCORE = "query.score"
 EVALUATE = "evaluate"
 LEDGER = "query.ledger"
 CENTRAL_TRAIN = "train.central"
-MESSAGE_TYPES = (SETUP, TRAIN, RELEASE, ANSWER, SCORE, EVALUATE, LEDGER, CENTRAL_TRAIN)
+CENTRAL_TRAIN_ADAPTIVE = "train.central_adaptive"
+MESSAGE_TYPES = (SETUP, TRAIN, RELEASE, ANSWER, SCORE, EVALUATE, LEDGER, CENTRAL_TRAIN, CENTRAL_TRAIN_ADAPTIVE)
 """Every message type a node serves; any other is refused (clients.app.NodeApp)."""
 
 

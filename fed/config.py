@@ -71,6 +71,7 @@ class RunConfig:
     nonprivate_baseline: bool = True
     privacy_model: str = "local"
     central_clip: float = 1.0
+    central_clipping: str = "fixed"
     central_noise: float = 0.0
     central_lr: float = 0.5
     central_epochs: int = 1
@@ -169,6 +170,8 @@ class RunConfig:
                 raise ValueError(f"{_flag(name)} must be a positive finite number")
         if not math.isfinite(self.central_noise) or self.central_noise < 0:
             raise ValueError("--central-noise must be a finite non-negative number (0: calibrated to --epsilon)")
+        if self.central_clipping not in ("fixed", "adaptive"):
+            raise ValueError(f"--central-clipping must be fixed or adaptive, got {self.central_clipping!r}")
         if self.central_epochs < 1:
             raise ValueError("--central-epochs must be at least 1")
         if self.privacy_model != "central":
@@ -346,7 +349,8 @@ HELP: dict[str, str] = {
     "cache_dir": "cache of clean encodings (default: $LDPFED_CACHE or ~/.cache/ldpfed)",
     "nonprivate_baseline": "train the non-private upper bound from clean data (simulation only)",
     "privacy_model": "local (each user's reports reach the server as sent), shuffle (the same reports pass a shuffler that strips their origin and permutes each round's; the amplified central epsilon is reported beside the local ledgers, which stay enforced) or central (DP-FedAvg of a softmax head on clean encodings: clipped updates, Gaussian noise on the aggregate by Flower's DP wrapper; --epsilon is then the user-level target; simulation only; one user per node). docs/privacy_models.md",
-    "central_clip": "--privacy-model central: L2 clipping norm of each user's model update",
+    "central_clip": "--privacy-model central: L2 clipping norm of each user's model update (with --central-clipping adaptive, the initial one)",
+    "central_clipping": "--privacy-model central: fixed (Flower's fixedclipping_mod) or adaptive (adaptiveclipping_mod: the norm tracks the median update norm from a noised count of clipped updates, Andrew et al. 2021; --central-noise is then the effective multiplier over both)",
     "central_noise": "--privacy-model central: Flower's noise multiplier (noise std / clipping norm on the sum of updates); 0: calibrated to --epsilon",
     "central_lr": "--privacy-model central: learning rate of each user's local SGD",
     "central_epochs": "--privacy-model central: local epochs per round over the user's training records",

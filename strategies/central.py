@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import DifferentialPrivacyClientSideFixedClipping, FedAvg
+from flwr.serverapp.strategy import (
+    DifferentialPrivacyClientSideAdaptiveClipping,
+    DifferentialPrivacyClientSideFixedClipping,
+    FedAvg,
+    Strategy,
+)
 
 from clients import protocol
 from fed.classifier import LinearModel
@@ -42,6 +47,7 @@ class CentralFedAvg(FedAvg):
         self.rng = np.random.default_rng(config.seed)
         self.record = record
         self.started = time.monotonic()
+        self.message_type = protocol.CENTRAL_TRAIN if config.central_clipping == "fixed" else protocol.CENTRAL_TRAIN_ADAPTIVE
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
         """``train.central`` to a uniform sample of m nodes, without replacement."""
@@ -49,7 +55,7 @@ class CentralFedAvg(FedAvg):
         chosen = sorted(int(n) for n in self.rng.choice(self.nodes, size=self.per_round, replace=False))
         config["server-round"] = server_round
         content = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
-        return self._construct_messages(content, chosen, protocol.CENTRAL_TRAIN)
+        return self._construct_messages(content, chosen, self.message_type)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):  # type: ignore[override]
         """FedAvg's own aggregation (the DP wrapper requires it); the round's metrics go to the run record."""
@@ -78,15 +84,30 @@ def train(grid: Grid, config: RunConfig, setup: LdpStrategy) -> tuple[LinearMode
     plan = noise_for(config)
     np.random.seed(config.seed % 2**32)  # Flower's wrapper draws its noise from NumPy's global generator (simulation)
     inner = CentralFedAvg(config, nodes, setup.record)
-    strategy = DifferentialPrivacyClientSideFixedClipping(
-        inner, plan.noise_multiplier, config.central_clip, num_sampled_clients=inner.per_round
-    )
+    strategy = dp_wrapper(config, inner, plan.noise_multiplier)
     head = initial(setup.dim, setup.num_labels)  # the classifier's input: the plan's features of the records
     result = strategy.start(
         grid, initial_arrays=protocol.central_arrays(head), num_rounds=config.rounds, timeout=config.round_timeout
     )
     models = protocol.read_evaluate_request(RecordDict({"m": result.arrays}), setup.dim, setup.num_labels, key="m")
     return models[protocol.CENTRAL_HEAD], plan
+
+
+def dp_wrapper(config: RunConfig, inner: CentralFedAvg, noise_multiplier: float) -> Strategy:
+    """Flower's client-side clipping wrapper for --central-clipping around ``inner``.
+
+    Adaptive: ``noise_multiplier`` is the effective one over the update noise and the noise on the
+    count of clipped updates (Andrew et al. 2021, as Flower computes it); that count's std is
+    max(m / 20, noise_multiplier), Andrew et al.'s m / 20 unless the update noise would have to grow
+    without bound, which costs at most a factor 2/sqrt(3) on the update noise.
+    """
+    m = inner.per_round
+    if config.central_clipping == "fixed":
+        return DifferentialPrivacyClientSideFixedClipping(inner, noise_multiplier, config.central_clip, num_sampled_clients=m)
+    return DifferentialPrivacyClientSideAdaptiveClipping(
+        inner, noise_multiplier, num_sampled_clients=m, initial_clipping_norm=config.central_clip,
+        clipped_count_stddev=max(m / 20, noise_multiplier),
+    )
 
 
 def evaluate(grid: Grid, setup: LdpStrategy, models: dict[str, LinearModel]) -> dict[str, float]:
@@ -104,7 +125,8 @@ def report(config: RunConfig, plan: CentralAccount, accuracies: dict[str, Any]) 
         f"- accuracy of the DP-FedAvg softmax head (local inference, exact, simulation only): {accuracies['accuracy_local']}",
         f"- user-level epsilon {plan.epsilon:.4g} at delta {plan.delta:g} (unit: all of one user's records)",
         f"- Flower noise multiplier {plan.noise_multiplier:.4g} (noise std on the sum of updates / clipping norm "
-        f"{config.central_clip:g}); {plan.users_per_round} of {plan.users} users per round, {plan.rounds} rounds",
+        f"{config.central_clip:g}, clipping {config.central_clipping}); {plan.users_per_round} of {plan.users} users per "
+        f"round, {plan.rounds} rounds",
         "- sampling: fixed-size, uniformly without replacement, seeded by the run seed",
         f"- accountant: {plan.to_json()['accountant']}",
         "- labels: clean (the head trains on the users' own labels; they leave the user only inside the clipped update)",

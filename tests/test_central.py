@@ -10,7 +10,7 @@ from pathlib import Path
 import dp_accounting
 import pytest
 from flwr.app import Context, RecordDict
-from flwr.serverapp.strategy import dp_fixed_clipping
+from flwr.serverapp.strategy import dp_adaptive_clipping, dp_fixed_clipping
 
 from clients import protocol
 from clients.app import app as client_app
@@ -28,7 +28,7 @@ class CountingGrid(LocalGrid):
 
     def push_messages(self, messages):  # type: ignore[override]
         messages = list(messages)
-        count = sum(m.metadata.message_type == protocol.CENTRAL_TRAIN for m in messages)
+        count = sum(m.metadata.message_type in (protocol.CENTRAL_TRAIN, protocol.CENTRAL_TRAIN_ADAPTIVE) for m in messages)
         if count:
             CountingGrid.per_round.append(count)
         return super().push_messages(messages)
@@ -45,8 +45,8 @@ def _user_level_epsilon(users: int, sampled: int, noise_std_on_mean: float, clip
     return accountant.compose(event).get_epsilon(delta)
 
 
-@pytest.mark.parametrize("options", [{"epsilon": 8.0}, {"central_noise": 0.05}], ids=["calibrated", "noise-given"])
-def test_central_run_epsilon_matches_dp_accounting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict) -> None:
+def _run(tmp_path: Path, options: dict) -> dict:
+    """A central run of 8 users (one per node), 4 rounds of 4; returns its summary."""
     (tmp_path / "data").mkdir()
     data = write_review_folder(tmp_path / "data", {"train": 240, "dev": 80}, "cent", seed=5)
     out = tmp_path / "run"
@@ -54,18 +54,31 @@ def test_central_run_epsilon_matches_dp_accounting(tmp_path: Path, monkeypatch: 
         data=str(data), public="none", dim=0, users=8, nodes=8, rounds=4, users_per_round=4, central_clip=1.0,
         central_lr=1.0, central_epochs=2, privacy_model="central", out=str(out), **options,
     )).to_mapping()
-    noise: list[float] = []
-    add = dp_fixed_clipping.add_gaussian_noise_inplace
-
-    def recording_add(arrays, std_dev):  # type: ignore[no-untyped-def]
-        noise.append(std_dev)
-        return add(arrays, std_dev)
-
-    monkeypatch.setattr(dp_fixed_clipping, "add_gaussian_noise_inplace", recording_add)
     CountingGrid.per_round = []
     grid = CountingGrid(client_app, 8, config)
     server_app(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=config))
-    summary = json.loads((out / "summary.json").read_text())
+    assert "clips its model update on the client" in (out / "privacy_report.md").read_text()
+    return json.loads((out / "summary.json").read_text())
+
+
+def _record(monkeypatch: pytest.MonkeyPatch, module: object, name: str, calls: list) -> None:
+    """Record every call of ``module.name`` (arguments and result) in ``calls``."""
+    original = getattr(module, name)
+
+    def recording(*args):  # type: ignore[no-untyped-def]
+        result = original(*args)
+        calls.append((args, result))
+        return result
+
+    monkeypatch.setattr(module, name, recording)
+
+
+@pytest.mark.parametrize("options", [{"epsilon": 8.0}, {"central_noise": 0.05}], ids=["calibrated", "noise-given"])
+def test_central_run_epsilon_matches_dp_accounting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict) -> None:
+    calls: list = []
+    _record(monkeypatch, dp_fixed_clipping, "add_gaussian_noise_inplace", calls)
+    summary = _run(tmp_path, options)
+    noise = [args[1] for args, _ in calls]
     assert summary["errors"] == []
     assert CountingGrid.per_round == [4, 4, 4, 4] and len(set(noise)) == 1 and len(noise) == 4
     expected = _user_level_epsilon(8, 4, noise[0], 1.0, 4, 1e-5)
@@ -76,7 +89,26 @@ def test_central_run_epsilon_matches_dp_accounting(tmp_path: Path, monkeypatch: 
         assert summary["central"]["noise_multiplier"] == 0.05
         # little noise: the head must learn (two balanced classes, chance 0.5)
         assert summary["accuracy_local"] > 0.75
-    assert "clips its model update on the client" in (out / "privacy_report.md").read_text()
+
+
+def test_adaptive_clipping_run_is_accounted_by_its_effective_noise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stdv: list = []
+    params: list = []
+    _record(monkeypatch, dp_adaptive_clipping, "compute_stdv", stdv)
+    _record(monkeypatch, dp_adaptive_clipping, "compute_adaptive_noise_params", params)
+    summary = _run(tmp_path, {"central_noise": 0.3, "central_clipping": "adaptive"})
+    assert summary["errors"] == [] and CountingGrid.per_round == [4, 4, 4, 4]
+    norms = [args[1] for args, _ in stdv]
+    assert len(stdv) == 4 and len(set(norms)) > 1  # the clipping norm moved
+    (count_std, update_multiplier), = [result for _, result in params]
+    assert all(args[0] == update_multiplier and args[2] == 4 for args, _ in stdv)
+    # one Gaussian on (sum of updates, count of clipped ones): sensitivities 2 C_t and 1 under replace-one
+    ratio = ((2 / update_multiplier) ** 2 + (1 / count_std) ** 2) ** 0.5
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(8, 4, dp_accounting.GaussianDpEvent(1 / ratio)), 4
+    )
+    accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    assert summary["epsilon_user_central"] == pytest.approx(accountant.compose(event).get_epsilon(1e-5), rel=1e-9)
 
 
 def test_calibration_meets_the_target_from_below() -> None:

@@ -9,6 +9,12 @@ dp_accounting's sense (std / sensitivity) is z_F / 2.
 
 Accounted with dp_accounting's RdpAccountant under REPLACE_ONE: T self-compositions of
 ``SampledWithoutReplacementDpEvent(n, m, GaussianDpEvent(z_F / 2))`` (fed.privacy.accountants.amplified).
+
+Adaptive clipping (Andrew et al. 2021, Flower's adaptive wrappers) releases also a noised count of
+the clipped updates each round (std sigma_b; one user changes it by at most 1 under replace-one)
+and adds z_u C_t / m to the mean update with z_u = (z_F^-2 - (2 sigma_b)^-2)^-1/2. The round is one
+Gaussian mechanism on the pair, with (sensitivity / std)^2 = (2 / z_u)^2 + (1 / sigma_b)^2 = (2 / z_F)^2
+for any clipping norm C_t, so the same account holds with z_F the effective multiplier.
 """
 
 from __future__ import annotations
