@@ -247,7 +247,7 @@ class RunConfig:
                 f"--rounds {self.rounds}): the other users' records are never released. Use --users-per-round 0 "
                 "(every user, every round) or more --rounds."
             )
-        if self.enforce != "worst-case":
+        if self.enforce != "worst-case" or self.privacy_model == "central":  # the rest is about local releases
             return warnings
         k = planned_train_releases(self)
         whole = self.train_sampling.kind == "all" and not self.records_per_user_round  # an asked user releases all

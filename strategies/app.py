@@ -110,6 +110,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
         print(f"ldpfed: WARNING: {text}", flush=True)
     if strategy.shuffler is not None:
         result["shuffled"] = shuffled_figure(config, strategy).to_json()
+        result["epsilon_shuffled"] = result["shuffled"]["epsilon"]
     result["groups"] = _user_results(record, strategy, figures)
     if strategy.clock is not None:
         result["virtual_seconds"] = strategy.clock.now
@@ -144,7 +145,7 @@ def _run_central(
         "accuracy_public_only": acc.get("public_only"),
         "accuracy_nonprivate": strategy.nonprivate_accuracy,
     }
-    warnings = list(public_check.warnings)  # the schedule warnings are about local releases of records
+    warnings = config.schedule_warnings() + list(public_check.warnings)
     result = {
         "privacy_model": "central",
         **accuracies,
