@@ -224,12 +224,13 @@ def shuffled_figure(config: RunConfig, strategy: LdpStrategy) -> ShuffledFigure:
     """Sentence-level central epsilon of the shuffled training rounds (fed.privacy.shuffle).
 
     eps0 is the largest pure epsilon of one training report over the run's plans (its label's
-    randomized response composed in); None when a report is not pure LDP (e.g. Gaussian).
+    randomized response composed in); None when a report is not pure LDP (e.g. Gaussian) or
+    mixes several records (the bound takes one data point per report).
     """
     per_report = []
     for plan in strategy.plans:
         event = plan.train.event
-        if not isinstance(event, PureEvent):
+        if not isinstance(event, PureEvent) or plan.train.records_per_report != 1:
             return composed(strategy.shuffled, None, config.delta)
         per_report.append(event.epsilon + (config.label_epsilon or 0.0))
     return composed(strategy.shuffled, max(per_report), config.delta)

@@ -99,8 +99,8 @@ def composed(batches: list[int], eps0: float | None, delta: float) -> ShuffledFi
     """
     batches = [int(b) for b in batches if b > 0]
     if eps0 is None:
-        return ShuffledFigure(None, delta, None, batches, "not available: the reports are not pure eps0-LDP (e.g. "
-                              "Gaussian); FMT21's numerical bound needs pure local randomizers")
+        return ShuffledFigure(None, delta, None, batches, "not available: the reports are not pure eps0-LDP of one "
+                              "record each (e.g. Gaussian, or mixed records); FMT21's numerical bound needs that")
     if not batches:
         return ShuffledFigure(0.0, delta, eps0, batches, "no report was shuffled")
     per_round = delta / len(batches)
