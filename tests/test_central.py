@@ -9,15 +9,20 @@ from pathlib import Path
 
 import dp_accounting
 import pytest
-from flwr.app import Context, RecordDict
+from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp.strategy import dp_adaptive_clipping, dp_fixed_clipping
 
 from clients import protocol
+from clients.app import _train_central as central_handler
 from clients.app import app as client_app
+from fed.assets import pack
 from fed.config import RunConfig
+from fed.device_state import init_state
 from fed.privacy.central import calibrate
 from strategies.app import app as server_app
-from tests.conftest import write_review_folder
+from fed.requests import Refusal, RequestRefused
+from fed.softmax_head import initial
+from tests.conftest import DEVICE_POLICY, write_review_folder
 from tests.local_grid import LocalGrid
 
 
@@ -126,3 +131,33 @@ def test_central_options_are_checked() -> None:
         RunConfig(privacy_model="shuffle", inference="remote")
     with pytest.raises(ValueError, match="central-clip"):
         RunConfig(privacy_model="central", users=2, nodes=2, central_clip=0.0)
+
+
+@pytest.mark.parametrize("engine", [False, True], ids=["device", "engine"])
+def test_a_device_refuses_central_training(tmp_path: Path, engine: bool) -> None:
+    """A clipped update without local noise never leaves a device; the simulation engine serves it."""
+    (tmp_path / "data").mkdir()
+    data = write_review_folder(tmp_path / "data", {"train": 24, "dev": 8}, "dev", seed=2)
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle" / "encoder.txt").write_text("minilm")
+    (tmp_path / "policy.toml").write_text(DEVICE_POLICY)
+    state = tmp_path / "state"
+    init_state(state)
+    run = RunConfig(data=str(data), public="none", dim=0, users=1, nodes=1, privacy_model="central").to_mapping()
+    grid = LocalGrid(client_app, 1, run, engine=engine,
+                     node_configs=[{"data": str(data), "state-dir": str(state), "policy": str(tmp_path / "policy.toml")}])
+    (reply,) = grid.send_and_receive([Message(protocol.setup_request(pack(tmp_path / "bundle")), dst_node_id=1000, message_type=protocol.SETUP)])
+    assert protocol.read_refusal(reply.content) is None
+    head = initial(384, 2)
+    content = RecordDict({"arrays": protocol.central_arrays(head), "config": ConfigRecord({"clipping_norm": 1.0, "server-round": 1})})
+    (reply,) = grid.send_and_receive([Message(content, dst_node_id=1000, message_type=protocol.CENTRAL_TRAIN)])
+    if engine:
+        assert not reply.has_error() and list(reply.content.array_records) == ["arrays"]
+        return
+    # Flower's mod turns the handler's refusal (no arrays) into an error reply: nothing is released ...
+    assert reply.has_error() or not reply.content.array_records
+    # ... and the reason is the device's rule, not an accident of the request
+    message = Message(content, dst_node_id=1000, message_type=protocol.CENTRAL_TRAIN)
+    with pytest.raises(RequestRefused, match="simulation only") as refused:
+        central_handler(message, grid.node_ctx[1000])
+    assert refused.value.code == Refusal.POLICY
