@@ -313,7 +313,7 @@ HELP: dict[str, str] = {
     "mechanism": "randomizer of representations: " + ", ".join(MECHANISMS) + " (docs/randomizers.md)",
     "mechanism_options": "extra randomizer parameters as comma-separated key=value (e.g. 'lambda=100,integer_bits=2' for ome, 'eta=20' for dchi, 'k=4,masks=16' for texthide); values are int, float, true/false or text",
     "clip": "clipping radius C (L2); sensitivity is 2C",
-    "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it",
+    "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it (--privacy-model central: the user-level target of DP-FedAvg)",
     "tiers": "privacy tiers as share:epsilon pairs, e.g. '0.5:1,0.3:3,0.2:8': each share of the users (drawn by --seed) gets its own sentence-level epsilon in place of --epsilon, with its own policy, noise and ledger budget (simulation only; a device's policy sets its own). Empty: every user has --epsilon",
     "sigma": "noise scale; overrides --epsilon, whose budget becomes what sigma implies",
     "delta": "delta of every (epsilon, delta) figure",
