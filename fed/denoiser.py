@@ -38,6 +38,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from fed.weights_file import read_weights
+
 LAYOUTS = ("joint", "paper")
 MAX_FILE_BYTES = 64 * 2**20
 """Largest denoiser file a node reads (the bundle it travels in is no bigger)."""
@@ -160,17 +162,7 @@ class Denoiser(nn.Module):
     @classmethod
     def from_bytes(cls, data: bytes, name: str = "denoiser") -> "Denoiser":
         """A denoiser from :meth:`to_bytes`'s output; ValueError naming what is wrong with anything else."""
-        from safetensors.torch import load
-
-        if len(data) > MAX_FILE_BYTES:
-            raise ValueError(f"{name} is larger than a denoiser may be ({MAX_FILE_BYTES} bytes)")
-        try:
-            tensors = load(data)
-            # safetensors.torch.load returns no metadata; the format puts it in the JSON header
-            # that follows the header's 8-byte length (already validated by load above).
-            meta = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")]).get("__metadata__") or {}
-        except Exception as error:  # safetensors raises its own error types for malformed headers
-            raise ValueError(f"{name} is not a safetensors file: {error}") from None
+        tensors, meta = read_weights(data, name, MAX_FILE_BYTES, "a denoiser")
         if meta.get("ldpfed") != "denoiser":
             raise ValueError(f"{name} is not an ldpfed denoiser")
         try:

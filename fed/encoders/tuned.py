@@ -19,7 +19,6 @@ Imports only torch, transformers, safetensors and numpy (the GPU reproduction sc
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Sequence
 from functools import cached_property
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fed.encoders.hf import HFEncoder
+from fed.weights_file import read_weights
 
 TUNED_SPEC = "minilm-tuned"
 """encoder.txt of a bundle that ships stage-1 weights (the base: the device's own MiniLM)."""
@@ -67,15 +67,8 @@ def read_tuned(data: bytes, config: Any, name: str = TUNED_FILE) -> dict[str, An
     ``config`` is the base model's config (the device's own), which fixes every name and shape.
     """
     import torch
-    from safetensors.torch import load
 
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{name} has {len(data)} bytes, more than shipped weights may have ({MAX_FILE_BYTES})")
-    try:
-        tensors = load(data)
-        meta = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")]).get("__metadata__") or {}
-    except Exception as error:  # safetensors raises its own error types for malformed files
-        raise ValueError(f"{name} is not a safetensors file: {error}") from None
+    tensors, meta = read_weights(data, name, MAX_FILE_BYTES, "shipped weights")
     if meta.get("format") != FORMAT:
         raise ValueError(f"{name} is not an ldpfed tuned encoder (metadata format {meta.get('format')!r})")
     try:
