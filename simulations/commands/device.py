@@ -122,11 +122,11 @@ def run(args: argparse.Namespace) -> int:
               f"bound to it), {NODE_KEY}(.pub), {SIGNING_KEY}(.pub), {TRUSTED}; all readable by this user only.")
         print(f"Give the SuperLink operator {files.node_public_key}; copy its CA certificate to {root_cert}.")
         print("Approve an app after reviewing it: ldpfed device approve", shlex.quote(str(files.root)), "--app APP_DIR")
+        print("Encode the data once, before the first run (setup then runs no encoder):", shlex.join(
+            ["ldpfed", "device", "encode", str(files.root), "--data", args.data]))
         print("Start the node:")
         settings = [f"{name}={value}" for name, value in SUPERNODE_ENV.items()]
         print(shlex.join([*settings, *supernode_command(files, args.superlink, root_cert, node_config)]))
-        print("Encode the data once before the first run (setup then runs no encoder):", shlex.join(
-            ["ldpfed", "device", "encode", str(files.root), "--data", args.data]))
         return 0
     if args.action == "encode":
         started = time.perf_counter()
