@@ -41,7 +41,7 @@ from fed.device_tiers import DeviceTiers
 from fed.entropy import in_simulation_engine
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
-from fed.privacy.figure_cache import FIGURES_FILE, use_store
+from fed.privacy.figure_cache import FIGURES_FILE, stop_store, use_store
 from fed.privacy.store import LedgerStore
 from fed.requests import Refusal, RequestRefused
 from fed.tiers import run_tiers
@@ -82,6 +82,7 @@ class Site:
     def resolve(cls, node_config: Mapping[str, Any], config: RunConfig, run_id: int, node_id: int) -> "Site":
         """The site of a node from its node config (device) or the run (simulation engine)."""
         if in_simulation_engine():
+            stop_store()  # figures are computed in the process, as everywhere but on a device
             folder = default_cache_dir(config) / "simulation-ledgers" / f"run-{run_id}"
             return cls(True, config, folder, folder / f"node-{node_id}.sqlite", None)
         hub_offline()
