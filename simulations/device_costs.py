@@ -134,8 +134,9 @@ class Device:
     sampler: str
 
 
-def make_device(work: Path, label: str, data: str, public: str, dim: int) -> Device:
-    """Build the server's bundle and a one-user device that has answered its setup."""
+def make_device(work: Path, label: str, data: str, public: str, dim: int, labels: str = "public") -> Device:
+    """Build the server's bundle and a one-user device that has answered its setup (``labels``: the
+    run's and the owner's policy's label channel)."""
     from flwr.app import Message
 
     from clients import protocol
@@ -151,12 +152,12 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int) -> Dev
     server_cache = work / "server-cache"
     config = RunConfig(
         data=data, public=public if dim else "none", users=1, nodes=1, dim=dim,
-        cache_dir=str(server_cache), nonprivate_baseline=False,
+        cache_dir=str(server_cache), nonprivate_baseline=False, labels=labels,
     )
     bundle = build_bundle(config, None if config.public == "none" else load_public(config), server_cache)
     folder = work / label
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "policy.toml").write_text(POLICY)
+    (folder / "policy.toml").write_text(POLICY.replace('labels = "public"', f"labels = {json.dumps(labels)}"))
     # One encoding cache for the benchmark's devices (the second setting's setup reads the first's encodings).
     node_config = {
         "data": data, "state-dir": str(init_state(folder / "state")), "policy": str(folder / "policy.toml"), "cache-dir": str(work / "device-cache"),
