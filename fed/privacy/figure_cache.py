@@ -79,7 +79,6 @@ class FigureStore:
         self._mac_key = hmac.new(secret, _MAC_LABEL, hashlib.sha256).digest()
         self._fingerprint: str | None = None
         self._entries: dict[str, list[str]] | None = None
-        self._deferred = 0
         self._dirty = False
 
     def figure(self, kind: str, params: Any, compute: Callable[[], float]) -> float:
@@ -96,20 +95,14 @@ class FigureStore:
             while len(entries) > MAX_ENTRIES:
                 del entries[next(iter(entries))]
             self._dirty = True
-            if not self._deferred:
-                self._write(entries)
+            if not _DEFERRED:
+                self.flush()
         return value
 
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Write the file once, when the block ends, for every figure stored in it."""
-        self._deferred += 1
-        try:
-            yield
-        finally:
-            self._deferred -= 1
-            if not self._deferred and self._dirty:
-                self._write(self._load())
+    def flush(self) -> None:
+        """Write the figures stored since the last write, if any."""
+        if self._dirty:
+            self._write(self._load())
 
     def _key(self, kind: str, params: Any) -> str:
         if self._fingerprint is None:
@@ -165,6 +158,8 @@ class FigureStore:
 
 _STORE: FigureStore | None = None
 """This process's store: set on a device (fed.site), None elsewhere."""
+_DEFERRED = 0
+"""How many :func:`batch` blocks are open: while any is, new figures wait for the last one's end."""
 
 
 def use_store(path: Path, secret: bytes) -> None:
@@ -172,6 +167,8 @@ def use_store(path: Path, secret: bytes) -> None:
     global _STORE
     path = Path(path)
     if _STORE is None or _STORE.path != path or not hmac.compare_digest(_STORE._mac_key, FigureStore(path, secret)._mac_key):
+        if _STORE is not None:
+            _STORE.flush()
         _STORE = FigureStore(path, secret)
 
 
@@ -193,9 +190,12 @@ def storing() -> bool:
 
 @contextmanager
 def batch() -> Iterator[None]:
-    """Figures stored in this block reach the file once, at its end (no store: nothing to do)."""
-    if _STORE is None:
+    """Figures stored in this block (a whole message, fed.site's store set in it or not) reach the file once, at its end."""
+    global _DEFERRED
+    _DEFERRED += 1
+    try:
         yield
-        return
-    with _STORE.batch():
-        yield
+    finally:
+        _DEFERRED -= 1
+        if not _DEFERRED and _STORE is not None:
+            _STORE.flush()
