@@ -139,3 +139,16 @@ def test_a_gaussian_figure_brings_the_next_steps_and_each_equals_its_own_computa
     composition._compose_cached.cache_clear()
     figure_cache.use_store(tmp_path / FIGURES_FILE, KEY)
     assert [compose_epsilon({gaussian: n}, DELTA) for n in range(1, 3 + composition.GDP_LOOKAHEAD)] == plain
+
+
+def test_figures_of_a_batch_reach_the_file_once_at_its_end(tmp_path: Path, fresh: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # clients.app wraps every message in a batch, which opens before the device's store is set.
+    writes: list[int] = []
+    real = FigureStore._write
+    monkeypatch.setattr(FigureStore, "_write", lambda self, entries: (writes.append(len(entries)), real(self, entries)))
+    with figure_cache.batch():
+        figure_cache.use_store(tmp_path / FIGURES_FILE, KEY)
+        compose_epsilon({GaussianEvent(6.0, 3.6): 2}, DELTA)
+        compose_epsilon({GaussianEvent(6.0, 1.0): 2}, DELTA)
+        assert writes == [] and not (tmp_path / FIGURES_FILE).exists()
+    assert writes == [2 * (1 + composition.GDP_LOOKAHEAD)]
