@@ -33,6 +33,7 @@ from fed.policy import MAX_BUNDLE_BYTES
 from fed.randomizers import RANDOMIZERS
 from fed.randomizers.split_denoise import DENOISER_FILE
 from fed.population import Population, hosted_users, user_records
+from fed.privacy.figure_cache import batch as figure_batch
 from fed.privacy.ledger import Ledger
 from fed.requests import Refusal, RequestRefused
 from fed.shared_records import shared_records
@@ -89,7 +90,8 @@ _COHORTS: dict[int, Cohort] = {}
 def _serve(msg: Message, context: Context, handle: Callable[[Message, Context], RecordDict]) -> Message:
     """Run a handler; any refusal or malformed content becomes a structured refusal reply."""
     try:
-        content = handle(msg, context)
+        with figure_batch():  # the accounting figures this message computes reach the device's store in one write
+            content = handle(msg, context)
     except RequestRefused as refused:
         content = protocol.refusal(refused.code, str(refused))
     except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as error:

@@ -28,24 +28,17 @@ shuffle the records first (seeded), and return sorted indices per user.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
-from datasets import Dataset
-from flwr_datasets.partitioner import (
-    DirichletPartitioner,
-    ExponentialPartitioner,
-    IdToSizeFncPartitioner,
-    LinearPartitioner,
-    SizePartitioner,
-    SquarePartitioner,
-)
 
 from fed.shares import share_counts
 
-_SIZE_KINDS: dict[str, type[IdToSizeFncPartitioner]] = {
-    "linear": LinearPartitioner,
-    "square": SquarePartitioner,
-    "exponential": ExponentialPartitioner,
-}
+if TYPE_CHECKING:  # imported where used: Flower Datasets brings seaborn and matplotlib, seconds of a device's setup
+    from datasets import Dataset
+
+_SIZE_KINDS = {"linear": "LinearPartitioner", "square": "SquarePartitioner", "exponential": "ExponentialPartitioner"}
+"""Size schemes with a partitioner of their own (its name in flwr_datasets.partitioner)."""
 
 
 def partition(
@@ -94,9 +87,14 @@ def partition(
         keys = keys * (int(groups.max()) + 1) + groups
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(labels))
-    table = Dataset.from_dict({"key": keys[order]})
     kind, _, arg = scheme.partition(":")
     try:
+        _check_scheme(kind, arg)
+        if num_users == 1:  # every scheme gives the one user every record (a device's usual case): no partitioner
+            return [np.arange(len(labels), dtype=np.int64)]
+        from datasets import Dataset
+
+        table = Dataset.from_dict({"key": keys[order]})
         if kind == "iid" and not arg:
             shares = _iid(table, num_users)
         elif kind == "dirichlet":
@@ -156,6 +154,27 @@ def natural_partition(
     return train_parts, query_parts
 
 
+def _check_scheme(kind: str, arg: str) -> None:
+    """ValueError unless ``kind:arg`` names a scheme of :func:`partition` with valid parameters."""
+    if kind == "iid" and not arg:
+        return
+    if kind == "dirichlet":
+        _positive(arg)
+        return
+    if kind == "size":
+        size_kind, _, param = arg.partition(":")
+        if size_kind == "lognormal":
+            _positive(param)
+            return
+        if size_kind in _SIZE_KINDS and not param:
+            return
+        raise ValueError("unknown size kind; use linear, square, exponential or lognormal:<sigma>")
+    raise ValueError(
+        "unknown scheme; use iid, dirichlet:<alpha>, "
+        "size:linear, size:square, size:exponential, size:lognormal:<sigma> or natural"
+    )
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -167,6 +186,8 @@ def _positive(text: str) -> float:
 
 
 def _iid(table: Dataset, num_users: int) -> list[list[int]]:
+    from flwr_datasets.partitioner import SizePartitioner
+
     base, extra = divmod(len(table), num_users)
     return _indices(SizePartitioner([base + (user < extra) for user in range(num_users)]), table)
 
@@ -174,6 +195,8 @@ def _iid(table: Dataset, num_users: int) -> list[list[int]]:
 def _dirichlet(
     table: Dataset, num_users: int, alpha: float, seed: int, rng: np.random.Generator
 ) -> list[list[int]]:
+    from flwr_datasets.partitioner import DirichletPartitioner
+
     partitioner = DirichletPartitioner(
         num_partitions=num_users,
         partition_by="key",
@@ -197,13 +220,15 @@ def _dirichlet(
 
 
 def _size(table: Dataset, num_users: int, arg: str, rng: np.random.Generator) -> list[list[int]]:
+    import flwr_datasets.partitioner as partitioners
+
     kind, _, param = arg.partition(":")
     if kind == "lognormal":
         weights = rng.lognormal(0.0, _positive(param), size=num_users)
         extra = rng.multinomial(len(table) - num_users, weights / weights.sum())
-        partitioner = SizePartitioner([int(size) for size in 1 + extra])
+        partitioner = partitioners.SizePartitioner([int(size) for size in 1 + extra])
     elif kind in _SIZE_KINDS and not param:
-        partitioner = _SIZE_KINDS[kind](num_users)
+        partitioner = getattr(partitioners, _SIZE_KINDS[kind])(num_users)
     else:
         raise ValueError("unknown size kind; use linear, square, exponential or lognormal:<sigma>")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -211,7 +236,7 @@ def _size(table: Dataset, num_users: int, arg: str, rng: np.random.Generator) ->
     return [shares[user] for user in rng.permutation(num_users)]
 
 
-def _indices(partitioner: SizePartitioner | IdToSizeFncPartitioner, table: Dataset) -> list[list[int]]:
+def _indices(partitioner: Any, table: Dataset) -> list[list[int]]:
     """Every user's row positions from a partitioner that exposes them publicly."""
     partitioner.dataset = table
     partitioner.num_partitions  # noqa: B018 - computes the assignment

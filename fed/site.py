@@ -7,7 +7,7 @@ node's guarantee rests on comes from the device owner, through the node config g
 | key | meaning | default |
 |---|---|---|
 | ``policy`` | path of the owner's policy TOML (fed.policy) | strict defaults |
-| ``state-dir`` | the node's own folder: ledger database, record-id key (fed.device_state) | ``$LDPFED_STATE`` or ``~/.local/state/ldpfed`` |
+| ``state-dir`` | the node's own folder: ledger database, record-id key (fed.device_state), record store (fed.device_records), accounting figures (fed.privacy.figure_cache) | ``$LDPFED_STATE`` or ``~/.local/state/ldpfed`` |
 | ``data`` | the device's dataset folder (train.tsv / dev.tsv), not inside the state folder | none: setup is refused |
 | ``cache-dir`` | encodings and unpacked bundles, not inside the state folder | ``<state-dir>/cache`` |
 | ``partition-id``, ``num-partitions`` | which users of the data this node hosts | 0, 1 |
@@ -41,6 +41,7 @@ from fed.device_tiers import DeviceTiers
 from fed.entropy import in_simulation_engine
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
+from fed.privacy.figure_cache import FIGURES_FILE, stop_store, use_store
 from fed.privacy.store import LedgerStore
 from fed.requests import Refusal, RequestRefused
 from fed.tiers import run_tiers
@@ -81,6 +82,7 @@ class Site:
     def resolve(cls, node_config: Mapping[str, Any], config: RunConfig, run_id: int, node_id: int) -> "Site":
         """The site of a node from its node config (device) or the run (simulation engine)."""
         if in_simulation_engine():
+            stop_store()  # figures are computed in the process, as everywhere but on a device
             folder = default_cache_dir(config) / "simulation-ledgers" / f"run-{run_id}"
             return cls(True, config, folder, folder / f"node-{node_id}.sqlite", None)
         hub_offline()
@@ -108,6 +110,7 @@ class Site:
             key = open_state(state)
         except ValueError as error:
             raise RequestRefused(f"this device is not set up: {error}", Refusal.NOT_SET_UP) from None
+        use_store(state / FIGURES_FILE, key)  # this process's accounting figures, authenticated under the device's key
         cache = str(node_config.get("cache-dir") or state / "cache")
         own = dataclasses.replace(config, data=str(data), cache_dir=cache)
         return cls(False, own, state, state / LEDGER_FILE, policy, key)

@@ -31,7 +31,9 @@ device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``
    documented deployment: TLS, SuperNode authentication, a signed app from the registry) starts
    a run and waits; then one ``flower-supernode`` hosting one user with MiniLM is launched, with
    the Flower settings a device runs with (``simulations.commands.device.SUPERNODE_ENV``), and
-   measured: the peak memory (VmHWM, VmRSS and PSS from /proc) of the SuperNode process and of
+   measured. Before the launch the owner encodes the device's data once, as the documented
+   procedure does (``ldpfed device encode``, timed on its own; ``--no-device-encode`` leaves it
+   to setup). Then: the peak memory (VmHWM, VmRSS and PSS from /proc) of the SuperNode process and of
    every process it spawns (Flower 1.41 starts ``flower-superexec``, which starts a new
    ``flwr-clientapp`` process for every message), the time from launch to the first report the
    SuperLink holds (its stages read from the SuperNode's log), and each train message's wall
@@ -40,7 +42,7 @@ device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``
 Run (about 1 minute without ``--supernode``, 5 with it, on 2 cores; the README's figures come
 from this command, ``--torch-threads 1`` because another job held one of the two cores)::
 
-    python -m simulations.device_costs --supernode --torch-threads 1 --out simulations/reports/device_costs/after.json
+    python -m simulations.device_costs --supernode --torch-threads 1 --out simulations/reports/device_costs/after_perf.json
 """
 
 from __future__ import annotations
@@ -132,8 +134,9 @@ class Device:
     sampler: str
 
 
-def make_device(work: Path, label: str, data: str, public: str, dim: int) -> Device:
-    """Build the server's bundle and a one-user device that has answered its setup."""
+def make_device(work: Path, label: str, data: str, public: str, dim: int, labels: str = "public") -> Device:
+    """Build the server's bundle and a one-user device that has answered its setup (``labels``: the
+    run's and the owner's policy's label channel)."""
     from flwr.app import Message
 
     from clients import protocol
@@ -149,12 +152,12 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int) -> Dev
     server_cache = work / "server-cache"
     config = RunConfig(
         data=data, public=public if dim else "none", users=1, nodes=1, dim=dim,
-        cache_dir=str(server_cache), nonprivate_baseline=False,
+        cache_dir=str(server_cache), nonprivate_baseline=False, labels=labels,
     )
     bundle = build_bundle(config, None if config.public == "none" else load_public(config), server_cache)
     folder = work / label
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "policy.toml").write_text(POLICY)
+    (folder / "policy.toml").write_text(POLICY.replace('labels = "public"', f"labels = {json.dumps(labels)}"))
     # One encoding cache for the benchmark's devices (the second setting's setup reads the first's encodings).
     node_config = {
         "data": data, "state-dir": str(init_state(folder / "state")), "policy": str(folder / "policy.toml"), "cache-dir": str(work / "device-cache"),
@@ -599,8 +602,14 @@ class NodeWatch:
         return walls
 
 
-def measure_supernode(work: Path, data: str, public: str, rounds: int, secure: bool, timeout: float, progress: Progress) -> dict[str, Any]:
-    """Launch one flower-supernode against a run that waits for it; measure memory and time to first report."""
+def measure_supernode(
+    work: Path, data: str, public: str, rounds: int, secure: bool, timeout: float, progress: Progress, encode: bool = True
+) -> dict[str, Any]:
+    """Launch one flower-supernode against a run that waits for it; measure memory and time to first report.
+
+    With ``encode`` the owner first encodes the device's data, as the documented procedure does before
+    any run (``ldpfed device encode``, timed on its own): setup then runs no encoder.
+    """
     from fed.config import RunConfig
     from simulations.commands.device import SUPERNODE_ENV, build_fab, init_device, node_config_string, sign_fab, supernode_command
     from simulations.commands.superlink import init_superlink, publish_app
@@ -620,7 +629,15 @@ def measure_supernode(work: Path, data: str, public: str, rounds: int, secure: b
         data=data, public=public, users=1, nodes=1, rounds=rounds, users_per_round=0, records_per_user_round=1,
         nonprivate_baseline=False, cache_dir=str(work / "server-cache"), out=str(work / "run"),
     )
-    result: dict[str, Any] = {"secure": secure, "rounds": rounds, "data": data}
+    result: dict[str, Any] = {"secure": secure, "rounds": rounds, "data": data, "device_encode_s": None}
+    if encode:
+        progress.say("the owner encodes the device's data once, before the run (ldpfed device encode)")
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "simulations.cli", "device", "encode", str(device.root), "--data", data],
+            cwd=REPO, check=True, capture_output=True, timeout=timeout,
+        )
+        result["device_encode_s"] = time.perf_counter() - started
     progress.say("importing the ClientApp in fresh interpreters (what every flwr-clientapp process pays first)")
     result["fresh_process_import_s"] = [_time_fresh_import() for _ in range(3)]
     with cluster(work / "flower", simulation=False, node_configs=[], secure=secure_cluster) as running:
@@ -790,7 +807,7 @@ def _filesystem(path: Path) -> str:
 def run_benchmark(
     work: Path, data: str = DEFAULT_DATA, public: str = DEFAULT_PUBLIC, releases: int = 50, full_dim: bool = True,
     supernode: bool = False, rounds: int = 5, secure: bool = True, timeout: float = 900.0, progress: Progress | None = None,
-    token_block_releases: int | None = None,
+    token_block_releases: int | None = None, device_encode: bool = True,
 ) -> dict[str, Any]:
     """Every figure, as a JSON-ready dict (see the module docstring); the token block is timed
     ``token_block_releases`` times (default: ``releases``, at most 10)."""
@@ -820,7 +837,7 @@ def run_benchmark(
     results["token_block"] = measure_token_block(full["mechanism"], token_block_releases or min(releases, 10))
     results["bytes"] = {label: measure_bytes(entry.pop("_reply")) for label, entry in results["latency"].items()}
     if supernode:
-        results["supernode"] = measure_supernode(work / "supernode", data, public, rounds, secure, timeout, progress)
+        results["supernode"] = measure_supernode(work / "supernode", data, public, rounds, secure, timeout, progress, device_encode)
     results["machine"]["load_average_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
     results["machine"]["cpu_pressure_at_end"] = _cpu_pressure()
     return results
@@ -879,6 +896,10 @@ def table(results: dict[str, Any]) -> str:
             f"({mem['clientapp_processes']} flwr-clientapp processes, one per message)",
             "  time to first report: {} s after launch (connected {}, setup received {}, setup answered {}, train received {})".format(
                 *(_s(ttfr.get(k)) for k in ("first_report_sent", "connected", "setup_received", "setup_answered", "train_received"))
+            )
+            + (
+                f"; before launch the owner encoded the data in {node['device_encode_s']:.1f} s (ldpfed device encode)"
+                if node.get("device_encode_s") is not None else "; data not encoded before launch (setup encodes it)"
             ),
             f"  train message on the SuperNode (a new flwr-clientapp process each): "
             f"median {node['train_message_wall'].get('median_ms', float('nan')) / 1000:.2f} s over {node['train_message_wall']['n']}; "
@@ -921,6 +942,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--supernode", action="store_true", help="also start a SuperLink and a real flower-supernode: memory and time to first report")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the SuperNode run (one train message of one record each)")
     parser.add_argument("--insecure", action="store_true", help="SuperNode part without TLS, authentication and app signing")
+    parser.add_argument(
+        "--no-device-encode", action="store_true",
+        help="SuperNode part without the owner's `ldpfed device encode` before the run (setup then encodes the data)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds the SuperNode run may take")
     parser.add_argument("--workdir", default=None, help="keep every file here (none: a temporary folder, removed at the end)")
     parser.add_argument("--out", default=None, help="write the figures as JSON to this file")
@@ -943,7 +968,7 @@ def main(argv: list[str] | None = None) -> int:
     with _workdir(args.workdir) as work:
         results = run_benchmark(
             work, args.data, args.public, args.releases, not args.no_full_dim, args.supernode, args.rounds,
-            not args.insecure, args.timeout, progress,
+            not args.insecure, args.timeout, progress, device_encode=not args.no_device_encode,
         )
     results["command"] = "python -m simulations.device_costs " + " ".join(argv if argv is not None else sys.argv[1:])
     print(table(results))

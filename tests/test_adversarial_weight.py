@@ -194,3 +194,67 @@ def test_device_init_prints_the_flower_settings_a_device_runs_with(tmp_path: Pat
     words = shlex.split(command)
     settings = dict(word.split("=", 1) for word in words[: words.index("flower-supernode")])
     assert 0.01 <= float(settings["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"]) <= 0.1  # Flower's default is 1 s
+
+
+# One message in a new interpreter, as flwr-clientapp serves it: the node's context and the message, nothing else.
+ONE = """
+import json, sys
+import numpy as np
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.supercore.task_identity import TaskIdentity
+from clients import protocol
+from clients.app import app
+
+args = json.loads(sys.stdin.read())
+TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, args["run_id"], args["node"]
+state = RecordDict({"node": ConfigRecord(args["state"])}) if args["state"] else RecordDict()
+context = Context(run_id=args["run_id"], node_id=args["node"], node_config=args["node_config"], state=state,
+                  run_config=args["run_config"])
+if args["type"] == protocol.SETUP:
+    content = protocol.setup_request(np.asarray(args["bundle"], dtype=np.uint8))
+else:
+    content = protocol.release_request([0], args["train"], 1, "all")
+message = Message(content, dst_node_id=args["node"], message_type=args["type"])
+message.metadata.__dict__["_message_id"] = args["type"]
+reply = app(message, context)
+assert not reply.has_error(), reply.error.reason
+refused = protocol.read_refusal(reply.content)
+served = list(refused) if refused else len(protocol.read_release_reply(reply.content).reports) if args["type"] == protocol.TRAIN else "served"
+print(json.dumps({"served": served, "loaded": [m for m in args["heavy"] if m in sys.modules]}))
+"""
+
+
+def test_after_device_encode_setup_imports_neither_torch_nor_transformers(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    # The owner encodes the data once before any run (`ldpfed device encode`); setup then reads the encodings.
+    from simulations.commands.device import encode_data, init_device
+
+    files = init_device(tmp_path / "device")
+    _policy(files.policy, epsilon_sentence=3.0, labels="public")
+    assert encode_data(files, str(data)) == TRAIN + DEV
+    run_config = RunConfig.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0, **RUN))
+    args = {
+        "run_id": 7, "node": NODE, "node_config": {"data": str(data), "state-dir": str(files.state), "policy": str(files.policy)},
+        "run_config": run_config.to_mapping(), "state": None, "type": protocol.SETUP, "bundle": bundle.tolist(), "heavy": list(HEAVY),
+    }
+    result = _fresh(ONE, json.dumps(args))
+    assert result["served"] == "served", result
+    assert result["loaded"] == [], f"setup imported {result['loaded']} although the data was encoded beforehand"
+
+
+def test_a_later_message_reads_its_accounting_figures_from_the_state_folder(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    # Calibrating the plan and composing the ledger's figures loaded SciPy in every message's process.
+    from fed.privacy.figure_cache import FIGURES_FILE
+
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public")
+    grid = _device(data, bundle, tmp_path / "state", policy, **RUN)
+    context = grid.node_ctx[NODE]
+    args = {
+        "run_id": context.run_id, "node": NODE, "node_config": dict(context.node_config), "run_config": dict(context.run_config),
+        "state": dict(context.state["node"]), "type": protocol.TRAIN, "train": _gaussian(SIGMA_AT_3), "heavy": ["scipy", "dp_accounting"],
+    }
+    first = _fresh(ONE, json.dumps(args))
+    assert first["served"] == 1 and "scipy" in first["loaded"], first  # computed here, and stored
+    assert (tmp_path / "state" / FIGURES_FILE).is_file()
+    later = _fresh(ONE, json.dumps(args))
+    assert later["served"] == 1, later
+    assert later["loaded"] == [], f"a later message imported {later['loaded']}: its figures were computed again"

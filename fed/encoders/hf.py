@@ -84,7 +84,15 @@ class HFEncoder:
 
     @property
     def dim(self) -> int:
-        """Hidden size of the transformer."""
+        """Hidden size of the transformer: from a local model's config.json where it states one (a
+        device's setup then imports neither torch nor transformers), else from transformers' config."""
+        if self._local:
+            try:
+                size = json.loads((Path(self._source) / "config.json").read_text()).get("hidden_size")
+            except (OSError, ValueError, AttributeError):
+                size = None
+            if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+                return size
         return int(self._config.hidden_size)
 
     @cached_property

@@ -6,12 +6,14 @@ trips its own budget.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 
 from fed.privacy import gdp
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent, PrivacyEvent
+from fed.privacy.figure_cache import cached_figure
 
 
 def calibrate_gaussian_sigma(
@@ -37,6 +39,16 @@ def calibrate_gaussian_sigma(
     if int(releases) != releases or releases < 1:
         raise ValueError(f"releases must be a positive integer, got {releases!r}")
     other = {e: n for e, n in (other_events or {}).items() if n > 0}
+    params = {
+        "epsilon": float(epsilon), "delta": float(delta), "releases": int(releases), "sensitivity": float(sensitivity),
+        "other": sorted([json.dumps(e.to_json(), sort_keys=True), int(n)] for e, n in other.items()),
+    }
+    return cached_figure("gaussian_sigma", params, lambda: _calibrate_gaussian_sigma(epsilon, delta, releases, sensitivity, other))
+
+
+def _calibrate_gaussian_sigma(
+    epsilon: float, delta: float, releases: int, sensitivity: float, other: Mapping[PrivacyEvent, int]
+) -> float:
     # The Gaussian-only answer is a lower bound: other events only add cost.
     sigma = sensitivity * math.sqrt(releases) / gdp.mu_for_epsilon(epsilon, delta)
     if other:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.special import log_ndtr
-
 
 def delta_for_epsilon(mu: float, epsilon: float) -> float:
     """delta(eps) of a mu-GDP mechanism (seed 000 eq. 5)."""
@@ -17,6 +15,8 @@ def delta_for_epsilon(mu: float, epsilon: float) -> float:
         return 0.0
     if math.isinf(mu):
         return 1.0
+    from scipy.special import log_ndtr  # imported on use: a device message whose figures are cached skips SciPy
+
     # Phi(a) - exp(eps) Phi(b) = Phi(a) (1 - exp(gap)), all in log space: exp(eps) alone
     # overflows for large eps, and so does exp(eps + log Phi(b)) for a huge mu (sigma 1e-12).
     upper = float(log_ndtr(-epsilon / mu + mu / 2))

@@ -17,6 +17,7 @@ import argparse
 import base64
 import hashlib
 import json
+import os
 import shlex
 import time
 from dataclasses import dataclass
@@ -27,7 +28,10 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from fed.device_state import write_owner_only
 
-HELP = "Set up a device for deployment (policy, node key, trusted app signers, state folder) or approve an app bundle."
+HELP = (
+    "Set up a device for deployment (policy, node key, trusted app signers, state folder), encode its data once "
+    "before any run, or approve an app bundle."
+)
 
 NODE_KEY = "node-key"  # ECDSA P-384 private key (OpenSSH); node-key.pub is what the SuperLink registers
 SIGNING_KEY = "app-signing-key"  # Ed25519 private key (OpenSSH) with which the owner approves FABs
@@ -91,6 +95,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an Ed25519 OpenSSH public key of another app signer to trust (repeatable); trusted-entities.yaml is "
         "rewritten with the owner's own key and these",
     )
+    encode = actions.add_parser(
+        "encode", help="encode the device's data once, before any run, into the node's encoding cache (setup then runs no encoder)"
+    )
+    encode.add_argument("dir", type=Path, help="the device folder made by `ldpfed device init`")
+    encode.add_argument("--data", required=True, help="the device's data, as the node config names it")
+    encode.add_argument("--encoder", default="minilm", help="the sentence encoder the device's policy allows and the runs use")
+    encode.add_argument(
+        "--cache-dir", type=Path, default=None, help=f"the node config's cache-dir, if it names one (default: DIR/{STATE}/cache, the node's own)"
+    )
     approve = actions.add_parser("approve", help="sign an app bundle (FAB) with the device's app-signing key")
     approve.add_argument("dir", type=Path, help="the device folder made by `ldpfed device init`")
     source = approve.add_mutually_exclusive_group(required=True)
@@ -109,9 +122,17 @@ def run(args: argparse.Namespace) -> int:
               f"bound to it), {NODE_KEY}(.pub), {SIGNING_KEY}(.pub), {TRUSTED}; all readable by this user only.")
         print(f"Give the SuperLink operator {files.node_public_key}; copy its CA certificate to {root_cert}.")
         print("Approve an app after reviewing it: ldpfed device approve", shlex.quote(str(files.root)), "--app APP_DIR")
+        print("Encode the data once, before the first run (setup then runs no encoder):", shlex.join(
+            ["ldpfed", "device", "encode", str(files.root), "--data", args.data]))
         print("Start the node:")
         settings = [f"{name}={value}" for name, value in SUPERNODE_ENV.items()]
         print(shlex.join([*settings, *supernode_command(files, args.superlink, root_cert, node_config)]))
+        return 0
+    if args.action == "encode":
+        started = time.perf_counter()
+        records = encode_data(DeviceFiles(args.dir.resolve()), args.data, args.encoder, args.cache_dir)
+        print(f"Encoded {records} records of {args.data} with {args.encoder} in {time.perf_counter() - started:.1f} s "
+              "into the node's encoding cache; a setup with this encoder reads them from there.")
         return 0
     fab = build_fab(args.app) if args.app else args.fab.read_bytes()
     signature = sign_fab(fab, DeviceFiles(args.dir.resolve()).signing_key)
@@ -149,6 +170,37 @@ def init_device(root: Path, trust: list[Path] | tuple[Path, ...] = ()) -> Device
     write_owner_only(files.trusted_entities, "".join(f"{key_id(key)}: {json.dumps(key)}\n" for key in trusted).encode())
     restrict(files.root)  # what an earlier version or another umask left readable
     return files
+
+
+def encode_data(files: DeviceFiles, data: str, spec: str = "minilm", cache_dir: Path | None = None) -> int:
+    """Encode the device's data (train and dev splits) with ``spec`` into the node's encoding cache; the number of records.
+
+    What a setup would do on receiving a bundle with this encoder, done by the owner before any
+    run (fed.encoders.cache keys each encoding by the encoder's files and the record's text, so a
+    setup finds them, whatever the run's partition or --train-limit). ValueError, encoding nothing,
+    for an encoder the device's policy refuses or whose weights a server ships (bilstm).
+    """
+    from fed.device_state import DEVICE_UMASK, owner_only_dir
+    from fed.encoders.cache import encode_cached
+    from fed.encoders.factory import make_encoder
+    from fed.loaders import load_dataset
+    from fed.policy import DevicePolicy
+    from fed.site import hub_offline
+
+    policy = DevicePolicy.load(files.policy) if files.policy.exists() else DevicePolicy()
+    refused = policy.encoder_refusal(spec)
+    if refused:
+        raise ValueError(refused)
+    if spec == "bilstm":
+        raise ValueError("bilstm's weights come with the server's bundle: its setup encodes them, not the owner beforehand")
+    os.umask(DEVICE_UMASK)  # as the node's own processes: the cache is the owner's only
+    hub_offline()
+    cache = owner_only_dir(cache_dir or files.state / "cache")
+    encoder = make_encoder(spec)
+    splits = [load_dataset(data, split) for split in ("train", "dev")]
+    for dataset in splits:
+        encode_cached(encoder, dataset, cache)
+    return sum(len(dataset) for dataset in splits)
 
 
 def write_ssh_key_pair(key: ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey, path: Path) -> None:
