@@ -151,5 +151,13 @@ def test_randomized_labels_are_charged() -> None:
     request = parse_release_request(_request(randomizer=json.dumps({"mechanism": "gaussian", "clip": 1.0, "sigma": sigma})), LIMITS)
     release = user.release("train", request)
     assert len(release.events) == 2
-    assert user.summary()["epsilon_sentence"] <= 3.0
-    assert not math.isnan(user.summary()["epsilon_user"])
+    ledger, label = user.state.ledger, RandomizedResponse(1.0, 2).event
+    representation = GaussianEvent(2.0, sigma)  # clip 1: replace-one sensitivity 2
+    assert set(ledger.events) == {representation, label}
+    counts = ledger.record_counts()  # each released record: one representation and one label charge
+    assert counts[ledger.events.index(label)].sum() == 3
+    assert (counts[ledger.events.index(label)] == counts[ledger.events.index(representation)]).all()
+    both = compose_epsilon({representation: 1, label: 1}, DELTA)  # 3.0 by the calibration above
+    assert user.summary()["epsilon_sentence"] == pytest.approx(both, rel=1e-9) and both == pytest.approx(3.0, rel=1e-4)
+    assert both > compose_epsilon({representation: 1}, DELTA) + 0.5  # the label's share is charged, not dropped
+    assert user.summary()["epsilon_user"] == pytest.approx(compose_epsilon({representation: 3, label: 3}, DELTA), rel=1e-6)
