@@ -52,7 +52,15 @@ def _user(
 HOSTILE = [
     ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1.0, "sigma": SIGMA / 2})}, "floor"),
     ({"randomizer": '{"mechanism": "gaussian", "clip": 1.0, "sigma": NaN}'}, "not an accepted number"),
-    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1e308, "sigma": 1e308 * 10})}, "randomizer"),
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1e308, "sigma": 1e308 * 10})}, "Infinity is not an accepted number"),
+    # finite extremes JSON carries: each refused by name, never by the node's catch-all (issue 26)
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1e308, "sigma": SIGMA})}, r"'clip': 1e\+308.* states no finite privacy event"),
+    ({"randomizer": json.dumps({"mechanism": "dchi", "clip": 1.7976931348623157e308, "eta": 1.0})}, "states no finite privacy event"),
+    ({"randomizer": json.dumps({"mechanism": "dpie-gaussian", "k": 4, "max_coefficient": 0.25, "masks": 16, "clip": 5e-324, "sigma": SIGMA})}, r"'clip': 5e-324.* states no finite"),
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": -0.0, "sigma": SIGMA})}, "clip must be a positive finite number, got -0.0"),
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 10**400, "sigma": SIGMA})}, "'clip' is an integer of 1329 bits, beyond the float range"),
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 10**30, "sigma": SIGMA})}, "floor"),
+    ({"randomizer": json.dumps({"mechanism": "laplace-seed002", "clip": 5e-324, "stated_epsilon": 1.0, "dim": 4, "allow_invalid": True})}, "cannot be computed"),
     ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": -1.0, "sigma": SIGMA})}, "clip"),
     ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1.0})}, "missing"),
     ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1.0, "sigma": SIGMA, "x": 1})}, "unknown"),
