@@ -8,6 +8,7 @@ floating-point attack, which breaks the textbook sampler by orders of magnitude.
 
 from __future__ import annotations
 
+import math
 import numpy as np
 import pytest
 from scipy import stats
@@ -58,14 +59,18 @@ def test_device_noise_has_the_stated_distribution(kind: str, scale: float) -> No
     ],
 )
 def test_opendps_own_privacy_map_certifies_the_event_the_ledger_charges(params: dict) -> None:
-    """Independent computation: OpenDP's map at the event's sensitivity equals the event's closed form."""
+    """Independent computation: OpenDP's map at the sensitivity the mechanism's own parameters give
+    (replace-one: 2C for an L2 or L1 clip C; a mix of k rows weighted at most c: 2Cc sqrt(k) in L2,
+    2Cck in L1) and its own noise equals the closed form of the event the ledger charges."""
     randomizer = make_randomizer(params)
     event = randomizer.event
+    mix = params.get("max_coefficient", 1.0) * (math.sqrt(params["k"]) if params["mechanism"] == "dpie-gaussian" else params.get("k", 1))
+    sensitivity = 2 * params["clip"] * mix
     if params["mechanism"].endswith("gaussian"):
-        certified = noise._opendp_measurement("gaussian", event.sigma).map(event.sensitivity)
+        certified = noise._opendp_measurement("gaussian", params["sigma"]).map(sensitivity)
         stated = event.sensitivity**2 / (2 * event.sigma**2)  # rho of zCDP
     else:
-        certified = noise._opendp_measurement("laplace", event.scale).map(event.sensitivity)
+        certified = noise._opendp_measurement("laplace", params["scale"]).map(sensitivity)
         stated = event.epsilon
     assert certified == pytest.approx(stated, rel=1e-12)
     assert certified <= stated * (1 + noise.ROUNDING)
