@@ -7,6 +7,7 @@ so a malformed or hostile request releases nothing and spends no budget.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -146,10 +147,21 @@ def _randomizer(raw: Any, max_dim: int) -> Randomizer:
                 f"{mechanism}: '{name}' {str(value)[:30]} is above this device's limit of {max_dim} (policy: max_dim)",
                 Refusal.POLICY,
             )
+    for key, value in params.items():  # a JSON integer has any number of digits
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
+            raise RequestRefused(f"'randomizer' refused: '{str(key)[:50]}' is an integer of {value.bit_length()} bits, beyond the float range")
     try:
-        return make_randomizer(params)
+        randomizer = make_randomizer(params)
     except (ValueError, TypeError) as error:
         raise RequestRefused(f"'randomizer' refused: {error}") from None
+    try:  # finite parameters whose event leaves the floats (clip 1e308: sensitivity 2e308 = inf)
+        randomizer.event, randomizer.user_event
+    except (ValueError, OverflowError) as error:
+        shown = {k: v for k, v in params.items() if k != "mechanism"}
+        raise RequestRefused(
+            f"'randomizer' refused: {mechanism} with {str(shown)[:200]} states no finite privacy event ({error})"
+        ) from None
+    return randomizer
 
 
 def _reject_constant(name: str) -> float:
