@@ -24,6 +24,8 @@ class MLPRecipe:
     momentum: float = 0.9
     decay: float = 1e-6
     input_dropout: float = 0.0
+    optimizer: str = "sgd"
+    """'sgd' (momentum, Keras-style decay) or 'adam' (lr, no decay)."""
 
 
 def train_mlp(x: np.ndarray, y: np.ndarray, num_classes: int, recipe: MLPRecipe, seed: int) -> "MLPModel":
@@ -43,7 +45,10 @@ def train_mlp(x: np.ndarray, y: np.ndarray, num_classes: int, recipe: MLPRecipe,
         xt = torch.as_tensor(np.asarray(x, dtype=np.float32))
         y = np.asarray(y)
         yt = torch.as_tensor(y.astype(np.float32) if y.ndim == 2 else y.astype(np.int64))
-        optimizer = torch.optim.SGD(net.parameters(), lr=recipe.lr, momentum=recipe.momentum)
+        if recipe.optimizer == "adam":
+            optimizer = torch.optim.Adam(net.parameters(), lr=recipe.lr)
+        else:
+            optimizer = torch.optim.SGD(net.parameters(), lr=recipe.lr, momentum=recipe.momentum)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1.0 + recipe.decay * step))
         net.train()
         for _ in range(recipe.epochs):
