@@ -20,7 +20,8 @@ Rows (every cell one seed: subsample, mixing, noise and MLP initialisation):
 - ``texthide``: ldpfed's ``texthide`` (m = 16 masks, k = 4; no DP: epsilon infinite).
 - ``raw``: the MLP on clean clipped vectors.
 
-The test split is encoded clean (clipped, neither mixed nor noised).
+The dev split is scored twice: clean (clipped, neither mixed nor noised), and with the row's
+noise added to each clipped row (unmixed), as noisy as a training report.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
         "# Seed 002, Figure 1: DP instance encoding on SST-2 and CoLA",
         "",
         f"Command: `ldpfed reproduce {NAME} --seeds {args.seeds} --train-records {args.train_records} "
-        f"--epochs {args.epochs} --epsilons {' '.join(f'{e:g}' for e in args.epsilons)}` (resumes from results.json).",
+        f"--epochs {args.epochs} --datasets {' '.join(args.datasets)} --epsilons {' '.join(f'{e:g}' for e in args.epsilons)}` (resumes from results.json).",
         "",
         "The paper gives this result as a plot only (Figure 1); its text states no accuracy, only the trend "
         "(accuracy rises with epsilon and approaches the raw data). So the 'paper' column cannot quote a number. "
