@@ -306,6 +306,8 @@ class Learners:
         self.clip = clip
         own = clip_l2(x_own, clip) if clip else x_own
         self.lda = NoiseAwareLDA(dim, 2, -1.0, within_class_covariance(own, y_own, 2), class_means(own, y_own, 2), "auto")
+        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self.noise_std = 0.0
         torch.manual_seed(seed)
         self.head = torch.nn.Linear(dim, 2).double()
         self.optimizer = torch.optim.Adam(self.head.parameters(), lr=0.01)
@@ -314,7 +316,9 @@ class Learners:
         """One training step on a sampled batch (one Adam step; the LDA adds the batch)."""
         import torch
 
-        self.lda.update(rows, labels, noise_std)
+        # One row's noise is the same in every batch of a cell, so the LDA takes the batches together (same sums).
+        self.pending.append((rows, labels))
+        self.noise_std = noise_std
         loss = torch.nn.functional.cross_entropy(self.head(torch.from_numpy(rows)), torch.from_numpy(labels))
         self.optimizer.zero_grad()
         loss.backward()
@@ -340,6 +344,10 @@ class Learners:
 
         from fed.randomizers.gaussian import clip_l2
 
+        if self.pending:
+            self.lda.update(np.concatenate([r for r, _ in self.pending]), np.concatenate([y for _, y in self.pending]),
+                            self.noise_std)
+            self.pending = []
         x = clip_l2(x_test, self.clip) if self.clip else x_test
         with torch.inference_mode():
             head = self.head(torch.from_numpy(x)).argmax(dim=1).numpy()
