@@ -24,6 +24,7 @@ Rows (every cell one seed: split, noise and MLP initialisation):
 from __future__ import annotations
 
 import argparse
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -218,7 +219,8 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
             refused = next((c["refused"] for c in strict_cells if c.get("refused")), None)
             strict = fmt_spread(results.values(strict_setting, "accuracy"))
             if refused:
-                strict = "not possible: " + refused.split(" so ")[0]
+                floor = re.search(r"at least ([0-9.e+]+)", refused)
+                strict = f"impossible (true eps >= {floor.group(1)})" if floor else f"refused: {refused}"
             rows.append([
                 row, fmt_number(paper), fmt_spread(results.values(paper_setting, "accuracy")),
                 fmt_number(true_eps[0] if true_eps else None), strict,
