@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token-records", type=int, default=4000, help="users' records in the token rows (0: all)")
     parser.add_argument("--tables", nargs="+", default=["4", "5"], choices=["4", "5"])
     parser.add_argument("--pretrain-epochs", type=int, default=4)
+    parser.add_argument("--dims", type=int, nargs="+", choices=DIMS, default=list(DIMS), help="Table 5's dimensions")
     parser.add_argument("--accountings", nargs="+", choices=ACCOUNTINGS, default=list(ACCOUNTINGS),
                         help="rows to run (default all three)")
     args = parser.parse_args(argv)
@@ -110,7 +111,7 @@ def settings(args: argparse.Namespace, context: "Context") -> list[Setting]:
             out += [{"position": position, "dim": 128, "n": n, "accounting": a, "epsilon": e}
                     for e in PAPER_TABLE4 for a in args.accountings]
     if "5" in args.tables:
-        for dim in DIMS:
+        for dim in args.dims:
             out.append({"position": "latent", "dim": dim, "n": latent_n, "accounting": "clean", "epsilon": 0.0})
             out += [{"position": "latent", "dim": dim, "n": latent_n, "accounting": a, "epsilon": e}
                     for e in PAPER_TABLE5 for a in args.accountings if a != "strict-once"]
@@ -374,7 +375,7 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
         "",
         f"Command: `ldpfed reproduce {NAME} --seeds {args.seeds} --p {args.p} --steps {args.steps} "
         f"--token-records {args.token_records} --latent-records {args.latent_records} --tables {' '.join(args.tables)} "
-        f"--accountings {' '.join(args.accountings)}` (resumes from results.json).",
+        f"--accountings {' '.join(args.accountings)} --dims {' '.join(map(str, args.dims))}` (resumes from results.json).",
         "",
         "Accuracy in % on SST-2 dev (872), mean [min, max] over seeds (n). Each cell shows the softmax head "
         "trained one Adam step per sampled batch (the paper's server-side training) / ldpfed's NoiseAwareLDA on "
@@ -417,9 +418,11 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
         lines.append("")
     if "5" in args.tables:
         note = "" if latent_n == full else f" REDUCED: {latent_n:,} of the {full:,} records."
+        if set(args.dims) != set(DIMS):
+            note += f" REDUCED: dimensions {', '.join(map(str, args.dims))} of the paper's {', '.join(map(str, DIMS))}."
         lines += [f"## Table 5 (SST-2, latent, by dimension){note}", ""]
         rows = []
-        for dim in DIMS:
+        for dim in args.dims:
             base = {"position": "latent", "dim": dim, "n": latent_n}
             clean = {**base, "accounting": "clean", "epsilon": 0.0}
             rows.append([f"dim {dim}, null privacy", "-", cell(clean, "accuracy_head") + " / " + cell(clean, "accuracy_lda"), "-"])
