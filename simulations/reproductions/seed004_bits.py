@@ -234,6 +234,9 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
             *table(["row", "paper", "ldpfed, paper accounting", "true eps (paper row)", "ldpfed, strict (true eps = table's)", "true eps (strict)"], rows),
             "",
         ]
+    missing = [d for d in DATASETS if d not in args.datasets]
+    if missing:
+        lines += [f"Not run in this report: {', '.join(missing)} (`--datasets {' '.join(missing)}`).", ""]
     lines += [
         "## Differences that remain", "",
         "- Encoder: MiniLM (all-MiniLM-L6-v2, mean pooled, r = 384) for every dataset. The paper uses averaged GloVe "
