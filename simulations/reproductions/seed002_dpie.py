@@ -176,7 +176,8 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
         "# Seed 002, Figure 1: DP instance encoding on SST-2 and CoLA",
         "",
         f"Command: `ldpfed reproduce {NAME} --seeds {args.seeds} --train-records {args.train_records} "
-        f"--epochs {args.epochs} --datasets {' '.join(args.datasets)} --epsilons {' '.join(f'{e:g}' for e in args.epsilons)}` (resumes from results.json).",
+        f"--epochs {args.epochs} --datasets {' '.join(args.datasets)} --epsilons {' '.join(f'{e:g}' for e in args.epsilons)}"
+        f"{'' if Path(args.out).resolve() == (REPORTS / NAME).resolve() else f' --out {args.out}'}` (resumes from results.json).",
         "",
         "The paper gives this result as a plot only (Figure 1); its text states no accuracy, only the trend "
         "(accuracy rises with epsilon and approaches the raw data). So the 'paper' column cannot quote a number. "
