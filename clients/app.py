@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 
 from clients import protocol
 from fed.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpacked
@@ -36,6 +37,7 @@ from fed.privacy.ledger import Ledger
 from fed.requests import Refusal, RequestRefused
 from fed.shared_records import shared_records
 from fed.site import Site
+from fed.softmax_head import local_sgd
 from fed.threads import limit_blas_threads
 from fed.user import UserRecords
 
@@ -136,6 +138,19 @@ def evaluate(msg: Message, context: Context) -> Message:
     return _serve(msg, context, lambda m, c: _with_host(c, handle, local_inference=True))
 
 
+@app.train("central", mods=[fixedclipping_mod])
+def train_central(msg: Message, context: Context) -> Message:
+    """Central DP-FedAvg (simulation only): train the global head on the hosted user's clean encodings;
+    Flower's fixedclipping_mod then clips the update to the request's norm before it leaves."""
+    return _serve(msg, context, _train_central)
+
+
+@app.train("central_adaptive", mods=[adaptiveclipping_mod])
+def train_central_adaptive(msg: Message, context: Context) -> Message:
+    """The same with adaptive clipping: Flower's adaptiveclipping_mod clips to the server's current norm."""
+    return _serve(msg, context, _train_central)
+
+
 @app.query("ledger")
 def ledger(msg: Message, context: Context) -> Message:
     """The hosted users' ledgers: in full inside the simulation engine, as aggregates on a device (fed.node.NodeHost.ledgers)."""
@@ -147,13 +162,43 @@ def owner_ledgers(context: Context) -> dict[int, Ledger]:
     return _host(context).full_ledgers()
 
 
+def _train_central(msg: Message, context: Context) -> RecordDict:
+    """The hosted user's head after --central-epochs of local SGD from the global one (one user per node)."""
+    site = _site(context)
+    if not site.simulation:
+        raise RequestRefused(
+            "train.central sends a model update computed from clean data without local noise; a device releases only "
+            "through a charged randomizer (docs/privacy_models.md), so central DP-FedAvg is simulation only",
+            Refusal.POLICY,
+        )
+    expected = protocol.CENTRAL_TRAIN if site.config.central_clipping == "fixed" else protocol.CENTRAL_TRAIN_ADAPTIVE
+    if site.config.privacy_model != "central" or msg.metadata.message_type != expected:
+        raise RequestRefused(f"this run serves {expected} only with --privacy-model central", Refusal.POLICY)
+    if "node" not in context.state.config_records:
+        raise RequestRefused("this node has not been set up (query.setup must come first)", Refusal.NOT_SET_UP)
+    records, num_labels, max_queries = _records(site, context, str(context.state["node"]["assets"]))
+    if len(records) != 1:
+        raise RequestRefused(f"central DP-FedAvg needs one user per node (user-level clipping); this node hosts {len(records)}")
+    user = next(iter(records.values()))
+    features = make_plan(site.config, num_labels, max(max_queries, 1)).train.features
+    x = features(user.train)
+    model, norm = protocol.read_central_request(msg.content, x.shape[1], num_labels)
+    fixed = site.config.central_clipping == "fixed"
+    if fixed and norm != site.config.central_clip:  # the clipping norm is the node's own option, not the server's say
+        raise RequestRefused(f"clipping norm {norm:g} is not this run's --central-clip {site.config.central_clip:g}", Refusal.POLICY)
+    server_round = int(next(iter(msg.content.config_records.values())).get("server-round", 0))
+    rng = np.random.default_rng([int(site.seed), int(context.node_id) % 2**32, server_round])  # SGD order only
+    trained = local_sgd(model, x, user.train_labels.astype(np.int64), site.config.central_lr, site.config.central_epochs, rng)
+    return protocol.central_reply(trained)
+
+
 def _setup(msg: Message, context: Context) -> RecordDict:
     site = _site(context)
     bundle = protocol.read_setup_request(msg.content)
 
-    def accept(spec: str, names: frozenset[str]) -> None:
-        """Refuse a bundle by its encoder and file names, before any of its files is loaded or written."""
-        refused = site.device_policy and site.device_policy.encoder_refusal(spec)
+    def accept(spec: str, names: Mapping[str, str]) -> None:
+        """Refuse a bundle by its encoder and files (names and digests), before any of its files is loaded or written."""
+        refused = site.device_policy and site.device_policy.bundle_refusal(spec, names)
         if refused:
             raise RequestRefused(refused, Refusal.POLICY)
         if spec != encoder_spec(site.config):  # the plan's randomizer may load what the run names (snd: its encoder)

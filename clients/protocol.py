@@ -14,6 +14,8 @@ node against untrusted content and raises :class:`fed.requests.RequestRefused` (
 | ``query.score`` | nothing | :class:`fed.evaluation.Outcomes` of remote inference |
 | ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.evaluation.Outcomes` of local inference (also per user, simulation only) |
 | ``query.ledger`` | nothing | every hosted user's ledger: in full in the simulation engine, a device's aggregates on a device (no record index or count) |
+| ``train.central`` | the global softmax head (:func:`central_arrays`; Flower's DP wrapper adds the clipping norm) | the user's locally trained head, clipped by Flower's ``fixedclipping_mod`` (:func:`central_reply`; simulation only) |
+| ``train.central_adaptive`` | the same | the same, clipped by ``adaptiveclipping_mod``, which adds the clipped bit |
 
 Any of them may be answered by :func:`refusal` (a code from :class:`fed.requests.Refusal` and a
 reason); per-user refusals inside a release reply carry the same codes.
@@ -43,7 +45,9 @@ ANSWER = "query.answer"
 SCORE = "query.score"
 EVALUATE = "evaluate"
 LEDGER = "query.ledger"
-MESSAGE_TYPES = (SETUP, TRAIN, RELEASE, ANSWER, SCORE, EVALUATE, LEDGER)
+CENTRAL_TRAIN = "train.central"
+CENTRAL_TRAIN_ADAPTIVE = "train.central_adaptive"
+MESSAGE_TYPES = (SETUP, TRAIN, RELEASE, ANSWER, SCORE, EVALUATE, LEDGER, CENTRAL_TRAIN, CENTRAL_TRAIN_ADAPTIVE)
 """Every message type a node serves; any other is refused (clients.app.NodeApp)."""
 
 
@@ -239,11 +243,11 @@ def evaluate_request(models: Mapping[str, LinearModel]) -> RecordDict:
     return RecordDict({"models": models_record(models)})
 
 
-def read_evaluate_request(content: RecordDict, dim: int, num_classes: int) -> dict[str, LinearModel]:
-    """The classifiers of an evaluate request, checking shapes and finiteness."""
-    if "models" not in content.array_records:
-        raise RequestRefused("an evaluate request needs a 'models' array record")
-    record = content.array_records["models"]
+def read_evaluate_request(content: RecordDict, dim: int, num_classes: int, key: str = "models") -> dict[str, LinearModel]:
+    """The classifiers of an evaluate request (or of the array record ``key``), checking shapes and finiteness."""
+    if key not in content.array_records:
+        raise RequestRefused(f"the request needs a {key!r} array record")
+    record = content.array_records[key]
     names = sorted({key.rpartition(".")[0] for key in record})
     expected = ((dim, num_classes), (num_classes,))
     models = {}
@@ -260,6 +264,38 @@ def read_evaluate_request(content: RecordDict, dim: int, num_classes: int) -> di
             raise RequestRefused(f"model {name!r} must hold finite floating-point numbers")
         models[name] = LinearModel(weights, bias)
     return models
+
+
+# -- central DP-FedAvg ---------------------------------------------------------------------------
+CENTRAL_HEAD = "head"
+"""Name of the softmax head in the array record of a ``train.central`` message."""
+CENTRAL_WEIGHT = "weight"
+"""FedAvg's weighting key: every user's update counts once (the sensitivity analysis needs equal weights)."""
+
+
+def central_arrays(model: LinearModel) -> ArrayRecord:
+    """The head as the one ArrayRecord of a ``train.central`` message (Flower's DP wrappers need exactly one)."""
+    return models_record({CENTRAL_HEAD: model})
+
+
+def read_central_request(content: RecordDict, dim: int, num_classes: int) -> tuple[LinearModel, float]:
+    """The global head of a ``train.central`` request and the clipping norm Flower's wrapper put in its config."""
+    if len(content.array_records) != 1 or len(content.config_records) != 1:
+        raise RequestRefused("a train.central request needs exactly one array record and one config record")
+    key = next(iter(content.array_records))
+    models = read_evaluate_request(content, dim, num_classes, key=key)
+    if set(models) != {CENTRAL_HEAD}:
+        raise RequestRefused(f"a train.central request carries the model {CENTRAL_HEAD!r} only, got {sorted(models)}")
+    config = next(iter(content.config_records.values()))
+    norm = config.get("clipping_norm")
+    if not isinstance(norm, float) or not np.isfinite(norm) or norm <= 0:
+        raise RequestRefused(f"a train.central request needs a positive 'clipping_norm', got {norm!r}")
+    return models[CENTRAL_HEAD], norm
+
+
+def central_reply(model: LinearModel) -> RecordDict:
+    """A user's locally trained head with weight 1 (fixedclipping_mod clips it against the request's)."""
+    return RecordDict({"arrays": central_arrays(model), "metrics": MetricRecord({CENTRAL_WEIGHT: 1.0})})
 
 
 def outcomes_reply(outcomes: Outcomes) -> RecordDict:

@@ -1,7 +1,8 @@
 """What the server fits on its public data and ships to every user.
 
-The server may pre-train a BiLSTM encoder (seed 000, Stage 1) and fit a projection to
-fewer dimensions on public data; both travel to users as one content-addressed bundle
+The server may pre-train a BiLSTM encoder or fine-tune MiniLM's layers (seed 000, Stage 1;
+fed.encoders.tuned) and fit a projection to fewer dimensions on public data; all travel to
+users as one content-addressed bundle
 (a tar archive in a byte array), so a real device needs nothing but the setup message.
 The bundle comes from an untrusted server (design.md section 2b): ``unpack`` refuses
 anything but a plain tar of the known files, and checks every file before it writes one.
@@ -15,7 +16,7 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -30,8 +31,12 @@ from fed.encoders.base import Encoder
 from fed.encoders.bilstm import SAVED_FILES, BiLSTMEncoder, train_bilstm
 from fed.encoders.cache import encode_cached
 from fed.encoders.factory import make_encoder
+from fed.encoders.hf import minilm_path
 from fed.encoders.projection import PCAProjection
 from fed.encoders.token_matrix import TokenMatrixEncoder, split_spec
+from fed.encoders.tuned import (
+    TUNED_FILE, TUNED_LAYERS, TUNED_SPEC, TunedEncoder, finetune, read_tuned, tuned_bytes, weights_fingerprint,
+)
 from fed.loaders import load_dataset
 from fed.plan import encoder_spec, make_plan
 from fed.policy import MAX_BUNDLE_BYTES
@@ -47,7 +52,7 @@ MAX_UNPACKED_BYTES = 64 * 2**20
 MAX_SPEC_CHARS = 200
 """Longest encoder spec (encoder.txt) a node accepts."""
 BILSTM_FILES = tuple(f"bilstm/{name}" for name in SAVED_FILES)
-BUNDLE_FILES = ("encoder.txt", "projection.npz", *BILSTM_FILES, DENOISER_FILE)
+BUNDLE_FILES = ("encoder.txt", "projection.npz", *BILSTM_FILES, DENOISER_FILE, TUNED_FILE)
 """The only files a bundle may hold, each at most once."""
 DOMAIN_SAMPLE = 4000
 """Records of each side (seeded sample) that :func:`domain_overlap` compares."""
@@ -259,6 +264,17 @@ def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path,
             if public is None:
                 raise ValueError("--encoder bilstm needs public data to pre-train on (--public)")
             train_bilstm(public, seed=config.seed, progress=progress).save(folder / "bilstm")
+        if config.encoder == TUNED_SPEC:
+            if public is None:
+                raise ValueError(f"--encoder {TUNED_SPEC} needs public labelled data to fine-tune on (--public)")
+            model = finetune(minilm_path(), public.texts, public.labels, public.num_labels, seed=config.seed, progress=progress)
+            data = tuned_bytes(model, TUNED_LAYERS)
+            (folder / TUNED_FILE).write_bytes(data)
+            print(
+                f"ldpfed: stage-1 encoder weights {TUNED_FILE}, {len(data):,} bytes, sha256 {weights_fingerprint(data)} "
+                "(a device allows them by listing it in its policy's tuned_encoders)",
+                flush=True,
+            )
         spec = encoder_spec(config)
         (folder / "encoder.txt").write_text(spec)
         if config.dim:
@@ -291,8 +307,9 @@ def pack(folder: Path) -> np.ndarray:
     return np.frombuffer(buffer.getvalue(), dtype=np.uint8)
 
 
-Acceptance = Callable[[str, frozenset[str]], None]
-"""``accept(spec, names)``: raises to refuse a bundle by its encoder spec and file names (a node's policy)."""
+Acceptance = Callable[[str, Mapping[str, str]], None]
+"""``accept(spec, digests)``: raises to refuse a bundle by its encoder spec and its files' names and SHA-256
+digests (hex; a node's policy, e.g. allowed shipped weights by fingerprint)."""
 
 
 def unpack(
@@ -304,7 +321,8 @@ def unpack(
     bundle is a plain (uncompressed) tar of at most ``max_bytes`` whose members are
     regular files among ``BUNDLE_FILES``, together at most ``MAX_UNPACKED_BYTES``, and each
     file passes its loader's checks (see ``_check_files``). ``accept`` sees the encoder spec
-    and the file names first, before any file is loaded or written; what it raises passes through.
+    and the files' names and digests first, before any file is loaded or written; what it raises
+    passes through.
     """
     return _unpack(bundle, Path(cache_dir), accept, max_bytes)[0]
 
@@ -332,7 +350,7 @@ def _unpack(bundle: np.ndarray, cache_dir: Path, accept: Acceptance | None, max_
     data = array.tobytes()
     files = _read_members(data)
     if accept is not None:
-        accept(_bundle_spec(files), frozenset(files))
+        accept(_bundle_spec(files), {name: weights_fingerprint(content) for name, content in files.items()})
     folder = cache_dir / "assets" / hashlib.sha256(data).hexdigest()[:32]
     if (folder / "encoder.txt").is_file():
         return folder, False
@@ -384,6 +402,8 @@ def bundle_encoder(folder: Path) -> str:
 
 
 def _encoder(folder: Path, spec: str) -> Encoder:
+    if spec == TUNED_SPEC:
+        return TunedEncoder(minilm_path(), folder / TUNED_FILE)
     return make_encoder(f"bilstm:{folder / 'bilstm'}" if spec == "bilstm" else spec)
 
 
@@ -444,6 +464,15 @@ def _check_files(files: dict[str, bytes]) -> None:
             dim = BiLSTMEncoder.from_saved({n.removeprefix("bilstm/"): files[n] for n in shipped}).dim
         elif shipped:
             raise ValueError(f"the bundle ships {shipped} but encoder.txt names {spec!r}")
+    with _refusing(TUNED_FILE):
+        if spec == TUNED_SPEC:
+            if TUNED_FILE not in files:
+                raise ValueError(f"encoder.txt says {TUNED_SPEC!r} but the bundle lacks {TUNED_FILE}")
+            from transformers import AutoConfig
+
+            read_tuned(files[TUNED_FILE], AutoConfig.from_pretrained(minilm_path(), local_files_only=True))
+        elif TUNED_FILE in files:
+            raise ValueError(f"the bundle ships {TUNED_FILE} but encoder.txt names {spec!r}")
     if "projection.npz" in files:
         with _refusing("projection.npz"):
             projection = PCAProjection.load(io.BytesIO(files["projection.npz"]))

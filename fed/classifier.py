@@ -57,6 +57,9 @@ class _Group:
     class_counts: np.ndarray
     second_moment: np.ndarray
     count: int = 0
+    shift: np.ndarray | None = None
+    """(classes, d): variance the group's class means carry beyond sampling and noise (the public
+    data's domain shift, :meth:`NoiseAwareLDA.add_public`); None: none."""
 
     def restricted(self, keep: np.ndarray) -> "_Group":
         """The same sums on the coordinates ``keep`` (a boolean mask)."""
@@ -67,6 +70,7 @@ class _Group:
             self.class_counts,
             self.second_moment[np.ix_(keep, keep)],
             self.count,
+            None if self.shift is None else self.shift[:, keep],
         )
 
     def within(self) -> np.ndarray:
@@ -219,6 +223,28 @@ class NoiseAwareLDA:
         group.count += int(sums.count)
         self._screening = None
 
+    def add_public(self, x: np.ndarray, labels: np.ndarray, shift: np.ndarray) -> None:
+        """Add the server's clean public records as one more group (inverse-variance weighting only).
+
+        ``shift`` (classes, d) is the variance of the public class means' domain shift (see
+        :func:`domain_shift`), added to their sampling variance when the groups' class means
+        are weighted; the public covariance is weighted by its sampling error like any group's.
+        """
+        if self.weighting != "inverse-variance":
+            raise ValueError(f"public data joins the reports under inverse-variance weighting only, not {self.weighting!r}")
+        shift = np.asarray(shift, dtype=np.float64)
+        if shift.shape != (self.num_classes, self.dim) or not np.isfinite(shift).all() or (shift < 0).any():
+            raise ValueError(f"shift must be ({self.num_classes}, {self.dim}) finite non-negative variances")
+        if any(g.shift is not None for g in self.groups.values()):
+            raise ValueError("public data was already added")
+        sums = ReportSums.of(np.asarray(x, dtype=np.float64), labels, self.num_classes)
+        sums.check(self.dim, self.num_classes)
+        self.groups[(b"public", None)] = _Group(
+            np.zeros(self.dim), None, sums.class_sums, np.asarray(sums.label_counts, np.float64), sums.second_moment,
+            int(sums.count), shift,
+        )
+        self._screening = None
+
     def means(self) -> np.ndarray:
         """Estimated class means (num_classes, dim) of the clean inputs, the groups combined by the weighting."""
         if self.count == 0:
@@ -306,6 +332,7 @@ class _Estimate:
     shares: np.ndarray  # (groups, classes, m)
     group_counts: np.ndarray  # (groups, classes)
     noise: np.ndarray  # (groups, m): each group's noise variance of one report
+    shift: np.ndarray | None = None  # (groups, classes, m): each group's class-mean shift variance, if any
 
     @classmethod
     def of(cls, groups: list[_Group], weighting: str) -> "_Estimate":
@@ -345,13 +372,28 @@ class _Estimate:
         # Shares from counts of at least 1e-9, so that a class a group lacks (or, after label
         # unmixing, has fewer than none of) takes none of the mean's variance.
         weighted = report_weights[:, None, :] * np.maximum(group_counts, 1e-9)[:, :, None]
+        shift = None
+        if weighting == "inverse-variance" and any(g.shift is not None for g in groups):
+            # A group's class mean varies by (tau^2 + sigma_g^2) / n_gc + shift_gc: weighted by its inverse.
+            shift = np.array([np.zeros_like(g.class_sums) if g.shift is None else g.shift for g in groups])
+            sizes = np.maximum(group_counts, 1e-9)[:, :, None]
+            tau2 = np.clip(np.diag(combined), 0.0, None)
+            weighted = 1.0 / np.maximum((tau2[None, None, :] + noise[:, None, :]) / sizes + shift, 1e-300)
+            group_means = np.array([g.class_sums for g in groups]) / sizes
+            means = np.einsum("gcj,gcj->cj", weighted / weighted.sum(axis=0), group_means)
         shares = weighted / weighted.sum(axis=0)
         error = sum(w * w * _sampling_error(within, v, n) for w, v, n in zip(cov_weights, noise, reports))
-        return cls(means, group_counts.sum(axis=0), within, float(error), shares, group_counts, noise)
+        return cls(means, group_counts.sum(axis=0), within, float(error), shares, group_counts, noise, shift)
 
     def mean_noise(self) -> np.ndarray:
-        """Per class and coordinate, the variance the report noise adds to the class mean."""
-        return np.einsum("gcj,gj->cj", self.shares**2 / self._sizes()[:, :, None], self.noise)
+        """Per class and coordinate, the variance the report noise (and any domain shift) adds to the class mean."""
+        noise = np.einsum("gcj,gj->cj", self.shares**2 / self._sizes()[:, :, None], self.noise)
+        return noise if self.shift is None else noise + np.einsum("gcj,gcj->cj", self.shares**2, self.shift)
+
+    def mean_variance(self) -> np.ndarray:
+        """Per class and coordinate, the variance of the estimated class mean (sampling, noise and shift)."""
+        sampling = np.einsum("gcj,j->cj", self.shares**2 / self._sizes()[:, :, None], np.diag(self.within))
+        return sampling + self.mean_noise()
 
     def mean_spread(self, cov: np.ndarray) -> np.ndarray:
         """Per class, tr(cov^-1 Cov(class mean)), Cov(class mean) = sum_g (s s^T) o (within + noise_g) / n_g."""
@@ -359,6 +401,9 @@ class _Estimate:
         for shares, noise, n in zip(self.shares, self.noise, sizes):
             scaled = shares[:, :, None] * (self.within + np.diag(noise))[None]  # diag(s) R_g per class
             spread += np.einsum("cj,cjj->c", shares, np.linalg.solve(cov, scaled)) / n
+        if self.shift is not None:
+            extra = np.einsum("gcj,gcj->cj", self.shares**2, self.shift)
+            spread += np.einsum("cj,jj->c", extra, np.linalg.inv(cov))
         return spread
 
     def _sizes(self) -> np.ndarray:
@@ -410,6 +455,25 @@ def _shrunk(within: np.ndarray, error: float, target: np.ndarray | None, shrinka
     # A relative ridge of 1e-9 keeps cov invertible when a coordinate never varies in the
     # reports or the target (e.g. a bit encoding's constant high-order bits).
     return cov + 1e-9 * max(np.trace(cov) / dim, 1e-12) * np.eye(dim)
+
+
+def domain_shift(lda: NoiseAwareLDA, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Variance of the public class means' domain shift, per class, for :meth:`NoiseAwareLDA.add_public`.
+
+    The squared gap between the public class mean (clean rows ``x``, labels ``y``) and the one the
+    reports in ``lda`` estimate, less the variance both estimates have by sampling and noise,
+    averaged over coordinates (one coordinate's gap is too noisy to weight by), at least zero; the
+    same value on every coordinate of the class: (classes, d).
+    """
+    if any(g.shift is not None for g in lda.groups.values()):
+        raise ValueError("the shift is measured against the reports alone, before public data is added")
+    x = np.asarray(x, dtype=np.float64)
+    estimate = lda._estimate(np.ones(lda.dim, dtype=bool))
+    public = class_means(x, y, lda.num_classes)
+    counts = np.maximum(soft_labels(y, len(x), lda.num_classes).sum(axis=0), 1.0)
+    spread = np.diag(within_class_covariance(x, y, lda.num_classes))[None, :] / counts[:, None]
+    excess = (public - estimate.means) ** 2 - estimate.mean_variance() - spread
+    return np.repeat(np.clip(excess.mean(axis=1, keepdims=True), 0.0, None), lda.dim, axis=1)
 
 
 def class_means(x: np.ndarray, y: np.ndarray, num_classes: int) -> np.ndarray:

@@ -69,6 +69,12 @@ class RunConfig:
     save_reports: bool = False
     cache_dir: str = ""
     nonprivate_baseline: bool = True
+    privacy_model: str = "local"
+    central_clip: float = 1.0
+    central_clipping: str = "fixed"
+    central_noise: float = 0.0
+    central_lr: float = 0.5
+    central_epochs: int = 1
 
     def __post_init__(self) -> None:
         positive_ints = ("users", "rounds", "evaluate_every", "releases_per_query", "answers", "nodes", "min_nodes")
@@ -150,6 +156,36 @@ class RunConfig:
                 raise ValueError("--enforce amplified covers the Gaussian reports only; use --labels public")
             if self.records_per_user_round:
                 raise ValueError("--enforce amplified: a cap on records per round breaks Poisson sampling; drop it")
+        self._check_privacy_model()
+
+    def _check_privacy_model(self) -> None:
+        """--privacy-model and its options (docs/privacy_models.md)."""
+        if self.privacy_model not in PRIVACY_MODELS:
+            raise ValueError(f"--privacy-model must be one of {', '.join(PRIVACY_MODELS)}, got {self.privacy_model!r}")
+        if self.privacy_model == "shuffle" and self.inference == "remote":
+            raise ValueError("--privacy-model shuffle shuffles training reports; remote inference answers each query to its "
+                             "sender, so it cannot be shuffled: use --inference local")
+        for name in ("central_clip", "central_lr"):
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
+                raise ValueError(f"{_flag(name)} must be a positive finite number")
+        if not math.isfinite(self.central_noise) or self.central_noise < 0:
+            raise ValueError("--central-noise must be a finite non-negative number (0: calibrated to --epsilon)")
+        if self.central_clipping not in ("fixed", "adaptive"):
+            raise ValueError(f"--central-clipping must be fixed or adaptive, got {self.central_clipping!r}")
+        if self.central_epochs < 1:
+            raise ValueError("--central-epochs must be at least 1")
+        if self.privacy_model != "central":
+            return
+        if self.nodes != self.users:
+            raise ValueError(
+                f"--privacy-model central clips and noises one update per Flower node: give --nodes {self.users} "
+                f"(one user per node, so the guarantee is user-level), got --nodes {self.nodes}"
+            )
+        if self.central_noise == 0 and self.epsilon <= 0:
+            raise ValueError("--privacy-model central: give --epsilon > 0 (user-level; noise calibrated) or --central-noise > 0")
+        for name, value, default in (("inference", self.inference, "local"), ("labels", self.labels, "public"), ("tiers", self.tiers, "")):
+            if value != default:
+                raise ValueError(f"--privacy-model central trains on clean local data: {_flag(name)} {value!r} does not apply")
 
     @property
     def mechanism_option_values(self) -> dict[str, Any]:
@@ -211,7 +247,7 @@ class RunConfig:
                 f"--rounds {self.rounds}): the other users' records are never released. Use --users-per-round 0 "
                 "(every user, every round) or more --rounds."
             )
-        if self.enforce != "worst-case":
+        if self.enforce != "worst-case" or self.privacy_model == "central":  # the rest is about local releases
             return warnings
         k = planned_train_releases(self)
         whole = self.train_sampling.kind == "all" and not self.records_per_user_round  # an asked user releases all
@@ -256,6 +292,9 @@ class RunConfig:
         return {k.replace("_", "-"): v for k, v in asdict(self).items()}
 
 
+PRIVACY_MODELS = ("local", "shuffle", "central")
+"""--privacy-model: local reports (the default), the same reports through a shuffler, or central DP-FedAvg."""
+
 MECHANISMS: tuple[str, ...] = (
     "gaussian", "gaussian-classical", "gaussian-analytic", "laplace", "laplace-seed002", "dchi",
     "sue", "oue", "ome", "dpie-gaussian", "dpie-laplace", "texthide", "snd",
@@ -269,12 +308,12 @@ HELP: dict[str, str] = {
     "users": "number of users",
     "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>, or natural (each user's records from one source of the data: its file, or a generated corpus's style)",
     "train_limit": "use a seeded sample of this many training records (0: all)",
-    "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), or a model id/path",
+    "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), minilm-tuned (MiniLM's layers fine-tuned by the server on public labelled data and shipped; a device allows them by fingerprint), or a model id/path",
     "dim": "project representations to this many dimensions, fitted on public data (0: no projection; needs --public)",
     "mechanism": "randomizer of representations: " + ", ".join(MECHANISMS) + " (docs/randomizers.md)",
     "mechanism_options": "extra randomizer parameters as comma-separated key=value (e.g. 'lambda=100,integer_bits=2' for ome, 'eta=20' for dchi, 'k=4,masks=16' for texthide); values are int, float, true/false or text",
     "clip": "clipping radius C (L2); sensitivity is 2C",
-    "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it",
+    "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it (--privacy-model central: the user-level target of DP-FedAvg)",
     "tiers": "privacy tiers as share:epsilon pairs, e.g. '0.5:1,0.3:3,0.2:8': each share of the users (drawn by --seed) gets its own sentence-level epsilon in place of --epsilon, with its own policy, noise and ledger budget (simulation only; a device's policy sets its own). Empty: every user has --epsilon",
     "sigma": "noise scale; overrides --epsilon, whose budget becomes what sigma implies",
     "delta": "delta of every (epsilon, delta) figure",
@@ -309,6 +348,12 @@ HELP: dict[str, str] = {
     "save_reports": "save everything the server received (reports.npz), for attack research",
     "cache_dir": "cache of clean encodings (default: $LDPFED_CACHE or ~/.cache/ldpfed)",
     "nonprivate_baseline": "train the non-private upper bound from clean data (simulation only)",
+    "privacy_model": "local (each user's reports reach the server as sent), shuffle (the same reports pass a shuffler that strips their origin and permutes each round's; the amplified central epsilon is reported beside the local ledgers, which stay enforced) or central (DP-FedAvg of a softmax head on clean encodings: clipped updates, Gaussian noise on the aggregate by Flower's DP wrapper; --epsilon is then the user-level target; simulation only; one user per node). docs/privacy_models.md",
+    "central_clip": "--privacy-model central: L2 clipping norm of each user's model update (with --central-clipping adaptive, the initial one)",
+    "central_clipping": "--privacy-model central: fixed (Flower's fixedclipping_mod) or adaptive (adaptiveclipping_mod: the norm tracks the median update norm from a noised count of clipped updates, Andrew et al. 2021; --central-noise is then the effective multiplier over both)",
+    "central_noise": "--privacy-model central: Flower's noise multiplier (noise std / clipping norm on the sum of updates); 0: calibrated to --epsilon",
+    "central_lr": "--privacy-model central: learning rate of each user's local SGD",
+    "central_epochs": "--privacy-model central: local epochs per round over the user's training records",
 }
 
 

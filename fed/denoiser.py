@@ -7,11 +7,17 @@ on what the server returned for its own record, next to what only the user knows
 
 e_n is the noisy output embedding the server computed from the released token vectors X~ =
 clip(X + Z) (rows of n x d), and Z = X~ - X is the user's own noise (after the clip, as the seed
-says). The seed feeds [e_n; x~_1..x~_n; z_1..z_n] as 2n + 1 vectors; here x~_t and z_t share
-one input vector per position ([x~_t, z_t], n + 1 vectors), which carries the same
-information at a quarter of the attention cost on a CPU. e_d is read from e_n's position
-after the last layer, as a correction added to e_n. Trained to the clean embedding by mean
-squared error.
+says). Two layouts (``DenoiserShape.layout``):
+
+- ``paper``: the seed's [e_n; x~_1..x~_n; z_1..z_n], 2n + 1 vectors, each with a learned
+  segment (e_n, x~ or z) and position, and a padding mask over the x~ and z halves (records
+  of different lengths; the seed's authors mask the same way).
+- ``joint``: x~_t and z_t share one input vector per position ([x~_t, z_t], n + 1 vectors, no
+  mask), the same information at a quarter of the attention cost on a CPU.
+
+e_d is read from e_n's position after the last layer: in the paper layout that state itself,
+through a linear read-out (seed eq. 10, e_d = h_0^L); in the joint layout as a correction added
+to e_n. Trained to the clean embedding by mean squared error.
 
 Everything D reads stays on the user; e_d depends on the clean token vectors, so it is not
 post-processing of the release and must not leave the user unless released again (and charged).
@@ -32,27 +38,37 @@ import numpy as np
 import torch
 from torch import nn
 
+from fed.weights_file import read_weights
+
+LAYOUTS = ("joint", "paper")
 MAX_FILE_BYTES = 64 * 2**20
 """Largest denoiser file a node reads (the bundle it travels in is no bigger)."""
 
 
 @dataclass(frozen=True)
 class DenoiserShape:
-    """The architecture: embedding dim, token positions, hidden width, layers and heads."""
+    """The architecture: embedding dim, token positions, hidden width, layers, heads, input layout and
+    feed-forward width (0: twice the hidden width)."""
 
     dim: int
     length: int
     hidden: int = 128
     layers: int = 2
     heads: int = 4
+    layout: str = "joint"
+    ff: int = 0
 
     def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"denoiser layout must be one of {LAYOUTS}, got {self.layout!r}")
         for name, value in asdict(self).items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if name == "layout":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "ff" else 1):
                 raise ValueError(f"denoiser {name} must be a positive integer, got {value!r}")
         if self.hidden % self.heads:
             raise ValueError(f"denoiser hidden width {self.hidden} is not a multiple of its {self.heads} heads")
-        if self.dim > 8192 or self.length > 4096 or self.hidden > 4096 or self.layers > 48:
+        if self.dim > 8192 or self.length > 4096 or self.hidden > 4096 or self.layers > 48 or self.ff > 16384:
             raise ValueError(f"denoiser shape {self} is larger than any this project ships")
 
 
@@ -63,10 +79,14 @@ class Denoiser(nn.Module):
         super().__init__()
         self.shape = shape
         self.output_in = nn.Linear(shape.dim, shape.hidden)
-        self.token_in = nn.Linear(2 * shape.dim, shape.hidden)
+        paper = shape.layout == "paper"
+        self.token_in = nn.Linear(shape.dim if paper else 2 * shape.dim, shape.hidden)
         self.position = nn.Parameter(torch.zeros(shape.length + 1, shape.hidden))
+        if paper:
+            self.segment = nn.Parameter(torch.zeros(3, shape.hidden))
         layer = nn.TransformerEncoderLayer(
-            shape.hidden, shape.heads, dim_feedforward=2 * shape.hidden, dropout=0.0, batch_first=True, norm_first=True
+            shape.hidden, shape.heads, dim_feedforward=shape.ff or 2 * shape.hidden, dropout=0.0, batch_first=True,
+            norm_first=True,
         )
         self.body = nn.TransformerEncoder(layer, shape.layers, enable_nested_tensor=False)
         self.out = nn.Linear(shape.hidden, shape.dim)
@@ -75,11 +95,29 @@ class Denoiser(nn.Module):
         self.register_buffer("output_scale", torch.ones(()))
         self.register_buffer("token_scale", torch.ones(()))
 
-    def forward(self, noisy_output: torch.Tensor, released: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """Denoised embeddings (n, dim) from e_n (n, dim), X~ and Z (n, length, dim)."""
+    def forward(
+        self, noisy_output: torch.Tensor, released: torch.Tensor, noise: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Denoised embeddings (n, dim) from e_n (n, dim), X~ and Z (n, t, dim), t <= length.
+
+        ``mask`` (n, t), paper layout only: 1 at real tokens, 0 at padding (default: all real).
+        """
         head = self.output_in(noisy_output / self.output_scale)[:, None]
-        tokens = self.token_in(torch.cat([released, noise], dim=-1) / self.token_scale)
-        hidden = self.body(torch.cat([head, tokens], dim=1) + self.position)
+        t = released.shape[1]
+        if self.shape.layout == "joint":
+            tokens = self.token_in(torch.cat([released, noise], dim=-1) / self.token_scale)
+            hidden = self.body(torch.cat([head, tokens], dim=1) + self.position[: t + 1])
+        else:
+            place = self.position[1 : t + 1]
+            parts = [
+                head + self.position[0] + self.segment[0],
+                self.token_in(released / self.token_scale) + place + self.segment[1],
+                self.token_in(noise / self.token_scale) + place + self.segment[2],
+            ]
+            real = torch.ones(released.shape[:2], dtype=torch.bool, device=released.device) if mask is None else mask.bool()
+            keep = torch.cat([real[:, :1] | True, real, real], dim=1)
+            hidden = self.body(torch.cat(parts, dim=1), src_key_padding_mask=~keep)
+            return self.out(hidden[:, 0]) * self.output_scale
         return noisy_output + self.out(hidden[:, 0]) * self.output_scale
 
     @torch.inference_mode()
@@ -124,17 +162,7 @@ class Denoiser(nn.Module):
     @classmethod
     def from_bytes(cls, data: bytes, name: str = "denoiser") -> "Denoiser":
         """A denoiser from :meth:`to_bytes`'s output; ValueError naming what is wrong with anything else."""
-        from safetensors.torch import load
-
-        if len(data) > MAX_FILE_BYTES:
-            raise ValueError(f"{name} is larger than a denoiser may be ({MAX_FILE_BYTES} bytes)")
-        try:
-            tensors = load(data)
-            # safetensors.torch.load returns no metadata; the format puts it in the JSON header
-            # that follows the header's 8-byte length (already validated by load above).
-            meta = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")]).get("__metadata__") or {}
-        except Exception as error:  # safetensors raises its own error types for malformed headers
-            raise ValueError(f"{name} is not a safetensors file: {error}") from None
+        tensors, meta = read_weights(data, name, MAX_FILE_BYTES, "a denoiser")
         if meta.get("ldpfed") != "denoiser":
             raise ValueError(f"{name} is not an ldpfed denoiser")
         try:

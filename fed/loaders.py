@@ -12,6 +12,10 @@ Split resolution in a folder:
    is read as split "all": every ``*.tsv`` in name order, concatenated, with the file of
    each record in ``groups``. "train" is a fixed 80% of it and "dev" / "test" the other
    20%, drawn by a permutation seeded with ``HOLDOUT_SEED`` (kept in file order).
+
+A folder spec may name its splits: ``<folder>:train=alps_train10k,dev=alps_test`` maps each
+split to a file stem in the folder or to a ``.tsv`` path. Splits it does not name resolve as
+above.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ def load_dataset(spec: str, split: str) -> TextDataset:
         ``GENERATED_SIZES``, seed 0); an existing local folder; otherwise a Hugging Face
         dataset id ("name" or "org/name"), optionally "id:config" (e.g.
         "nyu-mll/glue:sst2"). A spec that looks like a path (absolute, starting with "."
-        or "~", or with more than one "/") must be an existing folder.
+        or "~", or with more than one "/") must be an existing folder. A folder may be
+        followed by ":split=stem-or-file.tsv,..." naming its splits.
     split:
         "train", "dev", "test", or any split name the source has.
 
@@ -64,6 +69,9 @@ def load_dataset(spec: str, split: str) -> TextDataset:
         raise ValueError("split must be a non-empty name such as 'train' or 'dev'")
     if spec == "generated" or spec.startswith("generated:"):
         return _load_generated(spec, split)
+    named = _named_split(spec, split)
+    if named is not None:
+        return named
     folder = Path(spec).expanduser()
     if folder.is_dir():
         return _load_folder(folder, split)
@@ -72,6 +80,30 @@ def load_dataset(spec: str, split: str) -> TextDataset:
     if folder.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1:
         raise ValueError(f"dataset folder {spec} does not exist")
     return _load_hf(spec, split)
+
+
+def _named_split(spec: str, split: str) -> TextDataset | None:
+    """One split of a "<folder>:split=file,..." spec ("dev" falls back to a named "test"); None for other specs."""
+    head, sep, tail = spec.rpartition(":")
+    if not sep or "=" not in tail or not Path(head).expanduser().is_dir():
+        return None
+    folder = Path(head).expanduser()
+    mapping: dict[str, str] = {}
+    for item in tail.split(","):
+        name, eq, target = (part.strip() for part in item.partition("="))
+        if not eq or not name or not target:
+            raise ValueError(f"{spec}: split mapping must be 'split=file[,split=file...]', got {item!r}")
+        if name in mapping:
+            raise ValueError(f"{spec}: split {name!r} is named twice")
+        mapping[name] = target
+    key = "test" if split == "dev" and "dev" not in mapping and "test" in mapping else split
+    if key not in mapping:
+        return _load_folder(folder, split)
+    target = Path(mapping[key]).expanduser()
+    path = target if target.suffix == ".tsv" else folder / f"{mapping[key]}.tsv"
+    if not path.is_file():
+        raise ValueError(f"{spec}: split {key!r} names {path}, which is not a file")
+    return _read_files(folder, [path], f"{folder.name}/{key}")
 
 
 def _load_generated(spec: str, split: str) -> TextDataset:
@@ -141,12 +173,15 @@ def _load_folder(folder: Path, split: str) -> TextDataset:
     if not stems:
         raise ValueError(f"{folder} holds no .tsv files")
     if split in stems:
-        return _read_files(folder, [split], f"{folder.name}/{split}")
+        return _read_files(folder, [folder / f"{split}.tsv"], f"{folder.name}/{split}")
     if split == "dev" and "test" in stems:
-        return _read_files(folder, ["test"], f"{folder.name}/test")
+        return _read_files(folder, [folder / "test.tsv"], f"{folder.name}/test")
     if any(stem in _STANDARD_SPLITS for stem in stems) or split not in ("all", *_STANDARD_SPLITS):
-        raise ValueError(f"{folder} has no split {split!r}; available: {', '.join(stems)}")
-    everything = _read_files(folder, stems, f"{folder.name}/all")
+        raise ValueError(
+            f"{folder} has no split {split!r}; available: {', '.join(stems)}. "
+            f"Name the splits' files with '{folder}:train=<stem>,dev=<stem>'"
+        )
+    everything = _read_files(folder, [folder / f"{stem}.tsv" for stem in stems], f"{folder.name}/all")
     if split == "all":
         return everything
     order = np.random.default_rng(HOLDOUT_SEED).permutation(len(everything))
@@ -155,15 +190,14 @@ def _load_folder(folder: Path, split: str) -> TextDataset:
     return replace(everything.subset(np.sort(chosen)), name=f"{folder.name}/{split}")
 
 
-def _read_files(folder: Path, stems: list[str], name: str) -> TextDataset:
-    """Concatenate ``<stem>.tsv`` files; with several files, ``groups`` records the file."""
+def _read_files(folder: Path, paths: list[Path], name: str) -> TextDataset:
+    """Concatenate TSV files, labels named by the folder's ``labels.txt``; with several files, ``groups`` records the file."""
     texts: list[str] = []
     texts2: list[str] = []
     labels: list[int] = []
     groups: list[int] = []
     pairs = None
-    for index, stem in enumerate(stems):
-        path = folder / f"{stem}.tsv"
+    for index, path in enumerate(paths):
         file_texts, file_texts2, file_labels = read_tsv(path)
         if pairs is not None and pairs != (file_texts2 is not None):
             raise ValueError(f"{folder}: some files hold sentence pairs and some do not")
@@ -179,8 +213,8 @@ def _read_files(folder: Path, stems: list[str], name: str) -> TextDataset:
         texts2=tuple(texts2) if pairs else None,
         labels=label_array,
         label_names=_label_names(folder, label_array),
-        groups=np.array(groups, dtype=np.int64) if len(stems) > 1 else None,
-        group_names=tuple(stems) if len(stems) > 1 else (),
+        groups=np.array(groups, dtype=np.int64) if len(paths) > 1 else None,
+        group_names=tuple(path.stem for path in paths) if len(paths) > 1 else (),
     )
 
 

@@ -24,6 +24,7 @@ with the key named)::
     max_models = 4              # classifiers one evaluate message may apply; 1 to 64
     max_events = 32             # distinct privacy events one ledger may hold; 1 to 1024
     encoders = ["minilm", "bilstm"]  # encoders a setup bundle may name (bilstm: weights the server ships)
+    tuned_encoders = ["<sha256>", ...]  # stage-1 MiniLM weights a bundle may ship, by fingerprint (default: none)
     max_dim = 4096              # largest dim (bit encodings) or masks (mixups) a request may name; 1 to 2**20
     max_bundle_bytes = 67108864  # largest setup bundle in bytes; 1 to 64 MiB
 
@@ -38,11 +39,18 @@ float holds (a 400-digit integer is refused, not rounded).
 Sizes are checked before anything is allocated, built or written: a request naming a larger
 ``dim`` or ``masks`` is refused before its randomizer is built, and a larger bundle before it is read
 (in a simulation ``max_dim`` is at least the run's own dim and masks).
+
+Shipped transformer weights (``minilm-tuned``, fed.encoders.tuned) replace layers of the model the
+device runs on its records, so the owner allows them one by one: ``tuned_encoders`` lists the
+SHA-256 of each allowed file (the server prints it when it builds the bundle, fed.assets); a bundle
+whose weights are not listed is refused before any of its files is read (:meth:`DevicePolicy.bundle_refusal`),
+and ``minilm-tuned`` also needs ``minilm`` in ``encoders``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import sys
 import tomllib
 from collections.abc import Callable, Mapping
@@ -106,6 +114,10 @@ def _flag(value: Any) -> bool:
     return isinstance(value, bool)
 
 
+def _fingerprints(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) and re.fullmatch("[0-9a-f]{64}", v) for v in value)
+
+
 RR = f"'rr:<epsilon>' with epsilon in (0, {MAX_RR_EPSILON:g}]"
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "epsilon_sentence": (_positive, "a positive number or inf"),
@@ -121,6 +133,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_models": (_count(64), "an integer from 1 to 64"),
     "max_events": (_count(1024), "an integer from 1 to 1024"),
     "encoders": (_names, "a list of encoder names"),
+    "tuned_encoders": (_fingerprints, "a list of SHA-256 fingerprints (64 lowercase hex digits each)"),
     "max_dim": (_count(MAX_DIM), f"an integer from 1 to {MAX_DIM}"),
     "max_bundle_bytes": (_count(MAX_BUNDLE_BYTES), f"an integer from 1 to {MAX_BUNDLE_BYTES} (64 MiB)"),
 }
@@ -144,6 +157,7 @@ class DevicePolicy:
     max_models: int = 4
     max_events: int = 32
     encoders: tuple[str, ...] = ("minilm", "bilstm")
+    tuned_encoders: tuple[str, ...] = ()
     max_dim: int = 4096
     max_bundle_bytes: int = MAX_BUNDLE_BYTES
     release_floors: Mapping[str, float] = field(default_factory=dict, compare=False)
@@ -162,6 +176,7 @@ class DevicePolicy:
             raise ValueError(f"policy: mechanisms: unknown {unknown}; available: {sorted(RANDOMIZERS)}")
         object.__setattr__(self, "mechanisms", tuple(self.mechanisms))
         object.__setattr__(self, "encoders", tuple(self.encoders))
+        object.__setattr__(self, "tuned_encoders", tuple(self.tuned_encoders))
         if self.enforce == "amplified" and self.memoize is True:
             raise ValueError(
                 'policy: enforce = "amplified" and memoize = true cannot be combined: a memoized report repeats '
@@ -199,6 +214,7 @@ class DevicePolicy:
         """The policy as a TOML file (what ``ldpfed device init`` and ``ldpfed simulate`` write)."""
         data = {k: v for k, v in asdict(self).items() if k != "release_floors" and v is not None}
         data["mechanisms"], data["encoders"] = list(self.mechanisms), list(self.encoders)
+        data["tuned_encoders"] = list(self.tuned_encoders)
         for name in ("epsilon_sentence", "epsilon_user"):
             if math.isinf(data[name]):
                 data[name] = "inf"
@@ -239,9 +255,30 @@ class DevicePolicy:
         """
         from fed.encoders.token_matrix import split_spec
 
+        from fed.encoders.tuned import TUNED_SPEC
+
         tokens = split_spec(spec) if spec.startswith("tokens:") else None
-        if (tokens[1] if tokens else spec) not in self.encoders:
+        name = tokens[1] if tokens else spec
+        if (name if name != TUNED_SPEC else "minilm") not in self.encoders:
             return f"encoder {spec!r} is not allowed by this device's policy (allowed: {', '.join(self.encoders)})"
+        return None
+
+    def bundle_refusal(self, spec: str, digests: Mapping[str, str]) -> str | None:
+        """Why this policy refuses a bundle whose encoder is ``spec`` and whose files have these SHA-256
+        ``digests`` (by name), before any file is read (None: allowed). Shipped transformer weights must
+        be listed in ``tuned_encoders`` by fingerprint."""
+        from fed.encoders.tuned import TUNED_FILE, TUNED_SPEC
+
+        refused = self.encoder_refusal(spec)
+        if refused:
+            return refused
+        if spec == TUNED_SPEC and TUNED_FILE not in digests:
+            return f"encoder {TUNED_SPEC!r} needs its weights ({TUNED_FILE}) in the bundle"
+        if TUNED_FILE in digests and digests[TUNED_FILE] not in self.tuned_encoders:
+            return (
+                f"the shipped encoder weights (sha256 {digests[TUNED_FILE]}) are not allowed by this device's policy "
+                f"({len(self.tuned_encoders)} fingerprints listed in tuned_encoders)"
+            )
         return None
 
     @classmethod

@@ -25,8 +25,11 @@ from fed.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, p
 from fed.policy import DevicePolicy
 from fed.population import Population
 from fed.report import LedgerFigures, group_lines, privacy_report, summary
+from fed.privacy.events import PureEvent
+from fed.privacy.shuffle import ShuffledFigure, composed
 from fed.run_record import RunRecord
 from fed.user_results import group_summary, users_table
+from strategies import central
 from strategies.strategy import LdpStrategy
 from fed.tiers import run_tiers, tier_rows
 from fed.threads import limit_blas_threads
@@ -77,6 +80,8 @@ def run(grid: Grid, config: RunConfig) -> Path:
         (record.out / name).write_text(SIMULATED_POLICY + DevicePolicy.from_run(tier_config, plan).to_toml())
     public_check = _public_check(config, assets, public, strategy.num_labels)
     _baselines(config, assets, public if public_check.labels_match else None, strategy)
+    if config.privacy_model == "central":
+        return _run_central(grid, config, record, strategy, public_check, started)
 
     strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.rounds, timeout=config.round_timeout)
     inference = strategy.remote_inference(grid) if config.inference == "remote" else None
@@ -103,6 +108,9 @@ def run(grid: Grid, config: RunConfig) -> Path:
     result["warnings"] = config.schedule_warnings() + list(public_check.warnings)
     for text in result["warnings"]:
         print(f"ldpfed: WARNING: {text}", flush=True)
+    if strategy.shuffler is not None:
+        result["shuffled"] = shuffled_figure(config, strategy).to_json()
+        result["epsilon_shuffled"] = result["shuffled"]["epsilon"]
     result["groups"] = _user_results(record, strategy, figures)
     if strategy.clock is not None:
         result["virtual_seconds"] = strategy.clock.now
@@ -112,7 +120,8 @@ def run(grid: Grid, config: RunConfig) -> Path:
         result["tiers"] = tier_rows(tier_configs, strategy.plans, tier_of, sentence)
     record.write_json("summary.json", result)
     (record.out / "privacy_report.md").write_text(
-        privacy_report(config, strategy.plan, figures, result) + _warning_section(result["warnings"])
+        privacy_report(config, strategy.plan, figures, result) + _shuffled_section(result.get("shuffled"))
+        + _warning_section(result["warnings"])
     )
     plot_accuracy(record.rounds, record.out / "accuracy.png")
     plot_epsilon(figures.sentence, figures.user, strategy.plan.budget.epsilon_sentence, record.out / "epsilon.png")
@@ -121,6 +130,35 @@ def run(grid: Grid, config: RunConfig) -> Path:
             record.out / "reports.npz",
             **{k: np.concatenate([s[k] for s in strategy.saved]) for k in ("reports", "labels", "users")},
         )
+    print(f"ldpfed: done in {result['seconds']:.1f}s, summary in {record.out / 'summary.json'}", flush=True)
+    return record.out
+
+
+def _run_central(
+    grid: Grid, config: RunConfig, record: RunRecord, strategy: LdpStrategy, public_check: PublicCheck, started: float
+) -> Path:
+    """The rest of a --privacy-model central run: DP-FedAvg rounds, local inference, summary and report."""
+    head, plan = central.train(grid, config, strategy)
+    acc = central.evaluate(grid, strategy, {"private": head, **strategy.baselines})
+    accuracies = {
+        "accuracy_local": acc.get("private"),
+        "accuracy_public_only": acc.get("public_only"),
+        "accuracy_nonprivate": strategy.nonprivate_accuracy,
+    }
+    warnings = config.schedule_warnings() + list(public_check.warnings)
+    result = {
+        "privacy_model": "central",
+        **accuracies,
+        "epsilon_user_central": plan.epsilon,
+        "delta": config.delta,
+        "central": plan.to_json(),
+        "seconds": time.monotonic() - started,
+        "errors": strategy.errors,
+        "public_data": public_check.to_json(),
+        "warnings": warnings,
+    }
+    record.write_json("summary.json", result)
+    (record.out / "privacy_report.md").write_text(central.report(config, plan, accuracies) + _warning_section(warnings))
     print(f"ldpfed: done in {result['seconds']:.1f}s, summary in {record.out / 'summary.json'}", flush=True)
     return record.out
 
@@ -180,6 +218,37 @@ def _public_check(config: RunConfig, assets: Assets, public: TextDataset | None,
 def _policy_files(tiers: int) -> list[str]:
     """Where each tier's simulated policy is written: policy.toml, or policy-tier-<k>.toml with --tiers."""
     return ["policy.toml"] if tiers == 1 else [f"policy-tier-{k}.toml" for k in range(1, tiers + 1)]
+
+
+def shuffled_figure(config: RunConfig, strategy: LdpStrategy) -> ShuffledFigure:
+    """Sentence-level central epsilon of the shuffled training rounds (fed.privacy.shuffle).
+
+    eps0 is the largest pure epsilon of one training report over the run's plans (its label's
+    randomized response composed in); None when a report is not pure LDP (e.g. Gaussian) or
+    mixes several records (the bound takes one data point per report).
+    """
+    per_report = []
+    for plan in strategy.plans:
+        event = plan.train.event
+        if not isinstance(event, PureEvent) or plan.train.records_per_report != 1:
+            return composed(strategy.shuffled, None, config.delta)
+        per_report.append(event.epsilon + (config.label_epsilon or 0.0))
+    return composed(strategy.shuffled, max(per_report), config.delta)
+
+
+def _shuffled_section(shuffled: dict[str, Any] | None) -> str:
+    """The privacy report's shuffle-model section (empty text without --privacy-model shuffle)."""
+    if shuffled is None:
+        return ""
+    figure = "not available" if shuffled["epsilon"] is None else f"{shuffled['epsilon']:.4g}"
+    return (
+        "\n## Shuffle model (amplified; not enforced)\n\n"
+        f"- central sentence-level epsilon after shuffling: {figure} at delta {shuffled['delta']:g} "
+        f"(local epsilon of one report eps0 = {shuffled['eps0']}; reports shuffled per round: {shuffled['batch_sizes']})\n"
+        f"- {shuffled['note']}\n"
+        "- the users' ledgers above stay the enforced figures: a device cannot verify the shuffler\n"
+        "- user-level: no amplification is claimed (the local user-level figures above apply)\n"
+    )
 
 
 def _warning_section(warnings: list[str]) -> str:

@@ -37,10 +37,15 @@ from fed.requests import Refusal
 from fed.randomizers import make_randomizer
 from fed.randomizers.labels import make_label_release
 from fed.run_record import RunRecord
+from fed.shuffler import Shuffler
 from fed.population import Population
 from fed.tiers import run_tiers
 from fed.user_results import UserResults, round_metrics
 from fed.virtual_clock import VirtualClock
+
+
+SHUFFLE_STREAM = 0x5348
+"""Stream of the shuffler's permutations under the run seed (simulation; a deployed shuffler draws from the OS)."""
 
 
 class LdpStrategy(Strategy):
@@ -94,6 +99,10 @@ class LdpStrategy(Strategy):
         self.round_metrics: dict[str, Any] = {}
         self.user_results: UserResults | None = None
         self.attributes: UserAttributes | None = None
+        self.shuffler = Shuffler(np.random.default_rng([config.seed, SHUFFLE_STREAM])) if config.privacy_model == "shuffle" else None
+        """With --privacy-model shuffle: what stands between the nodes' replies and the classifier (fed.shuffler)."""
+        self.shuffled: list[int] = []
+        """Reports shuffled together in each training round (the batch sizes of the amplification bound)."""
 
     # -- setup -------------------------------------------------------------------------
     def setup(self, grid: Grid, bundle: np.ndarray, expected_nodes: int) -> None:
@@ -195,7 +204,8 @@ class LdpStrategy(Strategy):
             late = self.clock.run_round(sampled, np.minimum(records, per_round) if per_round else records)
             self.late = set(sampled[late].tolist())
             self.round_metrics.update({"users_late": len(self.late), "virtual_seconds": self.clock.now})
-        self.outbox = self._per_node(sampled.tolist(), protocol.TRAIN, summarise=not self.config.save_reports, late=self.late)
+        summarise = not self.config.save_reports and self.shuffler is None  # a shuffler takes single reports, not sums
+        self.outbox = self._per_node(sampled.tolist(), protocol.TRAIN, summarise=summarise, late=self.late)
         return self.outbox
 
     def aggregate_train(
@@ -206,7 +216,7 @@ class LdpStrategy(Strategy):
         ledger_seconds = 0.0
         hosts: dict[str, set[int]] = {}  # Ray node id -> users whose reports it served (simulation engine only)
         parts = [part for _, reply in self._received(self.outbox, replies) for part in protocol.read_release_replies(reply.content)]
-        top_randomizer = json.dumps(self.plan.train.params(), sort_keys=True)
+        on_time: list[NodeReply] = []
         for data in parts:
             if data.host and len(data.users):
                 hosts.setdefault(data.host, set()).update(np.unique(data.users).tolist())
@@ -216,7 +226,16 @@ class LdpStrategy(Strategy):
             ledger_seconds += data.ledger_seconds
             if len(data.users) and int(data.users[0]) in self.late:  # a straggler's part: it arrived too late
                 late += int(data.sums.count) if data.sums is not None else len(data.reports)
-                continue
+            else:
+                on_time.append(data)
+        if self.shuffler is not None:  # the shuffle model: the classifier sees the round's reports without origin
+            batches = self.shuffler.shuffle(on_time)
+            unknown = [np.full(len(b.reports), -1, dtype=np.int64) for b in batches]  # saved reports: origin unknown (-1)
+            on_time = [NodeReply(b.reports, b.labels, u, u, b.randomizer, b.label_channel) for b, u in zip(batches, unknown)]
+            self.shuffled.append(sum(len(b.reports) for b in batches))
+            self.round_metrics["reports_shuffled"] = self.shuffled[-1]
+        top_randomizer = json.dumps(self.plan.train.params(), sort_keys=True)
+        for data in on_time:
             transition = make_label_release(data.label_channel).transition_matrix()
             top = self.top_tier is not None and json.dumps(data.randomizer, sort_keys=True) == top_randomizer
             for aggregator in (self.aggregator, self.top_tier) if top else (self.aggregator,):

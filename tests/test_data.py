@@ -97,6 +97,22 @@ def test_missing_folder_and_bad_split(shared_data: Path, tmp_path: Path) -> None
         load_dataset(str(shared_data / "sst2"), "nope")
 
 
+def test_a_spec_names_its_splits(shared_data: Path, tmp_path: Path) -> None:
+    folder = shared_data / "ag_news"
+    spec = f"{folder}:train=alps_train10k,test=alps_test"
+    train, dev = load_dataset(spec, "train"), load_dataset(spec, "dev")
+    assert (len(train), len(dev)) == (10_001, len(load_dataset(f"{folder}:test=alps_test", "test")))
+    assert train.texts[0] == load_dataset(f"{folder}:train={folder / 'alps_train10k.tsv'}", "train").texts[0]
+    assert train.label_names == dev.label_names and len(train.label_names) == 4
+    assert load_dataset(f"{folder}:train=alps_train10k", "test").name == "ag_news/test"
+    with pytest.raises(ValueError, match="split 'train' names .*nope.tsv, which is not a file"):
+        load_dataset(f"{folder}:train=nope", "train")
+    with pytest.raises(ValueError, match="split mapping must be"):
+        load_dataset(f"{folder}:train=", "train")
+    with pytest.raises(ValueError, match="named twice"):
+        load_dataset(f"{folder}:train=a,train=b", "train")
+
+
 def test_tsv_errors_name_the_problem(tmp_path: Path) -> None:
     (tmp_path / "train.tsv").write_text("sentence\tlabel\nfine\t0\nbad row\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"train.tsv:3: 1 fields"):

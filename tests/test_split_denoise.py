@@ -93,3 +93,22 @@ def test_a_saved_denoiser_loads_to_the_same_outputs_and_bad_files_are_refused(tm
     save_file(state, str(tmp_path / "huge"), metadata=huge)
     with pytest.raises(ValueError, match="larger than any"):
         Denoiser.load(tmp_path / "huge")
+
+
+def test_the_paper_layout_reads_only_real_tokens_and_round_trips() -> None:
+    torch.manual_seed(0)
+    shape = DenoiserShape(dim=6, length=5, hidden=8, layers=2, heads=2, layout="paper", ff=16)
+    model = Denoiser(shape).eval()
+    torch.nn.init.normal_(model.out.weight)  # the read-out starts at zero; make it see something
+    e_n, released, noise = torch.randn(3, 6), torch.randn(3, 4, 6), torch.randn(3, 4, 6)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]])
+    junk_r, junk_z = released.clone(), noise.clone()
+    junk_r[mask == 0], junk_z[mask == 0] = 40.0, -40.0
+    with torch.no_grad():
+        out = model(e_n, released, noise, mask)
+        assert torch.allclose(out, model(e_n, junk_r, junk_z, mask), atol=1e-5)
+        assert not torch.allclose(out, model(e_n, junk_r, junk_z), atol=1e-3)
+        loaded = Denoiser.from_bytes(model.to_bytes())
+        assert loaded.shape == shape and torch.allclose(loaded(e_n, released, noise, mask), out, atol=1e-6)
+    with pytest.raises(ValueError, match="layout"):
+        DenoiserShape(dim=6, length=5, layout="other")

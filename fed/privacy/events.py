@@ -307,6 +307,20 @@ class MetricDPEvent(PureEvent):
 
 @register_event
 @dataclass(frozen=True)
+class CoordinateMetricDPEvent(MetricDPEvent):
+    """Seed 003's per-coordinate sampler (its authors' code) on ``tokens`` vectors of a domain of L1
+    diameter ``diameter``.
+
+    Per coordinate Gamma(d, rate eta) times U(-1, 1): each vector's run is pure
+    eta * ||x - x'||_1-private (fed.encoders.word_split), so eta * diameter per token with the
+    L1 diameter; composed over the tokens like :class:`MetricDPEvent`.
+    """
+
+    mechanism: ClassVar[str] = "metric_dp_l1"
+
+
+@register_event
+@dataclass(frozen=True)
 class BitFlipEvent(PureEvent):
     """A bit-flip randomizer on ``bits`` bits (SUE, OUE, OME; seed 004).
 

@@ -106,12 +106,13 @@ def _encode_run_data(config: RunConfig, progress: bool) -> list[str]:
     from fed.assets import check_public, default_cache_dir, load_public
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
+    from fed.encoders.tuned import TUNED_SPEC
     from fed.plan import encoder_spec
     from fed.population import Population
 
     population = Population.build(config)
     public = load_public(config)
-    if config.encoder == "bilstm":
+    if config.encoder in ("bilstm", TUNED_SPEC):  # trained on the public data inside the run
         return list(check_public(config, public, population.train.label_names).warnings)
     encoder = make_encoder(config.encoder)
     if config.dim > encoder.dim:  # fail now, not at the projection's fit inside the run
@@ -174,7 +175,7 @@ def _print_summary(out: Path, seconds: float) -> None:
     for key in (
         "accuracy_local", "accuracy_local_denoised", "accuracy_remote", "accuracy_nonprivate", "accuracy_public_only",
         "accuracy_top_tier_only", "enforce", "epsilon_enforced_max", "epsilon_sentence_max", "epsilon_sentence_median",
-        "epsilon_amplified_pld_max", "epsilon_user_max", "delta", "releases",
+        "epsilon_amplified_pld_max", "epsilon_user_max", "epsilon_shuffled", "epsilon_user_central", "delta", "releases",
     ):
         value = summary.get(key)
         table.add_row(key, "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))

@@ -172,10 +172,14 @@ def rdp_epsilon(schedule: Schedule) -> float:
     return float(rdp_accountant().compose(poisson_event(schedule)).get_epsilon(schedule.delta))
 
 
+def rdp_replace_one_accountant() -> dp_accounting.PrivacyAccountant:
+    """A fresh RDP accountant (default orders) under replace-one, the only relation of fixed-size sampling."""
+    return dp_accounting.rdp.RdpAccountant(neighboring_relation=Relation.REPLACE_ONE)
+
+
 def rdp_fixed_size_epsilon(schedule: Schedule) -> float:
     """RDP epsilon of the fixed-size sampled schedule under replace-one."""
-    accountant = dp_accounting.rdp.RdpAccountant(neighboring_relation=Relation.REPLACE_ONE)
-    return float(accountant.compose(fixed_size_event(schedule)).get_epsilon(schedule.delta))
+    return float(rdp_replace_one_accountant().compose(fixed_size_event(schedule)).get_epsilon(schedule.delta))
 
 
 def figures(schedule: Schedule) -> list[AccountantFigure]:

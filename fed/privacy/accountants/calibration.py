@@ -61,6 +61,7 @@ def calibrate_noise_multiplier(
     p: float,
     q: float = 1.0,
     releases: int | None = None,
+    dataset_size: int | None = None,
 ) -> Calibration:
     """Smallest noise multiplier (sigma / sensitivity) meeting (epsilon, delta) under ``accountant``.
 
@@ -74,13 +75,18 @@ def calibrate_noise_multiplier(
         T, the sampling rate and the inference true-data rate (per-record rate q*p).
     releases:
         Planned releases of the record, for ``worst-case`` only.
+    dataset_size:
+        For ``rdp`` only: n, for fixed-size sampling of round(q*p*n) of n without replacement under
+        replace-one neighbours (``amplified.fixed_size_event``) instead of Poisson sampling.
     """
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"unknown accountant {accountant!r}; choose one of {ACCOUNTANTS}")
     if math.isnan(epsilon) or math.isinf(epsilon) or epsilon <= 0:
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
     # The noise multiplier 1.0 is a placeholder that lets Schedule validate the rest.
-    schedule = Schedule(1.0, p, steps, delta, q=q, releases=releases)
+    if dataset_size is not None and accountant != "rdp":
+        raise ValueError("dataset_size (fixed-size sampling) is calibrated with the rdp accountant only")
+    schedule = Schedule(1.0, p, steps, delta, q=q, releases=releases, dataset_size=dataset_size)
     k = None
     if accountant == "worst-case":
         k = releases if releases is not None else worst_case.quantile_releases(schedule)
@@ -94,6 +100,8 @@ def calibrate_noise_multiplier(
             return worst_case.epsilon_for_releases(z, k, delta)
         if accountant == "clt":
             return clt.epsilon(trial)
+        if dataset_size is not None:
+            return amplified.rdp_fixed_size_epsilon(trial)
         return AMPLIFIED[accountant][0](trial)
 
     guess = clt.noise_multiplier_for_mu_total(gdp.mu_for_epsilon(epsilon, delta), schedule.rate, steps)
@@ -102,10 +110,11 @@ def calibrate_noise_multiplier(
     elif accountant == "clt":
         z = guess
     else:
-        make_accountant = AMPLIFIED[accountant][1]
+        make_accountant = AMPLIFIED[accountant][1] if dataset_size is None else amplified.rdp_replace_one_accountant
+        sampled = amplified.poisson_event if dataset_size is None else amplified.fixed_size_event
 
         def event(z: float) -> dp_accounting.DpEvent:
-            return amplified.poisson_event(replace(schedule, noise_multiplier=z))
+            return sampled(replace(schedule, noise_multiplier=z))
 
         lo, hi = _bracket(lambda z: make_accountant().compose(event(z)).get_epsilon(delta) > epsilon, guess)
         z = dp_accounting.mechanism_calibration.calibrate_dp_mechanism(
