@@ -48,7 +48,7 @@ import numpy as np
 
 from simulations.reproductions import REPORTS
 from simulations.reproductions._cells import (
-    SHARED_DATA, Results, Setting, common_arguments, fmt_number, fmt_spread, run_cells, table, write_readme,
+    Results, Setting, common_arguments, fmt_number, fmt_spread, run_cells, table, write_readme,
 )
 
 DESCRIPTION = "Seed 000 Tables 4-5: SST-2, DP layer on token vs latent (BiLSTM), dims 128/256/768, CLT vs strict accounting"
