@@ -1,0 +1,81 @@
+"""ldpfed reproduce: discovery, resumable cells, and the accounting each reproduction puts beside the paper."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from simulations import reproductions
+from simulations.cli import main
+from simulations.reproductions._cells import Results, fmt_spread, run_cells
+
+
+def test_list_names_every_reproduction(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "--list"]) == 0
+    listed = capsys.readouterr().out
+    for name in ("seed000_tables", "seed002_dpie", "seed004_bits"):
+        assert name in reproductions.names()
+        assert name in listed
+        assert reproductions.description(reproductions.load(name))
+
+
+def test_unknown_reproduction_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["reproduce", "seed999"])
+    assert exit_info.value.code == 2
+    assert "no reproduction named 'seed999'" in capsys.readouterr().err
+
+
+def test_finished_cells_are_skipped_and_kept(tmp_path) -> None:  # noqa: ANN001
+    calls: list[tuple[str, int]] = []
+
+    def compute(setting: dict, seed: int) -> dict:
+        calls.append((setting["row"], seed))
+        return {"accuracy": 0.5 + seed / 10}
+
+    cells = [({"row": r}, seed) for r in ("a", "b") for seed in range(2)]
+    results = Results(tmp_path, {"data": "x"})
+    run_cells(results, cells[:3], compute, "test")
+    assert len(calls) == 3
+    resumed = Results(tmp_path, {"data": "x"})
+    run_cells(resumed, cells, compute, "test")
+    assert calls[3:] == [("b", 1)]
+    assert resumed.values({"row": "a"}, "accuracy") == [0.5, 0.6]
+    assert fmt_spread(resumed.values({"row": "a"}, "accuracy")) == "55.00 [50.00, 60.00] (n=2)"
+
+
+def test_cells_of_another_setup_are_refused(tmp_path) -> None:  # noqa: ANN001
+    Results(tmp_path, {"data": "x"}).put({"row": "a"}, 0, {"accuracy": 1.0})
+    with pytest.raises(ValueError, match="another setup .*data"):
+        Results(tmp_path, {"data": "y"})
+    assert Results(tmp_path, {"data": "y"}, fresh=True).cells == {}
+
+
+def test_seed004_paper_accounting_states_its_true_cost() -> None:
+    import numpy as np
+
+    from simulations.reproductions.seed004_bits import build
+
+    mean, std = np.zeros(8), np.ones(8)
+    # The paper's Delta f = 2r gives SUE a per-bit budget l/2 = 5 times the strict one.
+    paper = build("sue", "paper", 1.0, None, 8, mean, std)
+    strict = build("sue", "strict", 1.0, None, 8, mean, std)
+    assert paper.true_epsilon == pytest.approx(5.0)
+    assert strict.true_epsilon <= 1.0 + 1e-9
+    assert build("ome", "paper", 1.0, 100.0, 8, mean, std).true_epsilon > 100
+    with pytest.raises(ValueError, match="cannot meet epsilon 1"):
+        build("ome", "strict", 1.0, 100.0, 8, mean, std)
+
+
+def test_seed002_paper_laplace_costs_sqrt_d_times_k_more() -> None:
+    from fed.privacy.composition import compose_epsilon
+    from simulations.reproductions.seed002_dpie import DELTA, K, build
+
+    dim = 384
+    paper = build("dpie-laplace", "paper", 1.0, dim)
+    assert compose_epsilon({paper.event: 1}, DELTA) == pytest.approx(K * math.sqrt(dim), rel=1e-3)
+    strict = build("dpie-laplace", "strict", 1.0, dim)
+    assert compose_epsilon({strict.event: 1}, DELTA) <= 1.0 + 1e-6
+    gaussian = build("dpie-gaussian", "strict", 1.0, dim)
+    assert compose_epsilon({gaussian.event: 1}, DELTA) <= 1.0 + 1e-6
