@@ -32,6 +32,7 @@ ADV = "tests/test_adversarial_server.py::"
 UR = "tests/test_user_requests.py::"
 PC = "tests/test_privacy_core.py::"
 DN = "tests/test_device_noise.py::"
+EXTRA = "tests/test_mutation_proof_extra.py::"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- issue 26's survivors ------------------------------------------------------------------------
@@ -386,7 +387,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        candidates = candidates[np.sort(first)]\n",
         "",
         ("tests/test_adversarial_memo.py::test_copies_of_a_record_never_leave_as_identical_reports",
-         "tests/test_adversarial_copies.py"),
+         f"{EXTRA}test_records_sharing_a_column_leave_once_per_step_and_never_past_the_budget"),
         "copies of one record are all released in one step, each checked as if it were the only release",
     ),
     Mutation(
@@ -463,7 +464,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fed/randomizers/clip_and_noise.py",
         'LAPLACE_NOISE = NoiseKind("scale", clip_l1, add_laplace, lambda b: 2 * b**2)',
         'LAPLACE_NOISE = NoiseKind("scale", clip_l2, add_laplace, lambda b: 2 * b**2)',
-        ("tests/test_randomizers_laplace.py::test_l1_clipping_and_event",),
+        ("tests/test_randomizers_laplace.py::test_l1_clipping_and_event",
+         f"{EXTRA}test_laplace_inputs_lie_in_the_l1_ball_whose_diameter_the_event_states"),
         "Laplace clips in L2 (seed 002's mistake): the L1 diameter is 2 C sqrt(d), not 2 C",
         fast=True,
     ),
@@ -490,7 +492,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fed/randomizers/bits.py",
         "return np.maximum(np.abs(np.log(p) - np.log(q)), np.abs(np.log1p(-p) - np.log1p(-q)))",
         "return np.abs(np.log(p) - np.log(q))",
-        ("tests/test_randomizers_bits.py::test_ome_true_epsilon_by_hand_and_far_above_its_claim",),
+        ("tests/test_randomizers_bits.py::test_ome_true_epsilon_by_hand_and_far_above_its_claim",
+         f"{EXTRA}test_bit_flip_true_epsilon_is_the_worst_log_ratio_over_every_output"),
         "a bit's cost reads only the output 1, not the output 0",
         fast=True,
     ),
@@ -524,11 +527,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         fast=True,
     ),
     Mutation(
-        "calibration-ignores-the-label-cost",
+        "gaussian-calibration-ignores-the-label-cost",
+        "fed/privacy/calibration.py",
+        "other = {e: n for e, n in (other_events or {}).items() if n > 0}",
+        "other = {}",
+        (f"{PC}test_calibration_with_label_cost_meets_target",),
+        "Gaussian noise is calibrated as if the labels' randomized response cost nothing",
+        fast=True,
+    ),
+    Mutation(
+        "noise-calibration-ignores-the-label-cost",
         "fed/randomizers/_common.py",
         "return compose_epsilon({**other, make_event(x): releases}, delta)",
         "return compose_epsilon({make_event(x): releases}, delta)",
-        (f"{PC}test_calibration_with_label_cost_meets_target",),
-        "noise is calibrated as if the labels' randomized response cost nothing",
+        (f"{EXTRA}test_a_calibration_with_the_labels_cost_meets_the_target_with_it",),
+        "Laplace, d_chi, bit-encoding and mixup noise is calibrated as if the labels cost nothing",
+        fast=True,
     ),
 )
