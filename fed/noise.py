@@ -71,7 +71,7 @@ def add_gaussian(x: np.ndarray, sigma: float, sensitivity: float, rng: np.random
         noise += x
         return noise
     measurement = _opendp_measurement("gaussian", float(sigma))
-    _check_certificate(measurement.map(float(sensitivity)), sensitivity**2 / (2 * sigma**2), "Gaussian rho")
+    _check_certificate(measurement.map(float(sensitivity)), 0.5 * (sensitivity / sigma) ** 2, "Gaussian rho")  # no sigma**2: 1e308 overflows
     return _apply(measurement, x)
 
 
@@ -86,7 +86,9 @@ def add_laplace(x: np.ndarray, scale: float, sensitivity: float, rng: np.random.
 
 
 def _check_certificate(certified: float, stated: float, what: str) -> None:
-    if not certified <= stated * (1 + ROUNDING):
+    """RuntimeError unless OpenDP's certified loss is at most the event's (a loss below the smallest
+    normal float, where the event's own figure underflows to 0 (clip 5e-324), is nothing)."""
+    if not (certified <= stated * (1 + ROUNDING) or certified < sys.float_info.min):
         raise RuntimeError(f"OpenDP certifies {what} {certified!r}, above the event's {stated!r}: nothing released")
 
 

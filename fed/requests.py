@@ -7,6 +7,7 @@ so a malformed or hostile request releases nothing and spends no budget.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -117,7 +118,10 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
     for key, value in limits.pinned:  # before anything could load what a pinned parameter names
         if params.get(key) != value:
             raise RequestRefused(f"{params['mechanism']}: '{key}' must be this user's own {value!r}, got {params.get(key)!r}"[:300], Refusal.POLICY)
-    cost = compose_epsilon({randomizer.event: 1}, limits.delta)
+    try:
+        cost = compose_epsilon({randomizer.event: 1}, limits.delta)
+    except (ValueError, OverflowError) as error:  # e.g. a Laplace event of sensitivity 1e-323: no PLD
+        raise RequestRefused(f"'randomizer' refused: the cost of {str(params)[:200]} cannot be computed ({' '.join(str(error).split())})"[:500]) from None
     if cost > limits.max_release_epsilon * (1 + 1e-9):
         raise RequestRefused(
             f"one release through {randomizer.params()} costs epsilon {cost:.4g}, above this "
@@ -146,10 +150,21 @@ def _randomizer(raw: Any, max_dim: int) -> Randomizer:
                 f"{mechanism}: '{name}' {str(value)[:30]} is above this device's limit of {max_dim} (policy: max_dim)",
                 Refusal.POLICY,
             )
+    for key, value in params.items():  # a JSON integer has any number of digits
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
+            raise RequestRefused(f"'randomizer' refused: '{str(key)[:50]}' is an integer of {value.bit_length()} bits, beyond the float range")
     try:
-        return make_randomizer(params)
+        randomizer = make_randomizer(params)
     except (ValueError, TypeError) as error:
         raise RequestRefused(f"'randomizer' refused: {error}") from None
+    try:  # finite parameters whose event leaves the floats (clip 1e308: sensitivity 2e308 = inf)
+        randomizer.event, randomizer.user_event
+    except (ValueError, OverflowError) as error:
+        shown = {k: v for k, v in params.items() if k != "mechanism"}
+        raise RequestRefused(
+            f"'randomizer' refused: {mechanism} with {str(shown)[:200]} states no finite privacy event ({error})"
+        ) from None
+    return randomizer
 
 
 def _reject_constant(name: str) -> float:

@@ -8,8 +8,9 @@ policy's budget, that a refusal left the ledger exactly as it was, and that a se
 charged exactly what it released.
 
 ``python -m simulations.fuzz_benchmark --messages 10000 --seed 0`` prints one table per
-node kind; ``tests/test_fuzz_node.py`` runs a slice in CI (1,000 messages of every type, summed
-over the node kinds).
+node kind, after the finite extremes (:data:`FINITE_EXTREMES` in every number of every randomizer);
+``tests/test_fuzz_node.py`` runs a slice in CI (1,000 messages of every type, summed over the node
+kinds, and the extremes once).
 """
 
 from __future__ import annotations
@@ -43,10 +44,13 @@ MESSAGE_TYPES = (
 DATA = "generated:40"
 """The node's data: 40 training and 8 query records of the generated corpus."""
 POLICY = {"epsilon_sentence": 3.0, "epsilon_user": "inf", "labels": "public", "evaluation": "rr:1.0"}
-"""The device owner's policy: some releases fit, most hostile ones do not."""
+"""The device owner's policy: some releases fit, most hostile ones do not. Spending is checked against
+it, never against the budget a node states about itself (a node may be wrong about that)."""
 RUN = {"data": DATA, "public": "none", "dim": 0, "clip": 1.0, "users": 1, "nodes": 1, "rounds": 1, "epsilon": 3.0, "labels": "public"}
 """The run config the (hostile) server sends."""
-HOSTILE_NUMBERS = (0, -1, 1e-12, 1e308, -1e308, math.nan, math.inf, -math.inf, 2**63 - 1, -(2**63), 0.5, 3, True, False)
+FINITE_EXTREMES = (1e308, 1.7976931348623157e308, 5e-324, 2.2250738585072014e-308, -0.0, 10**30, 2**63 - 1, 10**400)
+"""Numbers JSON carries that a float holds or nearly does: each must get a refusal naming it, or be served."""
+HOSTILE_NUMBERS = (0, -1, 1e-12, -1e308, math.nan, math.inf, -math.inf, -(2**63), 0.5, 3, True, False, *FINITE_EXTREMES)
 HOSTILE_VALUES = (*HOSTILE_NUMBERS, "", "x" * 300, "nan", "1e308", "[]", "{}", [1, 2], [0.5], ["a"], [True], b"\x00\xff")
 
 
@@ -106,6 +110,24 @@ def node(folder: Path, memoize: bool = True, engine: bool = False, cache: Path |
 
 
 # -- hostile messages ---------------------------------------------------------------------------
+def base_randomizers(dim: int) -> list[dict[str, Any]]:
+    """Valid randomizer parameters of every kind (before any mutation)."""
+    sigma = 3.0  # a little more noise than one release at epsilon 3 needs (2.78): a valid request
+    return [
+        {"mechanism": "gaussian", "clip": 1.0, "sigma": sigma},
+        {"mechanism": "gaussian", "clip": 1.0, "sigma": 2 * sigma},
+        {"mechanism": "gaussian-analytic", "clip": 1.0, "sigma": sigma},
+        {"mechanism": "laplace", "clip": 1.0, "scale": 500.0},
+        {"mechanism": "dchi", "clip": 1.0, "eta": 1.0},
+        {"mechanism": "sue", "epsilon": 1.0, "dim": dim},
+        {"mechanism": "oue", "epsilon": 1.0, "dim": dim},
+        {"mechanism": "ome", "epsilon": 1.0, "dim": dim, "lambda": 100.0},
+        {"mechanism": "dpie-gaussian", "k": 4, "max_coefficient": 0.25, "masks": 16, "clip": 1.0, "sigma": 40.0},
+        {"mechanism": "texthide", "k": 4, "masks": 16},
+        {"mechanism": "laplace-seed002", "clip": 1.0, "stated_epsilon": 1.0, "dim": dim, "allow_invalid": True},
+    ]
+
+
 class Hostile:
     """Seeded hostile message contents for one node.
 
@@ -152,23 +174,19 @@ class Hostile:
 
     # requests --------------------------------------------------------------------------------
     def _randomizer(self) -> dict[str, Any]:
-        sigma = 3.0  # a little more noise than one release at epsilon 3 needs (2.78): a valid request
-        base = self._pick(
-            [
-                {"mechanism": "gaussian", "clip": 1.0, "sigma": sigma},
-                {"mechanism": "gaussian", "clip": 1.0, "sigma": 2 * sigma},
-                {"mechanism": "gaussian-analytic", "clip": 1.0, "sigma": sigma},
-                {"mechanism": "laplace", "clip": 1.0, "scale": 500.0},
-                {"mechanism": "dchi", "clip": 1.0, "eta": 1.0},
-                {"mechanism": "sue", "epsilon": 1.0, "dim": self.dim},
-                {"mechanism": "oue", "epsilon": 1.0, "dim": self.dim},
-                {"mechanism": "ome", "epsilon": 1.0, "dim": self.dim, "lambda": 100.0},
-                {"mechanism": "dpie-gaussian", "k": 4, "max_coefficient": 0.25, "masks": 16, "clip": 1.0, "sigma": 40.0},
-                {"mechanism": "texthide", "k": 4, "masks": 16},
-                {"mechanism": "laplace-seed002", "clip": 1.0, "stated_epsilon": 1.0, "dim": self.dim, "allow_invalid": True},
-            ]
-        )
-        return self._mutate_dict(dict(base), self._chance(0.4))
+        return self._mutate_dict(dict(self._pick(base_randomizers(self.dim))), self._chance(0.4))
+
+    def extremes(self) -> list[tuple[str, RecordDict]]:
+        """Every base randomizer with each of its numbers set to each finite extreme, as a training
+        and a query release (in order, no chance involved)."""
+        messages = []
+        for base in base_randomizers(self.dim):
+            for key in [k for k, v in base.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]:
+                for value in FINITE_EXTREMES:
+                    for message_type, kind in ((protocol.TRAIN, "train"), (protocol.RELEASE, "query")):
+                        request = {"users": [0], "records": 0, "sampling": self.sampling[kind], "randomizer": json.dumps({**base, key: value})}
+                        messages.append((message_type, RecordDict({"request": ConfigRecord(request)})))
+        return messages
 
     def _mutate_dict(self, values: dict[str, Any], mutate: bool) -> dict[str, Any]:
         if not mutate:
@@ -332,15 +350,16 @@ def ledger(grid: Any) -> Ledger:
         return owner_ledgers(grid.node_ctx[NODE])[0]
 
 
-def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = False) -> dict[str, TypeStats]:
+def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = False, extremes: bool = False) -> dict[str, TypeStats]:
     """Send ``per_type`` hostile messages of every type (or ``per_type[type]`` of each) in a seeded
     order; check every reply.
 
     After each message the node's ledger database is compared with its state before (every
     table, memos included): a refusal must leave it untouched. Whenever it changed, the ledger
-    is read through the node's own ledger message and checked against the budget and against
-    what the reply released; a served message that left the database as it was charged nothing.
+    is read as the owner reads it and checked against the owner's :data:`POLICY` and against what
+    the reply released; a served message that left the database as it was charged nothing.
     ``exact``: the node runs in the simulation engine (evaluation outcomes are exact and free).
+    ``extremes``: first send :meth:`Hostile.extremes` (counted under their types as well).
     """
     counts = per_type if isinstance(per_type, dict) else dict.fromkeys(MESSAGE_TYPES, per_type)
     rng = np.random.default_rng(seed)
@@ -349,16 +368,24 @@ def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = Fal
     (reply,) = grid.send_and_receive([Message(protocol.setup_request(setup), dst_node_id=NODE, message_type=protocol.SETUP)])
     info = protocol.read_setup_reply(reply.content)
     hostile = Hostile(rng, setup, dim=info.dim, num_labels=info.num_labels)
-    stats = {t: TypeStats() for t in MESSAGE_TYPES}
     order = np.repeat(np.arange(len(MESSAGE_TYPES)), [counts.get(t, 0) for t in MESSAGE_TYPES])
     rng.shuffle(order)
+    stream = ((MESSAGE_TYPES[i], hostile.content(MESSAGE_TYPES[i])) for i in order.tolist())
+    return check_messages(grid, hostile, [*hostile.extremes(), *stream] if extremes else stream, exact)
+
+
+def check_messages(grid: Any, hostile: "Hostile", messages: Any, exact: bool) -> dict[str, TypeStats]:
+    """Send each ``(message type, content)`` of ``messages`` and check what it did (see :func:`fuzz`)."""
+    from fed.policy import DevicePolicy
+
+    policy = DevicePolicy.from_mapping(POLICY)
+    stats = {t: TypeStats() for t in MESSAGE_TYPES}
     seen: set[bytes] = set()
     current = ledger(grid)
+    queries = true_queries_released(grid)
     with LedgerWatch(ledger_file(grid)) as watch:
-        for index in order.tolist():
-            message_type = MESSAGE_TYPES[index]
+        for message_type, content in messages:
             entry = stats[message_type]
-            content = hostile.content(message_type)
             started = time.perf_counter()
             (reply,) = grid.send_and_receive([Message(content, dst_node_id=NODE, message_type=message_type)])
             entry.slowest = max(entry.slowest, time.perf_counter() - started)
@@ -384,17 +411,31 @@ def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = Fal
                     hostile.released = len(protocol.read_release_reply(reply.content).slots)
             served = refused is None and not reply.has_error()
             after = ledger(grid) if changed else current  # an unchanged database holds the same ledger
-            if changed:
-                budget = after.budget
-                if after.sentence_epsilon() > budget.epsilon_sentence * (1 + 1e-9) or after.user_epsilon() > budget.epsilon_user * (1 + 1e-9):
-                    entry.overruns += 1
-                    entry.problem(f"overrun after {message_type}: epsilon {after.sentence_epsilon():.4g} > {budget.epsilon_sentence}")
+            if changed and (
+                after.sentence_epsilon() > policy.epsilon_sentence * (1 + 1e-9) or after.user_epsilon() > policy.epsilon_user * (1 + 1e-9)
+            ):
+                entry.overruns += 1
+                entry.problem(
+                    f"overrun after {message_type}: epsilon {after.sentence_epsilon():.4g} (user {after.user_epsilon():.4g}) "
+                    f"> the owner's {policy.epsilon_sentence} ({policy.epsilon_user})"
+                )
             spent = after.releases() - current.releases()
+            if message_type == protocol.RELEASE:
+                now = true_queries_released(grid)
+                released, queries = now - queries, now
             if served and not _charged_as_released(message_type, spent, released, content):
                 entry.spend_without_release += 1
                 entry.problem(f"{message_type}: {spent} record releases charged for {released} released")
             current = after
     return stats
+
+
+def true_queries_released(grid: Any) -> int:
+    """True queries the node's users have released so far, from the users' own sessions (which the
+    node keeps apart from the ledger; the server never sees which query slots are true)."""
+    node = grid.node_ctx[NODE].state.config_records.get("node")
+    sessions = json.loads(str(node["users"])) if node is not None else {}
+    return sum(int(s.get("extra", {}).get("queries", {}).get("released_true", 0)) for s in sessions.values())
 
 
 class LedgerWatch:
@@ -450,8 +491,9 @@ def ledger_file(grid: Any) -> Path:
 
 
 def _released(message_type: str, content: RecordDict, seen: set[bytes], exact: bool) -> int:
-    """What a served reply released: new reports of a release, noisy outcomes of an evaluation."""
-    if message_type in (protocol.TRAIN, protocol.RELEASE):
+    """What a served reply released: new training reports, noisy outcomes of an evaluation (query
+    releases: :func:`true_queries_released`)."""
+    if message_type == protocol.TRAIN:
         fresh = 0
         for row in protocol.read_release_reply(content).reports:
             key = (message_type + ":").encode() + row.tobytes()
@@ -467,14 +509,13 @@ def _charged_as_released(message_type: str, spent: int, released: int, content: 
     """Whether a served message's charge matches what it released.
 
     A training report of a one-record randomizer costs its record one release (labels are
-    public here); a query release charges only true queries (fictitious ones are free) and a
-    mixup report several records; an evaluation charges one release per noisy outcome.
+    public here) and a mixup report several records; a query release charges each true query it
+    released once (``released``: from the users' sessions; fictitious ones are free); an evaluation
+    charges one release per noisy outcome.
     """
     if message_type == protocol.TRAIN:
         params = json.loads(str(content["request"]["randomizer"]))
         return spent == released if params["mechanism"] not in ("dpie-gaussian", "dpie-laplace", "texthide") else (spent > 0) == (released > 0)
-    if message_type == protocol.RELEASE:
-        return spent <= released
     return spent == released
 
 
@@ -504,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, memoize, engine in (("device, memoize on", True, False), ("device, memoize off", False, False), ("simulation engine", False, True)):
             started = time.perf_counter()
             grid = node(Path(work) / name.replace(" ", "-").replace(",", ""), memoize=memoize, engine=engine, cache=Path(work) / "cache")
-            stats = fuzz(grid, args.messages, args.seed, exact=engine)
+            stats = fuzz(grid, args.messages, args.seed, exact=engine, extremes=True)
             print(f"\n{name}: {sum(e.sent for e in stats.values())} messages in {time.perf_counter() - started:.1f} s")
             print(table(stats))
             failed |= any(e.uncaught or e.generic or e.overruns or e.spend_without_release for e in stats.values())

@@ -1,5 +1,7 @@
 """Every registry mechanism runs end to end (in-process ClientApp + ServerApp), and the run's
-ledger charges the TRUE cost that the randomizer's own event states (issue 3)."""
+ledger charges the TRUE cost that the randomizer's own event states (issue 3); for the Gaussians,
+Laplace and d_chi also the cost computed from the mechanism's own parameters (tests/true_cost.py,
+issue 26), so that a wrong event cannot pass."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from fed.privacy.ledger import Ledger
 from fed.randomizers import RANDOMIZERS
 from strategies.app import app as server_app
 from tests.local_grid import run_local
+from tests.true_cost import true_epsilon
 
 CASES = {
     "gaussian": dict(epsilon=8.0),
@@ -76,6 +79,9 @@ def test_every_mechanism_runs_and_its_ledger_charges_the_true_cost(case: str, tm
         most = int(ledger.counts.max(initial=0))
         expected = compose_epsilon({plan.train.event: most}, config.delta) if most else 0.0
         assert ledger.sentence_epsilon() == pytest.approx(expected, rel=1e-9)
+        true = true_epsilon(plan.train.params(), most, config.delta)  # from sigma, clip, scale, eta: not the event
+        if true is not None:
+            assert ledger.sentence_epsilon() == pytest.approx(true, rel=1e-6)
         assert ledger.sentence_epsilon() <= plan.budget.epsilon_sentence
     if case == "texthide":
         assert math.isinf(float(summary["epsilon_sentence_max"]))

@@ -87,11 +87,13 @@ def test_same_event_as_gaussian_and_round_trip_through_the_registry() -> None:
 
 
 def test_fast_audit_stays_within_the_claim() -> None:
-    randomizer = AnalyticGaussianRandomizer.calibrated(1.0, DELTA, 1, {"clip": 1.0})
+    """At delta 1e-2, where 20,000 draws see most of the claim (and half the noise fails:
+    tests/test_mutation_proof_audits.py); at 1e-5 they see a quarter of it."""
+    randomizer = AnalyticGaussianRandomizer.calibrated(3.0, 1e-2, 1, {"clip": 1.0})
     started = time.perf_counter()
-    result = fast_audit(randomizer, dim=8, claimed=1.0)
+    result = fast_audit(randomizer, dim=8, claimed=3.0, delta=1e-2)
     assert time.perf_counter() - started < 2.0
-    assert 0.1 < result.lower_bound <= 1.0 and result.verdict == "pass"
+    assert 1.5 < result.lower_bound <= 3.0 and result.verdict == "pass"
 
 
 @pytest.mark.parametrize(

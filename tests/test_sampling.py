@@ -102,11 +102,9 @@ def test_an_empty_poisson_step_is_a_step_not_a_refusal() -> None:
     "request_sampling,records,reason",
     [("all", 0, "not this run's sampling"), ("poisson:0.5", 0, "not this run's sampling"), ("poisson:0.1", 3, "must be 0")],
 )
-def test_sampling_in_a_request_is_validated_and_nothing_is_spent(request_sampling: str, records: int, reason: str) -> None:
-    user = _user(20)
+def test_sampling_in_a_request_is_refused_at_parse_before_any_user_sees_it(request_sampling: str, records: int, reason: str) -> None:
     with pytest.raises(RequestRefused, match=reason):
-        user.release("train", parse_release_request(_request(5.0, request_sampling, records), _limits(5.0, "poisson:0.1")))
-    assert user.state.ledger.releases() == 0 and user.state.calls == 0 and not user.state.ledger.steps
+        parse_release_request(_request(5.0, request_sampling, records), _limits(5.0, "poisson:0.1"))
 
 
 def test_worst_case_enforcement_ignores_sampling() -> None:

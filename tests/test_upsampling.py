@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import ks_2samp
+from scipy.stats import ks_2samp, kstest
 
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
@@ -126,7 +126,8 @@ def test_the_server_sees_slots_not_which_query_is_true() -> None:
     up = UpSampling(q=0.5, p=1.0, k=40)
     user = User(1, _records(n_query=10, dim=8), Budget(1e6, DELTA), PublicLabels(2), seed=2)
     request = _request(up, 0.5)
-    true_norms, fict_norms = [], []
+    true_norms, fict_norms, positions = [], [], []
+    jitter = np.random.default_rng(0)
     for _ in range(40):
         release = user.release("query", request)
         pending = np.asarray(user.state.extra["queries"]["pending"])
@@ -135,11 +136,14 @@ def test_the_server_sees_slots_not_which_query_is_true() -> None:
         norms = np.linalg.norm(release.reports, axis=1)
         true_norms += norms[pending >= 0].tolist()
         fict_norms += norms[pending == PENDING_FICTITIOUS].tolist()
+        true_slots = np.flatnonzero(pending >= 0)
+        positions += ((true_slots + jitter.random(len(true_slots))) / len(pending)).tolist()  # uniform within a slot
         _answer_all(user, release, up.k)
     # same randomizer, same dimension, clean norms both at the clip: report norms are alike
     assert ks_2samp(true_norms, fict_norms).pvalue > 1e-3
-    # shuffled: true queries are not the first slots
-    assert np.mean([0 <= i < 10 for i in np.flatnonzero(pending >= 0)]) < 1
+    # shuffled in every step: a true query's slot is uniform among the step's slots (400 positions;
+    # true queries first, last, or in any fixed place would fail)
+    assert len(positions) == 400 and kstest(positions, "uniform").pvalue > 1e-4
 
 
 def _host(up: UpSampling, sigma: float, folder: Path) -> NodeHost:

@@ -52,7 +52,15 @@ def _user(
 HOSTILE = [
     ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1.0, "sigma": SIGMA / 2})}, "floor"),
     ({"randomizer": '{"mechanism": "gaussian", "clip": 1.0, "sigma": NaN}'}, "not an accepted number"),
-    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1e308, "sigma": 1e308 * 10})}, "randomizer"),
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1e308, "sigma": 1e308 * 10})}, "Infinity is not an accepted number"),
+    # finite extremes JSON carries: each refused by name, never by the node's catch-all (issue 26)
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1e308, "sigma": SIGMA})}, r"'clip': 1e\+308.* states no finite privacy event"),
+    ({"randomizer": json.dumps({"mechanism": "dchi", "clip": 1.7976931348623157e308, "eta": 1.0})}, "states no finite privacy event"),
+    ({"randomizer": json.dumps({"mechanism": "dpie-gaussian", "k": 4, "max_coefficient": 0.25, "masks": 16, "clip": 5e-324, "sigma": SIGMA})}, r"'clip': 5e-324.* states no finite"),
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": -0.0, "sigma": SIGMA})}, "clip must be a positive finite number, got -0.0"),
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 10**400, "sigma": SIGMA})}, "'clip' is an integer of 1329 bits, beyond the float range"),
+    ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 10**30, "sigma": SIGMA})}, "floor"),
+    ({"randomizer": json.dumps({"mechanism": "laplace-seed002", "clip": 5e-324, "stated_epsilon": 1.0, "dim": 4, "allow_invalid": True})}, "cannot be computed"),
     ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": -1.0, "sigma": SIGMA})}, "clip"),
     ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1.0})}, "missing"),
     ({"randomizer": json.dumps({"mechanism": "gaussian", "clip": 1.0, "sigma": SIGMA, "x": 1})}, "unknown"),
@@ -151,5 +159,13 @@ def test_randomized_labels_are_charged() -> None:
     request = parse_release_request(_request(randomizer=json.dumps({"mechanism": "gaussian", "clip": 1.0, "sigma": sigma})), LIMITS)
     release = user.release("train", request)
     assert len(release.events) == 2
-    assert user.summary()["epsilon_sentence"] <= 3.0
-    assert not math.isnan(user.summary()["epsilon_user"])
+    ledger, label = user.state.ledger, RandomizedResponse(1.0, 2).event
+    representation = GaussianEvent(2.0, sigma)  # clip 1: replace-one sensitivity 2
+    assert set(ledger.events) == {representation, label}
+    counts = ledger.record_counts()  # each released record: one representation and one label charge
+    assert counts[ledger.events.index(label)].sum() == 3
+    assert (counts[ledger.events.index(label)] == counts[ledger.events.index(representation)]).all()
+    both = compose_epsilon({representation: 1, label: 1}, DELTA)  # 3.0 by the calibration above
+    assert user.summary()["epsilon_sentence"] == pytest.approx(both, rel=1e-9) and both == pytest.approx(3.0, rel=1e-4)
+    assert both > compose_epsilon({representation: 1}, DELTA) + 0.5  # the label's share is charged, not dropped
+    assert user.summary()["epsilon_user"] == pytest.approx(compose_epsilon({representation: 3, label: 3}, DELTA), rel=1e-6)

@@ -34,6 +34,10 @@ if not TYPE_CHECKING:
     dp_accounting = _OnUse("dp_accounting")
     pld = _OnUse("dp_accounting.pld.privacy_loss_distribution")
 
+PLD_SMALLEST_LOSS = 1e-100
+"""Smallest mu (Gaussian) or epsilon (Laplace) a PLD is built at; a smaller one is stated as this
+(an over-statement, so a valid bound; no real release is this noisy, but a request may ask for it)."""
+
 
 def check_positive(name: str, value: float) -> float:
     value = float(value)
@@ -83,9 +87,11 @@ class GaussianEvent(PrivacyEvent):
         return self.sensitivity / self.sigma
 
     def to_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
+        # The loss depends on sensitivity / sigma alone; from mu, floored at PLD_SMALLEST_LOSS, so
+        # that sigma 1e308 (whose square overflows) composes: a larger mu only over-states the loss.
         return pld.from_gaussian_mechanism(
-            standard_deviation=self.sigma,
-            sensitivity=self.sensitivity,
+            standard_deviation=1 / max(self.mu, PLD_SMALLEST_LOSS),
+            sensitivity=1.0,
             value_discretization_interval=value_discretization_interval,
         )
 
@@ -243,9 +249,10 @@ class LaplaceEvent(PureEvent):
         return self.sensitivity / self.scale
 
     def _finite_pld(self, value_discretization_interval: float) -> pld.PrivacyLossDistribution:
+        # As GaussianEvent.to_pld: from epsilon alone, floored (a sensitivity of 1e-323 breaks the PLD).
         return pld.from_laplace_mechanism(
-            parameter=self.scale,
-            sensitivity=self.sensitivity,
+            parameter=1 / max(self.epsilon, PLD_SMALLEST_LOSS),
+            sensitivity=1.0,
             value_discretization_interval=value_discretization_interval,
         )
 
