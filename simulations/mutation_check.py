@@ -5,7 +5,8 @@ For each mutation of :data:`simulations.mutations.MUTATIONS` the check copies th
 tracked files (as they are in the working tree) to a scratch folder, applies that one change
 (refusing a snippet not found exactly once), and runs the mutation's tests there with
 ``pytest -x -q -p no:cacheprovider -n 0`` under a per-mutation timeout. A mutation is caught when
-its tests fail (pytest's exit status 1). Before that, a baseline runs every selected mutation's
+its tests fail (pytest's exit status 1); it survives when they pass, and is reported as skipped when
+every test was skipped. Before that, a baseline runs every selected mutation's
 tests on an unchanged copy: they must pass, or no "caught" means anything.
 
 ``python -m simulations.mutation_check`` runs the whole table; ``--only NAME...`` some mutations,
@@ -36,7 +37,7 @@ from simulations.mutations import MUTATIONS, Mutation
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTEST = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-n", "0")
-CAUGHT, SURVIVED, ERROR, TIMEOUT = "caught", "survived", "error", "timeout"
+CAUGHT, SURVIVED, SKIPPED, ERROR, TIMEOUT = "caught", "survived", "skipped", "error", "timeout"
 
 
 class RottenMutation(ValueError):
@@ -133,6 +134,9 @@ def run_tests(tree: Path, tests: Sequence[str], timeout: float) -> tuple[int | N
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
         code = None
+    except BaseException:  # interrupted: leave no tests running on a scratch tree about to vanish
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
     return code, output[-2000:], time.monotonic() - started
 
 
@@ -143,7 +147,9 @@ def check_one(mutation: Mutation, timeout: float, root: Path = ROOT) -> Outcome:
         copy_tree(root, tree)
         apply(mutation, tree)
         code, tail, seconds = run_tests(tree, mutation.tests, timeout)
-    status = TIMEOUT if code is None else CAUGHT if code == 1 else SURVIVED if code == 0 else ERROR
+    status = TIMEOUT if code is None else CAUGHT if code == 1 else ERROR if code != 0 else SURVIVED
+    if status == SURVIVED and " passed" not in tail.strip().splitlines()[-1]:
+        status = SKIPPED  # every test skipped: nothing was tried
     return Outcome(mutation.name, mutation.tests, status, seconds, tail)
 
 
@@ -172,10 +178,20 @@ def select(names: Sequence[str] | None, seed: int | None, sample: int | None, fa
     return chosen
 
 
-def check(mutations: Sequence[Mutation], timeout: float, jobs: int = 1, root: Path = ROOT) -> list[Outcome]:
-    """Check each mutation on its own scratch copy, ``jobs`` at a time; outcomes in table order."""
+def check(
+    mutations: Sequence[Mutation], timeout: float, jobs: int = 1, root: Path = ROOT, progress: bool = False
+) -> list[Outcome]:
+    """Check each mutation on its own scratch copy, ``jobs`` at a time; outcomes in table order
+    (``progress``: a line on stderr as each one ends)."""
+
+    def one(mutation: Mutation) -> Outcome:
+        outcome = check_one(mutation, timeout, root)
+        if progress:
+            print(f"{outcome.name}: {outcome.status} ({outcome.seconds:.0f} s)", file=sys.stderr, flush=True)
+        return outcome
+
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(lambda m: check_one(m, timeout, root), mutations))
+        return list(pool.map(one, mutations))
 
 
 def table(outcomes: Sequence[Outcome]) -> str:
@@ -242,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code != 0:
             print(f"the baseline fails (pytest exit status {code}): no mutation result would mean anything\n{tail}", file=sys.stderr)
             return 3
-    outcomes = check(mutations, args.timeout, args.jobs)
+    outcomes = check(mutations, args.timeout, args.jobs, progress=True)
     show(outcomes)
     if args.json:
         args.json.write_text(json.dumps([{**asdict(o), "caught": o.caught} for o in outcomes], indent=1) + "\n")
