@@ -173,12 +173,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         issue=True,
     ),
     Mutation(
-        "token-level-dchi-half-noise",
+        "token-level-gaussian-half-noise",
         "fed/encoders/token_level.py",
-        "noisy = clean.cpu().numpy() + dchi_noise(n * length, d, self.noise, rng)",
-        "noisy = clean.cpu().numpy() + dchi_noise(n * length, d, 2 * self.noise, rng)",
-        ("tests/test_randomizers_token_level.py::test_audit_of_the_token_noise_step_stays_within_the_claim",),
-        "token-level d_chi release draws half the stated noise",
+        "noisy = add_gaussian(clean.cpu().numpy(), self.noise, self.diameter, rng)",
+        "noisy = add_gaussian(clean.cpu().numpy(), self.noise / 2, self.diameter, rng)",
+        ("tests/test_randomizers_token_level.py::test_audit_of_the_token_noise_step_stays_within_the_claim",
+         f"{EXTRA}test_the_token_gaussian_noise_step_on_its_worst_pair_stays_within_the_claim_and_sees_most_of_it"),
+        "the token-level Gaussian noise step adds half its stated noise",
         issue=True,
     ),
     Mutation(
