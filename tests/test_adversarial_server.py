@@ -129,6 +129,22 @@ def test_a_server_that_knows_the_seed_cannot_replay_a_devices_noise(data: Path, 
         assert error > 0.5 * SIGMA_AT_3, f"replayed noise within {error:.3g} of a device's reports"
 
 
+def test_a_server_that_knows_the_seed_cannot_replay_a_devices_coins(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    """Replay of all randomness, not just the Gaussian noise (OpenDP's): two devices given the same run
+    (same seed, config and data) must draw different coins for Poisson sampling and randomized-response
+    labels. Keyed by the run seed they would agree; by chance they agree with probability < 1e-5."""
+    sigma = calibrate_gaussian_sigma(3.0, DELTA, 1, 2.0, {RandomizedResponseEvent(1.0, 2): 1})
+    request = protocol.release_request([0], _gaussian(sigma), 0, "poisson:0.5")
+    draws = []
+    for i in range(2):
+        policy = _policy(tmp_path / f"p{i}.toml", epsilon_sentence=3.0, labels="rr:1.0")
+        grid = _device(data, bundle, tmp_path / f"dev{i}", policy, sampling="poisson:0.5", seed=7)
+        reply = protocol.read_release_reply(_send(grid, protocol.TRAIN, request).content)
+        sampled = np.flatnonzero(_ledger(grid).record_counts().sum(axis=0))  # which records the coins picked
+        draws.append((sampled.tolist(), reply.labels.tolist()))
+    assert draws[0] != draws[1], f"two devices of the same run drew the same coins: {draws[0]}"
+
+
 # -- 2. the policy, not the run config, sets what is released ------------------------------------
 @pytest.mark.parametrize(
     "run,randomizer,code",
