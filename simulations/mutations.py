@@ -81,7 +81,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "fed/node.py",
         "self.budget = Budget(policy.epsilon_sentence, policy.delta, policy.epsilon_user)",
         "self.budget = Budget(100 * policy.epsilon_sentence, policy.delta, 100 * policy.epsilon_user)",
-        (f"{FUZZ}[device]", f"{ADV}test_re_setup_and_a_new_run_keep_spending"),
+        # the fuzz (checked against the owner's policy) catches it too, but serving 100 times the releases
+        # takes it past the timeout on a loaded machine: docs/mutation_check.md
+        (f"{ADV}test_re_setup_and_a_new_run_keep_spending", f"{FUZZ}[device]"),
         "a node enforces 100 times the owner's budgets",
         issue=True,
     ),
