@@ -59,6 +59,12 @@ class Outcome:
     def caught(self) -> bool:
         return self.status == CAUGHT
 
+    @property
+    def caught_by(self) -> str:
+        """The test that failed first (pytest's "FAILED" line), "" if none did."""
+        failed = [line.split(" ")[1] for line in self.tail.splitlines() if line.startswith("FAILED ")]
+        return failed[0] if failed else ""
+
 
 def tracked_files(root: Path) -> list[str]:
     """The repository's tracked paths (``git ls-files``) that exist in the working tree."""
@@ -196,12 +202,12 @@ def check(
 
 def table(outcomes: Sequence[Outcome]) -> str:
     """The outcomes as a Markdown table (mutation, tests, caught, seconds), as docs/mutation_check.md quotes it."""
-    rows = ["| mutation | file | tests | caught | seconds |", "|---|---|---|---|---:|"]
+    rows = ["| mutation | file | tests (in order) | caught | first failing test | seconds |", "|---|---|---|---|---|---:|"]
     files = {m.name: m.file for m in MUTATIONS}
     for o in outcomes:
         tests = "<br>".join(t.removeprefix("tests/") for t in o.tests)
         caught = "yes" if o.caught else f"**no** ({o.status})"
-        rows.append(f"| {o.name} | {files.get(o.name, '')} | {tests} | {caught} | {o.seconds:.0f} |")
+        rows.append(f"| {o.name} | {files.get(o.name, '')} | {tests} | {caught} | {o.caught_by.removeprefix('tests/')} | {o.seconds:.0f} |")
     return "\n".join(rows)
 
 
@@ -261,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = check(mutations, args.timeout, args.jobs, progress=True)
     show(outcomes)
     if args.json:
-        args.json.write_text(json.dumps([{**asdict(o), "caught": o.caught} for o in outcomes], indent=1) + "\n")
+        args.json.write_text(json.dumps([{**asdict(o), "caught": o.caught, "caught_by": o.caught_by} for o in outcomes], indent=1) + "\n")
     if args.markdown:
         args.markdown.write_text(table(outcomes) + "\n")
     return 0 if all(o.caught for o in outcomes) else 1
