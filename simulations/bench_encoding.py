@@ -92,7 +92,7 @@ def raw_encode(tokenizer: Any, model: Any, texts: list[str], batch_size: int, de
     """Mean-pooled MiniLM encodings (len(texts), 384), batches sorted by token count."""
     import torch
 
-    from fed.encoders.hf import MINILM_MAX_LENGTH
+    from fed.encoders.hf import MINILM_MAX_LENGTH, masked_mean
 
     order = token_order(tokenizer, texts)
     out = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
@@ -103,9 +103,7 @@ def raw_encode(tokenizer: Any, model: Any, texts: list[str], batch_size: int, de
                 [texts[i] for i in batch], padding=True, truncation=True, max_length=MINILM_MAX_LENGTH,
                 return_tensors="pt",
             ).to(device)
-            states = model(**inputs).last_hidden_state
-            mask = inputs["attention_mask"].unsqueeze(-1).to(states.dtype)
-            out[batch] = ((states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)).cpu().numpy()
+            out[batch] = masked_mean(model(**inputs).last_hidden_state, inputs["attention_mask"]).cpu().numpy()
     return out
 
 

@@ -38,6 +38,12 @@ def minilm_path() -> Path:
     return path
 
 
+def masked_mean(states: Any, attention_mask: Any) -> Any:
+    """Mean of the last hidden states ``(n, L, d)`` over the positions the mask ``(n, L)`` keeps."""
+    weight = attention_mask.unsqueeze(-1).to(states.dtype)
+    return (states * weight).sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
+
+
 class HFEncoder:
     """Mean-pooled transformer sentence encoder.
 
@@ -180,8 +186,6 @@ class HFEncoder:
                 return_tensors="pt",
             ).to(self.device)
             with torch.inference_mode():
-                states = model(**inputs).last_hidden_state
-                mask = inputs["attention_mask"].unsqueeze(-1).to(states.dtype)
-                pooled = (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+                pooled = masked_mean(model(**inputs).last_hidden_state, inputs["attention_mask"])
             out[batch] = pooled.float().cpu().numpy()
         return out

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.encoders.hf import HFEncoder
+from fed.encoders.hf import HFEncoder, masked_mean
 from fed.weights_file import read_weights
 
 TUNED_SPEC = "minilm-tuned"
@@ -185,9 +185,7 @@ def finetune(
             inputs = tokenizer(
                 [texts[i] for i in idx], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
             ).to(device)
-            states = model(**inputs).last_hidden_state
-            mask = inputs["attention_mask"].unsqueeze(-1).to(states.dtype)
-            pooled = (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+            pooled = masked_mean(model(**inputs).last_hidden_state, inputs["attention_mask"])
             loss = torch.nn.functional.cross_entropy(head(pooled), y[idx].to(device))
             optimizer.zero_grad()
             loss.backward()

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from fed.encoders.hf import masked_mean
 from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent, check_positive
 
 SAMPLERS = ("dchi", "coordinate")
@@ -161,5 +162,4 @@ def server_pass(model: Any, rows: torch.Tensor, mask: torch.Tensor) -> torch.Ten
     """
     with torch.no_grad():
         hidden = model(inputs_embeds=rows.to(model.dtype), attention_mask=mask).last_hidden_state.float()
-    weight = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * weight).sum(dim=1) / weight.sum(dim=1).clamp(min=1.0)
+    return masked_mean(hidden, mask)

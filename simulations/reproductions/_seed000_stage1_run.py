@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from fed.classifier import NoiseAwareLDA, class_means, domain_shift, within_class_covariance  # noqa: E402
 from fed.dataset import TextDataset  # noqa: E402
+from fed.encoders.hf import masked_mean  # noqa: E402
 from fed.encoders.projection import PCAProjection  # noqa: E402
 from fed.encoders.tuned import finetune, read_tuned, tuned_bytes, weights_fingerprint  # noqa: E402
 from fed.loaders import load_dataset  # noqa: E402
@@ -83,9 +84,8 @@ def encode(tokenizer: Any, model: Any, texts: tuple[str, ...], device: str, batc
             inputs = tokenizer(
                 [texts[i] for i in idx], padding=True, truncation=True, max_length=ENCODE_LENGTH, return_tensors="pt"
             ).to(device)
-            states = model(**inputs).last_hidden_state
-            mask = inputs["attention_mask"].unsqueeze(-1).to(states.dtype)
-            out[idx] = ((states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)).float().cpu().numpy()
+            pooled = masked_mean(model(**inputs).last_hidden_state, inputs["attention_mask"])
+            out[idx] = pooled.float().cpu().numpy()
     return out
 
 
