@@ -124,6 +124,24 @@ def run_cells(
             progress.advance(task)
 
 
+def reproduce(
+    args: argparse.Namespace,
+    results: Results,
+    cells: Sequence[tuple[Setting, int]],
+    compute: Callable[[Setting, int], dict[str, Any]],
+    name: str,
+    report: Callable[[], list[str]],
+) -> int:
+    """Run the unfinished cells (one torch thread) unless ``--report-only``, then write the README."""
+    if not args.report_only:
+        import torch
+
+        torch.set_num_threads(1)
+        run_cells(results, cells, compute, f"reproduce {name}")
+    print(f"wrote {write_readme(args.out, report())}")
+    return 0
+
+
 def _short(setting: Setting) -> str:
     return " ".join(f"{k}={v}" for k, v in setting.items())
 

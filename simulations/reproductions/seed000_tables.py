@@ -48,7 +48,7 @@ import numpy as np
 
 from simulations.reproductions import REPORTS
 from simulations.reproductions._cells import (
-    Results, Setting, common_arguments, fmt_number, fmt_spread, run_cells, table, write_readme,
+    Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table,
 )
 
 DESCRIPTION = "Seed 000 Tables 4-5: SST-2, DP layer on token vs latent (BiLSTM), dims 128/256/768, CLT vs strict accounting"
@@ -90,14 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     results = Results(args.out, setup, fresh=args.fresh)
     context = Context(args.data, args.p, args.steps, args.pretrain_epochs)
     cells = [(s, seed) for s in settings(args, context) for seed in range(args.seeds)]
-    if not args.report_only:
-        import torch
-
-        torch.set_num_threads(1)
-        run_cells(results, cells, context.compute, f"reproduce {NAME}")
-    path = write_readme(args.out, report(results, args, context))
-    print(f"wrote {path}")
-    return 0
+    return reproduce(args, results, cells, context.compute, NAME, lambda: report(results, args, context))
 
 
 def settings(args: argparse.Namespace, context: "Context") -> list[Setting]:

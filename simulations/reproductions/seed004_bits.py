@@ -33,7 +33,7 @@ import numpy as np
 
 from simulations.reproductions import REPORTS
 from simulations.reproductions._cells import (
-    Results, Setting, common_arguments, fmt_number, fmt_spread, run_cells, table, write_readme,
+    Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table,
 )
 from simulations.reproductions._mlp import MLPRecipe, train_mlp
 
@@ -100,14 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         for acc in (("clean",) if protocol == "clean" else ("paper", "strict"))
         for seed in range(args.seeds)
     ]
-    if not args.report_only:
-        import torch
-
-        torch.set_num_threads(1)
-        run_cells(results, cells, lambda s, seed: compute(s, seed, args.data), f"reproduce {NAME}")
-    path = write_readme(args.out, report(results, args))
-    print(f"wrote {path}")
-    return 0
+    return reproduce(args, results, cells, lambda s, seed: compute(s, seed, args.data), NAME, lambda: report(results, args))
 
 
 @cache
