@@ -451,6 +451,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the randomized-response event's PLD is that of half its epsilon",
     ),
     Mutation(
+        "bits-released-sharper-than-charged",
+        "fed/randomizers/bits.py",
+        "out[start : start + step] = np.where(chunk > 0.5, u < self.p, u < self.q)",
+        "out[start : start + step] = np.where(chunk > 0.5, u < (1 + self.p) / 2, u < self.q / 2)",
+        (f"{DN}test_the_distinguishing_audit_of_the_device_sampler_stays_within_the_claim[sue]",),
+        "unary-encoding bits are released with sharper probabilities than the ledger charges",
+        fast=True,
+    ),
+    Mutation(
         "rr-keeps-more-often",
         "fed/randomizers/labels.py",
         "flip = rng.random(labels.size) >= self.keep_probability",

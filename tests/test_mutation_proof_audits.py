@@ -29,11 +29,7 @@ def _mutant(mechanism: str, epsilon: float, delta: float, options: dict):
     return build_for_audit(mechanism, epsilon, delta, 2, {"clip": 1.0, **options}, noise_factor=0.5)
 
 
-POWERLESS = {"sue": "at 100,000 draws its bound sees a third of the claim (0.82 of epsilon 1 at twice the epsilon)"}
-"""Device audits that cannot yet catch twice their epsilon in CI time (issue 26: left open)."""
-
-
-@pytest.mark.parametrize("mechanism", sorted(set(DEVICE_AUDITS) - set(POWERLESS)))
+@pytest.mark.parametrize("mechanism", sorted(DEVICE_AUDITS))
 def test_the_device_sampler_audit_settings_catch_half_the_noise(mechanism: str) -> None:
     epsilon, delta, options, power, samples = DEVICE_AUDITS[mechanism]
     honest = audit(build_for_audit(mechanism, epsilon, delta, 2, {"clip": 1.0, **options}), delta, samples, np.random.default_rng(1), CONFIDENCE)
