@@ -250,7 +250,7 @@ DIFFERENCES = [
     "(about 100,000 sentences); seed A.13 shows the public set's domain moves AUC.",
     "- **Denoiser training.** Fresh noise at every step (the group's two etas in turn) for a fixed number of steps "
     "within the time budget (see the Denoisers table) instead of 2 noise draws per sentence for 2 epochs; inputs "
-    "pass a linear layer with learned segment and position vectors, and the output is a correction added to e_n.",
+    "pass a linear layer with learned segment and position vectors, and e_d is read from e_n's position after the last layer through a linear read-out (seed eq. 10, e_d = h_0^L).",
     "- **Tasks.** QQP is a 9,000-pair subset of GLUE QQP train (training pairs and the 1,000 test pairs come from "
     "disjoint files); MRPC's test split is the labelled MSRP test; RTE is scored on GLUE dev (277 pairs; GLUE test "
     "labels are not public). Sentences are cut to 128 tokens (seed: 512).",
