@@ -99,7 +99,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "policy-encoder-allow-list-removed",
         "fed/policy.py",
-        "if (tokens[1] if tokens else spec) not in self.encoders:",
+        "if (name if name != TUNED_SPEC else \"minilm\") not in self.encoders:",
         "if False:",
         (f"{POL}test_policy_encoders_allow_list_alone_refuses_the_runs_own_encoder", f"{ADV}test_a_bundle_naming_an_encoder_outside_the_policy_is_refused"),
         "a bundle's encoder is not checked against the owner's allow-list",
@@ -428,8 +428,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "pld-composition-counts-once",
         "fed/privacy/composition.py",
-        "part = event.to_pld(step).self_compose(n)",
-        "part = event.to_pld(step)",
+        "part = _event_pld(event, step).self_compose(n)",
+        "part = _event_pld(event, step)",
         (f"{PC}test_mixed_ledger_matches_dp_accounting",),
         "a mixed ledger composes each distinct event once, whatever its count",
     ),
