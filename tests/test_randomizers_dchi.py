@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import MetricDPEvent, event_from_json
+from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent, event_from_json
 from fed.randomizers import make_randomizer
 from fed.randomizers.metric import DChiRandomizer, dchi_coordinate_variance, dchi_noise
 from tests.randomizer_helpers import DELTA, fast_audit
@@ -50,9 +50,11 @@ def _composed_pure_delta(epsilon0: float, k: int, epsilon: float) -> float:
     return float(np.sum(prob * np.clip(1 - np.exp(epsilon - loss), 0, None)))
 
 
+@pytest.mark.parametrize("kind", [MetricDPEvent, CoordinateMetricDPEvent])
 @pytest.mark.parametrize("tokens,releases", [(1, 1), (8, 1), (16, 3)])
-def test_ledger_matches_the_closed_form_composition(tokens: int, releases: int) -> None:
-    event = MetricDPEvent(eta=0.05, diameter=2.0, tokens=tokens)
+def test_ledger_matches_the_closed_form_composition(kind: type, tokens: int, releases: int) -> None:
+    """Both metric events (L2 d_chi and the per-coordinate L1 sampler) compose like pure eta x diameter DP."""
+    event = kind(eta=0.05, diameter=2.0, tokens=tokens)
     ours = compose_epsilon({event: releases}, DELTA)
     k = tokens * releases
     assert ours <= k * 0.1 + 1e-9

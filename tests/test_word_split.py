@@ -11,11 +11,9 @@ from scipy import special, stats
 from transformers import BertConfig, BertModel
 
 from fed.privacy.audit import dchi_llr, lr_epsilon_lower_bound
-from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent, event_from_json
 from fed.encoders.word_split import TableBounds, WordSplit, coordinate_rows, dchi_rows, server_pass, standard_gamma
 from tests.randomizer_helpers import DELTA
-from tests.test_randomizers_dchi import _composed_pure_delta
 
 
 def _tiny_model(rows: np.ndarray, layers: int = 1) -> BertModel:
@@ -106,16 +104,6 @@ def test_events_state_the_table_diameters() -> None:
     assert coord.event(7).epsilon == pytest.approx(7 * 0.5 * bounds.l1_diameter)
     assert coord.claimed_epsilon_per_token() == dchi.event(1).epsilon
     assert event_from_json(coord.event(3).to_json()) == coord.event(3)
-
-
-@pytest.mark.parametrize("tokens,releases", [(1, 1), (6, 2)])
-def test_ledger_composes_the_coordinate_event_like_pure_dp(tokens: int, releases: int) -> None:
-    event = CoordinateMetricDPEvent(eta=0.05, diameter=2.0, tokens=tokens)
-    ours = compose_epsilon({event: releases}, DELTA)
-    k = tokens * releases
-    assert ours <= k * 0.1 + 1e-9
-    assert _composed_pure_delta(0.1, k, ours) <= DELTA * 1.01
-    assert _composed_pure_delta(0.1, k, ours - 0.01) > DELTA
 
 
 @pytest.mark.parametrize("post_clip", [False, True])

@@ -154,6 +154,15 @@ def spread(values: Iterable[float]) -> dict[str, float] | None:
     return {"mean": sum(finite) / len(finite), "min": min(finite), "max": max(finite), "n": len(finite)}
 
 
+def fmt_range(values: Sequence[float], single: str = "") -> str:
+    """'mean [min, max]' to 3 decimals; the one value alone (followed by ``single``); '-' for none."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.3f}{single}"
+    return f"{sum(values) / len(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
+
+
 def fmt_spread(values: Iterable[float], scale: float = 100.0, digits: int = 2) -> str:
     """'mean [min, max] (n)' in percent by default; '-' when nothing finished."""
     s = spread(values)

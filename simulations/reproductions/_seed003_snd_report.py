@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from simulations.reproductions._cells import fmt_range
 from simulations.reproductions.seed003_snd import GPU_COMMAND
 
 DELTA = 1e-5
@@ -43,11 +44,7 @@ SAMPLER_NAMES = {"coordinate": "authors' per-coordinate", "dchi": "text's d_chi"
 
 def _stat(values: list[float]) -> str:
     """mean [min, max] of ``values`` (3 decimals), or the one value."""
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.3f} (1 seed)"
-    return f"{np.mean(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
+    return fmt_range(values, single=" (1 seed)")
 
 
 def _values(results: dict[str, Any], sampler: str, eta: float, task: str, method: str, metric: str) -> list[float]:

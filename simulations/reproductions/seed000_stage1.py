@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from simulations.report_file import write_report
+from simulations.reproductions._cells import fmt_range
 
 DESCRIPTION = "Seed 000 stage 1 (MiniLM fine-tuned on public data, shipped by fingerprint): SST-2 and MR at epsilon 1, 3, 8"
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,14 +86,6 @@ def make_input(setting: str) -> dict[str, Any]:
     }
 
 
-def _cell(values: list[float]) -> str:
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.3f}"
-    return f"{np.mean(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
-
-
 def report_lines(results: dict[str, Any], command: str) -> list[str]:
     """The report's markdown from a runner's results.json."""
     config = results["config"]
@@ -150,10 +143,10 @@ def report_lines(results: dict[str, Any], command: str) -> list[str]:
             got = [cells[k] for k in sorted(cells) if k.startswith(f"{task}/{encoder}/")]
             if not got:
                 continue
-            parts = [_cell([g["public_only"] for g in got]), _cell([g["nonprivate"] for g in got])]
-            parts += [_cell([g["private"][e] for g in got]) for e in epsilons]
-            parts += [_cell([g["combined"][e] for g in got]) for e in epsilons]
-            parts.append(_cell([g["clip"] for g in got]))
+            parts = [fmt_range([g["public_only"] for g in got]), fmt_range([g["nonprivate"] for g in got])]
+            parts += [fmt_range([g["private"][e] for g in got]) for e in epsilons]
+            parts += [fmt_range([g["combined"][e] for g in got]) for e in epsilons]
+            parts.append(fmt_range([g["clip"] for g in got]))
             lines.append(f"| {label} | " + " | ".join(parts) + " |")
         lines.append("")
         best = []
