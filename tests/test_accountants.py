@@ -26,7 +26,7 @@ from fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_mul
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
 from simulations.cli import main
-from simulations.composition_plot import plot_schedule
+from simulations.commands.privacy import plot_schedule
 
 DELTA = 1e-5
 EXAMPLE = "privacy --mechanism gaussian --noise-multiplier 1.0 --p 0.01 --steps 1000 --delta 1e-5 --json".split()

@@ -1,4 +1,4 @@
-"""simulations.bench_scale on synthetic inputs: steady-state figures, noise-bound fraction, plot, memory sampler.
+"""simulations.benchmarks.bench_scale on synthetic inputs: steady-state figures, noise-bound fraction, plot.
 
 No simulation is launched here (the benchmark itself is run by hand).
 """
@@ -6,21 +6,14 @@ No simulation is launched here (the benchmark itself is run by hand).
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
-from simulations.bench_scale import (
+from simulations.benchmarks.bench_scale import (
     PROFILES,
-    TAG_VARIABLE,
     Run,
-    TreeMemory,
     build_parser,
     noise_fraction,
     normals_per_second,
@@ -91,31 +84,6 @@ def test_tables_and_plot_are_written(tmp_path: Path, capsys: pytest.CaptureFixtu
     path = tmp_path / "plots" / "bench_scale.png"
     write_plot(report, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_memory_sampler_counts_descendants_and_tagged_orphans() -> None:
-    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
-    env = dict(os.environ, **{TAG_VARIABLE: "t1"})
-    # the root and its child form the tree; a tagged process outside it stands for a re-parented one
-    root = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen(sys.argv[1:]); time.sleep(30)", *sleeper], env=env)
-    orphan = subprocess.Popen(sleeper, env=env)
-    started: list[int] = []
-    try:
-        time.sleep(1.0)
-        memory = TreeMemory(root.pid, "t1", interval=0.05)
-        started = sorted(memory.members() - {root.pid, orphan.pid})
-        with memory:
-            time.sleep(0.3)
-        assert len(started) == 1
-        assert {p["pid"] for p in memory.peak_processes} == {root.pid, orphan.pid, *started}
-        assert set(memory.reparented) == {orphan.pid}
-        assert memory.peak_rss_kb == sum(p["rss_kb"] for p in memory.peak_processes) > 0 and memory.peak_pss_kb > 0
-    finally:
-        for pid in started:
-            os.kill(pid, signal.SIGKILL)
-        for process in (root, orphan):
-            process.kill()
-            process.wait()
 
 
 def test_options() -> None:

@@ -1,4 +1,4 @@
-"""simulations.device_costs without a SuperLink: latency per release and bytes per report, through
+"""simulations.benchmarks.device_costs without a SuperLink: latency per release and bytes per report, through
 the real device path (outside the simulation engine, durable ledger), with a handful of releases."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fed.noise import ENGINE_SAMPLER
-from simulations import device_costs
+from simulations.benchmarks.device_costs import benchmark
 
 RELEASES = 3
 PARTS = ("encode", "clip_noise", "charge", "commit", "message", "encode_plus_message")
@@ -18,7 +18,7 @@ PARTS = ("encode", "clip_noise", "charge", "commit", "message", "encode_plus_mes
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    return device_costs.run_benchmark(
+    return benchmark.run_benchmark(
         tmp_path_factory.mktemp("device-costs"), data="generated:24", public="generated:20", releases=RELEASES,
         full_dim=False, token_block_releases=1,
     )
@@ -67,17 +67,17 @@ def test_bytes_per_report_count_the_report_inside_the_message(results: dict) -> 
 
 
 def test_figures_print_as_a_table_and_serialize_as_json(results: dict, tmp_path: Path) -> None:
-    text = device_costs.table(results)
+    text = benchmark.table(results)
     for label in ("encode one sentence", "clip + noise", "durable charge", "train message", "bytes per report"):
         assert label in text
     path = tmp_path / "figures.json"
-    path.write_text(json.dumps(results, default=device_costs._json_default))
+    path.write_text(json.dumps(results, default=benchmark._json_default))
     assert json.loads(path.read_text())["latency"]["default"]["parts"]["message"]["n"] == RELEASES
     assert "supernode" not in results  # the SuperNode part runs only with --supernode
 
 
 def test_help_names_the_supernode_flag(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
-        device_costs.main(["--help"])
+        benchmark.main(["--help"])
     assert done.value.code == 0
     assert "--supernode" in capsys.readouterr().out

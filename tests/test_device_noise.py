@@ -139,7 +139,7 @@ def test_every_default_device_mechanism_has_a_float_safe_sampler() -> None:
 
 
 def test_the_sampler_timing_script_prints_both_samplers(capsys: pytest.CaptureFixture[str]) -> None:
-    from simulations import noise_speed
+    from simulations.benchmarks import noise_speed
 
     assert noise_speed.main(["--repeats", "1"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| device") or line.startswith("| engine")]

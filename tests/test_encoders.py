@@ -150,7 +150,7 @@ def test_cache_concurrent_writers(tmp_path: Path) -> None:
 
 
 def test_bench_encoding_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from simulations import bench_encoding
+    from simulations.benchmarks import bench_encoding
 
     assert bench_encoding.main(["--sentences", "8", "--no-progress", "--out", str(tmp_path / "bench.json")]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line]

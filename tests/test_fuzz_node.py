@@ -1,6 +1,6 @@
 """Hostile messages never crash a node, overrun its budget, or spend without a release (issue 9, item 4).
 
-A seeded slice of ``simulations.fuzz_benchmark``: 1,000 hostile messages of every message type
+A seeded slice of ``simulations.checks.fuzz_benchmark``: 1,000 hostile messages of every message type
 (and of unknown types) per run, split over two devices (memoize on and off) and one
 simulation-engine node, each built once for the module. Spending is checked against the owner's
 policy (fuzz_benchmark.POLICY), query releases against the true queries the users released.
@@ -15,8 +15,8 @@ import pytest
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
 from clients import protocol
-from simulations import fuzz_benchmark
-from simulations.fuzz_benchmark import MESSAGE_TYPES, NODE
+from simulations.checks import fuzz_benchmark
+from simulations.checks.fuzz_benchmark import MESSAGE_TYPES, NODE
 
 PER_RUN = 1000
 """Hostile messages of every type per test run, summed over the node kinds (issue 9, item 4)."""
@@ -27,7 +27,7 @@ SLICES = {"device-memoize": (True, False, DEVICE), "device": (False, False, DEVI
 hundreds of milliseconds (privacy accounting and OpenDP noise, against 2 ms for most messages), so
 the devices get fewer training and query releases and the engine node the rest, and the finite
 extremes (fuzz_benchmark.FINITE_EXTREMES in every number of every randomizer, as training and query
-releases); the benchmark (``python -m simulations.fuzz_benchmark --messages N``) runs the long
+releases); the benchmark (``python -m simulations.checks.fuzz_benchmark --messages N``) runs the long
 version on every kind."""
 
 

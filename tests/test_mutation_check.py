@@ -1,5 +1,5 @@
 """The privacy mutation check (issue 26) in CI: its table fits the code, and a seeded slice of fast
-mutations is caught (the full table: ``python -m simulations.mutation_check``, docs/mutation_check.md)."""
+mutations is caught (the full table: ``python -m simulations.checks.mutation_check``, docs/mutation_check.md)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from simulations.mutation_check import CAUGHT, RottenMutation, apply, check_one, rot, select
-from simulations.mutations import MUTATIONS, Mutation
+from simulations.checks.mutation_check import CAUGHT, RottenMutation, apply, check_one, rot, select
+from simulations.checks.mutations import MUTATIONS, Mutation
 
 SLICE_SEED = 26
 SLICE_SIZE = 2

@@ -10,11 +10,11 @@ from fed.classifier import NoiseAwareLDA, class_means, within_class_covariance
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.labels import RandomizedResponse
 from fed.report_sums import ReportSums
-from simulations.weighting_study import SKEWED, accuracy, evaluation_set, tiers
+from simulations.experiments.weighting_study import SKEWED, accuracy, evaluation_set, tiers
 
 
 def test_adding_the_noisiest_tier_never_lowers_accuracy_under_inverse_variance_weighting() -> None:
-    # 40,000 reports at epsilon 1, 4,000 each at epsilon 3 and 8 (simulations/weighting_study.py).
+    # 40,000 reports at epsilon 1, 4,000 each at epsilon 3 and 8 (simulations/experiments/weighting_study.py).
     test = evaluation_set()
     gains: dict[str, list[float]] = {"inverse-variance": [], "pooled": []}
     for seed in range(20):

@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from fed.privacy.accountants import AccountantFigure, Schedule
+
+PRV_BAND = ("prv_lower", "prv_upper")
+"""The curves drawn as one band: the PRV accountant's lower and upper bounds."""
 HELP = "Epsilon of a Gaussian schedule under every accountant (worst-case ledger, CLT, PLD, RDP, PRV, baselines)."
 
 
@@ -69,14 +76,63 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         if noise_multiplier is None:
             raise ValueError("--plot needs --noise-multiplier or --sigma")
-        from simulations.composition_plot import plot_schedule
-
         output["plot"] = str(plot_schedule(schedule, args.plot))
     if args.json:
         print(json.dumps(output, indent=2))
     else:
         _print_tables(output)
     return 0
+
+
+def step_grid(max_steps: int, points: int = 25) -> list[int]:
+    """About ``points`` distinct integers log-spaced from 1 to ``max_steps``."""
+    import numpy as np
+
+    return sorted({int(round(x)) for x in np.geomspace(1, max_steps, points)})
+
+
+def plot_curves(curves: dict[str, list[AccountantFigure]], steps: Sequence[int], path: str | Path, title: str) -> Path:
+    """One line per accountant (PRV lower/upper as a band), log-x and log-y."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for key, figs in curves.items():
+        if key in PRV_BAND:
+            continue
+        xs, ys = _available(steps, figs)
+        if xs:
+            style = "--" if figs[0].kind == "estimate" else "-"
+            width = 4.0 if key == "pld" else 1.5  # PLD and the PRV estimate coincide; keep both visible
+            ax.plot(xs, ys, style, lw=width, marker=".", label=f"{figs[0].name} [{figs[0].kind}]")
+    if all(k in curves for k in PRV_BAND):
+        xs, low = _available(steps, curves["prv_lower"])
+        _, high = _available(steps, curves["prv_upper"])
+        if xs:
+            ax.fill_between(xs, low, high, alpha=0.3, label="PRV accountant, lower to upper")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("steps T")
+    ax.set_ylabel("epsilon")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_schedule(schedule: Schedule, path: str | Path, points: int = 25) -> Path:
+    """Plot every accountant for ``schedule`` run for 1..T steps."""
+    from fed.privacy.accountants import figures_over_steps
+
+    steps = step_grid(schedule.steps, points)
+    return plot_curves(figures_over_steps(schedule, steps), steps, path, schedule_title(schedule))
 
 
 def _noise_multiplier(args: argparse.Namespace) -> float | None:
@@ -137,3 +193,17 @@ def _fmt(value: float | str | None) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else f"{value:.4g}"
+
+
+def _available(steps: Sequence[int], figs: list[AccountantFigure]) -> tuple[list[int], list[float]]:
+    pairs = [(t, f.epsilon) for t, f in zip(steps, figs, strict=True) if f.epsilon is not None and f.epsilon > 0]
+    return [t for t, _ in pairs], [e for _, e in pairs]
+
+
+def schedule_title(schedule: Schedule) -> str:
+    """The plot's title: the schedule, and what its amplified and CLT figures assume."""
+    s = schedule
+    return (
+        f"epsilon vs steps: z = {s.noise_multiplier:g}, p = {s.p:g}, q = {s.q:g}, delta = {s.delta:g}\n"
+        "amplified figures assume the server cannot link a report to its record; CLT is an estimate"
+    )

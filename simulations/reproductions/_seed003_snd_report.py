@@ -253,7 +253,7 @@ DIFFERENCES = [
     "labels are not public). Sentences are cut to 128 tokens (seed: 512).",
     "- **Classifier.** The seed gives layers and widths only; ours trains with Adam and picks the epoch on 10% of "
     "the training pairs.",
-    "- **Baselines.** Text2Text and RAPT are not run here (simulations/snd_table.py runs Text2Text in the earlier setup).",
+    "- **Baselines.** Text2Text and RAPT are not run here (simulations/experiments/snd_table.py runs Text2Text in the earlier setup).",
     "- **Seeds.** The seed states no number of runs; ours vary the noise and the classifier, not the denoiser or "
     "the data sample.",
     "- **Privacy statement.** The seed reports eta only. The per-coordinate sampler's true epsilon is eta times the "

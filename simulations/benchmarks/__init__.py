@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that measure ldpfed's speed, memory and cost."""
