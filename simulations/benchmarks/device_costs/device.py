@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[3]
 DEFAULT_DATA = "generated:200"
 DEFAULT_PUBLIC = "generated:200"
 POLICY = 'epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\n'
-"""The owner's policy the benchmark device runs under: the README's example policy (epsilon 8 per
+"""The owner's policy the benchmark device runs under: the example policy of docs/deployment.md (epsilon 8 per
 sentence, public labels) without a user-level cap, so that every release of the benchmark is
 granted; every other key keeps its strict default (memoize on, evaluation none)."""
 NODE_ID = 1000  # simulations.local_grid numbers its nodes from 1000
