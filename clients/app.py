@@ -23,7 +23,7 @@ from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 from clients import protocol
 from fed.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpacked
 from fed.cohort import Cohort
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.device_records import StoredRecords, load_records, records_key, save_records
 from fed.hosts import NodeHosts
 from fed.node import NodeHost, sessions_from_json
@@ -72,11 +72,13 @@ def _handler(message_type: str) -> str:
 app = NodeApp()
 limit_blas_threads()  # once per process (Ray actor or device)
 
+_SPECS: dict[str, RunSpec] = {}
+"""repr of a run config -> its run spec (per process)."""
 # Per process: clean records of the hosted users, by bundle content (a bundle re-sent with other
 # bytes but the same files, e.g. a tar cut short in its trailing padding, unpacks to another folder
 # and would otherwise re-hash the encoder's weights and rebuild the population). In the engine (one
 # Ray actor) built once per run; on a device read from its record store (fed.device_records) by key.
-_RECORDS: dict[tuple[RunConfig, int, int, str] | str, StoredRecords] = {}
+_RECORDS: dict[tuple[RunSpec, int, int, str] | str, StoredRecords] = {}
 _CONTENT: dict[str, str] = {}
 _ASSETS: dict[str, Assets] = {}
 """Unpacked bundle folder -> its loaded assets."""
@@ -173,8 +175,8 @@ def _train_central(msg: Message, context: Context) -> RecordDict:
             "through a charged randomizer (docs/privacy_models.md), so central DP-FedAvg is simulation only",
             Refusal.POLICY,
         )
-    expected = protocol.CENTRAL_TRAIN if site.config.central_clipping == "fixed" else protocol.CENTRAL_TRAIN_ADAPTIVE
-    if site.config.privacy_model != "central" or msg.metadata.message_type != expected:
+    expected = protocol.CENTRAL_TRAIN if site.config.privacy.central_clipping == "fixed" else protocol.CENTRAL_TRAIN_ADAPTIVE
+    if site.config.privacy.privacy_model != "central" or msg.metadata.message_type != expected:
         raise RequestRefused(f"this run serves {expected} only with --privacy-model central", Refusal.POLICY)
     if "node" not in context.state.config_records:
         raise RequestRefused("this node has not been set up (query.setup must come first)", Refusal.NOT_SET_UP)
@@ -185,12 +187,12 @@ def _train_central(msg: Message, context: Context) -> RecordDict:
     features = make_plan(site.config, num_labels, max(max_queries, 1)).train.features
     x = features(user.train)
     model, norm = protocol.read_central_request(msg.content, x.shape[1], num_labels)
-    fixed = site.config.central_clipping == "fixed"
-    if fixed and norm != site.config.central_clip:  # the clipping norm is the node's own option, not the server's say
-        raise RequestRefused(f"clipping norm {norm:g} is not this run's --central-clip {site.config.central_clip:g}", Refusal.POLICY)
+    fixed = site.config.privacy.central_clipping == "fixed"
+    if fixed and norm != site.config.privacy.central_clip:  # the clipping norm is the node's own option, not the server's say
+        raise RequestRefused(f"clipping norm {norm:g} is not this run's --central-clip {site.config.privacy.central_clip:g}", Refusal.POLICY)
     server_round = int(next(iter(msg.content.config_records.values())).get("server-round", 0))
     rng = np.random.default_rng([int(site.seed), int(context.node_id) % 2**32, server_round])  # SGD order only
-    trained = local_sgd(model, x, user.train_labels.astype(np.int64), site.config.central_lr, site.config.central_epochs, rng)
+    trained = local_sgd(model, x, user.train_labels.astype(np.int64), site.config.privacy.central_lr, site.config.privacy.central_epochs, rng)
     return protocol.central_reply(trained)
 
 
@@ -205,9 +207,9 @@ def _setup(msg: Message, context: Context) -> RecordDict:
             raise RequestRefused(refused, Refusal.POLICY)
         if spec != encoder_spec(site.config):  # the plan's randomizer may load what the run names (snd: its encoder)
             raise RequestRefused(f"the bundle's encoder {spec!r} is not the run's {encoder_spec(site.config)!r}", Refusal.POLICY)
-        missing = [name for name in RANDOMIZERS[site.config.mechanism].shipped_files if name not in names]
+        missing = [name for name in RANDOMIZERS[site.config.privacy.mechanism].shipped_files if name not in names]
         if missing:
-            raise RequestRefused(f"--mechanism {site.config.mechanism} needs {', '.join(missing)} in the bundle", Refusal.POLICY)
+            raise RequestRefused(f"--mechanism {site.config.privacy.mechanism} needs {', '.join(missing)} in the bundle", Refusal.POLICY)
 
     max_bytes = site.device_policy.max_bundle_bytes if site.device_policy else MAX_BUNDLE_BYTES
     try:  # a bundle refused here, or by the records it gives, leaves no folder behind
@@ -269,7 +271,16 @@ def _with_host(context: Context, act: Callable[[NodeHosts], RecordDict], local_i
 
 
 def _site(context: Context) -> Site:
-    return Site.resolve(context.node_config, RunConfig.from_mapping(context.run_config), context.run_id, context.node_id)
+    return Site.resolve(context.node_config, _spec(context), context.run_id, context.node_id)
+
+
+def _spec(context: Context) -> RunSpec:
+    """The run spec of ``context``'s run config, parsed and validated once per process and run config (every
+    message of a run carries the same): a config it refuses is refused again, with the same error, each time."""
+    key = repr(list(context.run_config.items()))
+    if key not in _SPECS:
+        _SPECS[key] = RunSpec.from_mapping(context.run_config)
+    return _SPECS[key]
 
 
 def _host(context: Context, local_inference: bool = False) -> NodeHosts:
@@ -326,7 +337,7 @@ def _records(site: Site, context: Context, folder: str, setup: bool = False) -> 
         return _build_records(site, config, folder, partition_id, num_partitions)
 
     if site.simulation:
-        key: tuple[RunConfig, int, int, str] | str = (config, partition_id, num_partitions, _content(folder))
+        key: tuple[RunSpec, int, int, str] | str = (config, partition_id, num_partitions, _content(folder))
         if key not in _RECORDS:
             run_key = repr((context.run_id, key))
             _RECORDS[key] = shared_records(default_cache_dir(config) / "nodes", run_key, build)
@@ -344,17 +355,17 @@ def _records(site: Site, context: Context, folder: str, setup: bool = False) -> 
 
 
 def _build_records(
-    site: Site, config: RunConfig, folder: str, partition_id: int, num_partitions: int
+    site: Site, config: RunSpec, folder: str, partition_id: int, num_partitions: int
 ) -> tuple[dict[int, UserRecords], int, int]:
     """Load, partition and encode the node's users' records."""
     population = Population.build(config)
     assets = _assets(folder)
     cache = default_cache_dir(site.config)
-    users = hosted_users(config.users, partition_id, num_partitions)
+    users = hosted_users(config.data.users, partition_id, num_partitions)
     records = {}
-    for max_tokens, members in site.device_tiers():
-        train_x = assets.features(population.train, cache, max_tokens=max_tokens)
-        dev_x = assets.features(population.dev, cache, max_tokens=max_tokens)
+    for encoding, members in site.encodings():
+        train_x = assets.features(population.train, cache, **encoding)
+        dev_x = assets.features(population.dev, cache, **encoding)
         tier_users = users if members is None else [u for u in users if members[u]]
         records.update(user_records(population, train_x, dev_x, tier_users, site.secret()))
     records = {u: records[u] for u in users}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.corpus import generate_public_corpus
 from fed.dataset import TextDataset
 from fed.encoders.base import Encoder
@@ -80,26 +80,26 @@ LABELS_SHOWN = 8
 """Label names a warning lists before '...'."""
 
 
-def default_cache_dir(config: RunConfig) -> Path:
+def default_cache_dir(config: RunSpec) -> Path:
     """The run's cache folder: --cache-dir, else $LDPFED_CACHE, else ~/.cache/ldpfed."""
-    return Path(config.cache_dir or os.environ.get("LDPFED_CACHE") or Path.home() / ".cache" / "ldpfed")
+    return Path(config.output.cache_dir or os.environ.get("LDPFED_CACHE") or Path.home() / ".cache" / "ldpfed")
 
 
-def load_public(config: RunConfig) -> TextDataset | None:
+def load_public(config: RunSpec) -> TextDataset | None:
     """The server's public labelled data ('generated[:N]', a folder or id), or None for --public none.
 
     It must not be the evaluation task's own training or dev split.
     """
-    if config.public == "none":
+    if config.data.public == "none":
         return None
-    if config.public == "generated" or config.public.startswith("generated:"):
-        size = config.public.removeprefix("generated").removeprefix(":")
+    if config.data.public == "generated" or config.data.public.startswith("generated:"):
+        size = config.data.public.removeprefix("generated").removeprefix(":")
         if size and not size.isdigit():
-            raise ValueError(f"bad public spec {config.public!r}; expected generated[:num_records]")
+            raise ValueError(f"bad public spec {config.data.public!r}; expected generated[:num_records]")
         return generate_public_corpus(int(size or PUBLIC_GENERATED_SIZE), seed=config.seed)
-    if Path(config.public).resolve() == Path(config.data).resolve() or config.public == config.data:
+    if Path(config.data.public).resolve() == Path(config.data.data).resolve() or config.data.public == config.data.data:
         raise ValueError("--public must not be the task's own data (its train or dev split)")
-    return load_dataset(config.public, "train")
+    return load_dataset(config.data.public, "train")
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class PublicCheck:
 
 
 def check_public(
-    config: RunConfig,
+    config: RunSpec,
     public: TextDataset | None,
     task_labels: Sequence[str],
     public_x: np.ndarray | None = None,
@@ -157,23 +157,23 @@ def check_public(
     """
     task_labels = tuple(task_labels)
     if public is None:
-        return PublicCheck(config.public, (), task_labels, None, None, ())
+        return PublicCheck(config.data.public, (), task_labels, None, None, ())
     labels_match = _same_labels(public.label_names, task_labels)
     overlap = None if public_x is None or task_x is None else domain_overlap(public_x, task_x)
     warnings = []
     fitted = " and ".join(
         what
         for what, used in (
-            ("the BiLSTM encoder", config.encoder == "bilstm"),
-            (f"the projection to {config.dim} dimensions (--dim)", config.dim > 0),
+            ("the BiLSTM encoder", config.encoder.encoder == "bilstm"),
+            (f"the projection to {config.encoder.dim} dimensions (--dim)", config.encoder.dim > 0),
         )
         if used
     )
     verb = "come" if " and " in fitted else "comes"
     if not labels_match:
         warnings.append(
-            f"the public data ({config.public}: {_labels_text(public.label_names)}) is not labelled like the task "
-            f"({config.data}: {_labels_text(task_labels)}). So the run has no public-only baseline "
+            f"the public data ({config.data.public}: {_labels_text(public.label_names)}) is not labelled like the task "
+            f"({config.data.data}: {_labels_text(task_labels)}). So the run has no public-only baseline "
             "(accuracy_public_only stays empty) and the classifier takes neither a shrinkage target nor class "
             "means from public data"
             + (f"; {fitted} still {verb} from it (no labels needed)" if fitted else "")
@@ -183,14 +183,14 @@ def check_public(
     if overlap is not None and overlap < DOMAIN_OVERLAP_MIN:
         use, verb = (fitted, verb) if fitted else ("the public-only baseline and shrinkage target", "come")
         warnings.append(
-            f"the public data ({config.public}) looks like another domain than the task's training sentences: its "
+            f"the public data ({config.data.public}) looks like another domain than the task's training sentences: its "
             f"leading {DOMAIN_DIMS} directions hold {overlap:.0%} of the task variance that the task's own leading "
             f"{DOMAIN_DIMS} hold (domain overlap {overlap:.2f}, below {DOMAIN_OVERLAP_MIN}, the limit measured "
             f"on real pairs in fed.assets). So {use} {verb} from unrelated text and may discard what the task "
             "needs. Pass public data from the task's domain (--public FOLDER); --public none --dim 0 avoids it but "
             "spreads the noise over every encoder dimension, which can cost more than it saves: compare both."
         )
-    return PublicCheck(config.public, public.label_names, task_labels, labels_match, overlap, tuple(warnings))
+    return PublicCheck(config.data.public, public.label_names, task_labels, labels_match, overlap, tuple(warnings))
 
 
 def domain_overlap(public_x: np.ndarray, task_x: np.ndarray) -> float | None:
@@ -253,18 +253,18 @@ class Assets:
         return self.projection.apply(x).astype(np.float32) if self.projection else x
 
 
-def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path, progress: bool = False) -> np.ndarray:
+def build_bundle(config: RunSpec, public: TextDataset | None, cache_dir: Path, progress: bool = False) -> np.ndarray:
     """Server side: fit what the run needs on public data and pack it (see ``pack``).
 
     The files are written to a temporary folder, removed before returning.
     """
     with tempfile.TemporaryDirectory(prefix="ldpfed-assets-") as temp:
         folder = Path(temp)
-        if config.encoder == "bilstm":
+        if config.encoder.encoder == "bilstm":
             if public is None:
                 raise ValueError("--encoder bilstm needs public data to pre-train on (--public)")
             train_bilstm(public, seed=config.seed, progress=progress).save(folder / "bilstm")
-        if config.encoder == TUNED_SPEC:
+        if config.encoder.encoder == TUNED_SPEC:
             if public is None:
                 raise ValueError(f"--encoder {TUNED_SPEC} needs public labelled data to fine-tune on (--public)")
             model = finetune(minilm_path(), public.texts, public.labels, public.num_labels, seed=config.seed, progress=progress)
@@ -277,17 +277,17 @@ def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path,
             )
         spec = encoder_spec(config)
         (folder / "encoder.txt").write_text(spec)
-        if config.dim:
+        if config.encoder.dim:
             if public is None:
                 raise ValueError("--dim needs public data to fit the projection on (--public)")
-            encoder = _encoder(folder, config.encoder)
-            PCAProjection.fit(encode_cached(encoder, public, cache_dir, progress=progress), config.dim).save(
+            encoder = _encoder(folder, config.encoder.encoder)
+            PCAProjection.fit(encode_cached(encoder, public, cache_dir, progress=progress), config.encoder.dim).save(
                 folder / "projection.npz"
             )
-        shipped = RANDOMIZERS[config.mechanism].shipped_files
+        shipped = RANDOMIZERS[config.privacy.mechanism].shipped_files
         if shipped:
             if public is None:
-                raise ValueError(f"--mechanism {config.mechanism} needs public data to fit {', '.join(shipped)} on (--public)")
+                raise ValueError(f"--mechanism {config.privacy.mechanism} needs public data to fit {', '.join(shipped)} on (--public)")
             randomizer = make_plan(config, public.num_labels).query  # query noise: the files serve local inference
             x = encode_cached(_encoder(folder, spec), public, cache_dir, progress=progress)
             for name, data in randomizer.bundle_files(x, config.seed, progress=progress).items():

@@ -13,9 +13,18 @@ reproducible. Simulation only: real devices are online or not.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.spec.option import Option
+
+if TYPE_CHECKING:
+    from fed.spec.run_spec import RunSpec
+    from fed.virtual_clock import VirtualClock
 
 PROBABILITY_STREAM, ONLINE_STREAM, DROPOUT_STREAM = 11, 12, 13
 """Seed tags of the per-user probabilities, the per-round coins and the dropout rounds."""
@@ -75,3 +84,28 @@ class Availability:
         """Which users are online in ``server_round``, by user id (the same for a given seed and round)."""
         coins = np.random.default_rng([seed, ONLINE_STREAM, server_round]).random(users)
         return (coins < self.probabilities(users, seed)) & (server_round <= self.last_rounds(users, seed))
+
+
+class AvailabilityAxis(HeterogeneityAxis):
+    """The availability axis (--availability, --dropout): the simulated network reaches only online users."""
+
+    name = "availability"
+    options = (
+        Option(
+            "availability", str, "1",
+            "simulated users' availability: each is online in a round with this probability (e.g. 0.8), or with its "
+            "own probability drawn from Beta(a, b) (beta:<a>:<b>); an offline user is not asked, releases nothing and "
+            "spends nothing (simulation only)",
+        ),
+        Option("dropout", float, 0.0, "after each round, each simulated user still present leaves for good with this probability (0: nobody leaves)"),
+    )
+
+    def parse(self, values: Mapping[str, Any]) -> Availability:
+        """The parsed --availability and --dropout (always a setting: by default everyone is online)."""
+        return Availability(values["availability"], float(values["dropout"]))
+
+    def online(self, setting: Availability, spec: "RunSpec", server_round: int, clock: "VirtualClock | None") -> np.ndarray | None:
+        """The users online in ``server_round`` (None when everyone always is)."""
+        if setting.always:
+            return None
+        return setting.online(spec.data.users, server_round, spec.seed)

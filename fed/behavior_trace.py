@@ -10,11 +10,20 @@ Simulation only, and combined with --availability and --dropout (online needs al
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fed.device_speed import VIRTUAL_CLOCK_NEEDED, DeviceSpeedAxis
+from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.spec.option import Option
 from fed.trace_files import read_trace
+
+if TYPE_CHECKING:
+    from fed.spec.run_spec import RunSpec
+    from fed.virtual_clock import VirtualClock
 
 BEHAVIOR_STREAM = 15
 """Seed tag of the users' trace clients."""
@@ -55,3 +64,31 @@ class BehaviorTrace:
         """Which users are online at virtual time ``seconds``, by user id."""
         times = seconds % self.periods
         return np.array([bool(np.any((s <= t) & (t <= e))) for s, e, t in zip(self.starts, self.ends, times)])
+
+
+class BehaviorTraceAxis(HeterogeneityAxis):
+    """The behaviour-trace axis (--behavior-trace): a user is online when its trace client is active at the
+    round's virtual start (the trace is read by the server's virtual clock, never by a node)."""
+
+    name = "behavior trace"
+    options = (
+        Option(
+            "behavior_trace", str, "",
+            "FedScale availability trace file (pickle or JSON; each user follows one of its clients): a user is online "
+            "in a round only if its client is active at the round's virtual start. Needs --device-speed",
+            file=True,
+        ),
+    )
+
+    def parse(self, values: Mapping[str, Any]) -> str | None:
+        """The trace file's path (None: no trace); read where it is used, by a simulation's server."""
+        return values["behavior_trace"] or None
+
+    def check(self, setting: str, spec: "RunSpec") -> None:
+        """The trace runs on the virtual clock."""
+        if spec.heterogeneity.setting(DeviceSpeedAxis.name) is None:
+            raise ValueError(VIRTUAL_CLOCK_NEEDED)
+
+    def online(self, setting: str, spec: "RunSpec", server_round: int, clock: "VirtualClock | None") -> np.ndarray | None:
+        """The users whose trace client is active now on the run's clock."""
+        return None if clock is None else clock.online()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.device_state import owner_only_dir
 from fed.population import POPULATION_OPTIONS
 from fed.user import UserRecords
@@ -36,7 +36,7 @@ StoredRecords = tuple[dict[int, UserRecords], int, int]
 """The hosted users' records by user id, the number of labels, and the largest query count of the run."""
 
 
-def records_key(bundle: str, config: RunConfig, partition_id: int, num_partitions: int, secret: bytes) -> str:
+def records_key(bundle: str, config: RunSpec, partition_id: int, num_partitions: int, secret: bytes) -> str:
     """Digest of what shapes a device's records.
 
     ``bundle`` is the digest of the unpacked bundle's files (encoder and projection); then the
@@ -46,8 +46,8 @@ def records_key(bundle: str, config: RunConfig, partition_id: int, num_partition
     """
     shape = {
         "bundle": bundle,
-        "data_files": _data_files(config.data),
-        "options": {name: getattr(config, name) for name in POPULATION_OPTIONS},
+        "data_files": _data_files(config.data.data),
+        "options": {name: config.flat()[name] for name in POPULATION_OPTIONS},
         "partition": [partition_id, num_partitions],
         "record_id_key": hashlib.sha256(secret).hexdigest(),
     }

@@ -17,12 +17,16 @@ deadline when someone is late. Simulation only: a device's own time is real time
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.spec.option import Option
 from fed.trace_files import read_trace
 
 SPEED_STREAM = 14
@@ -107,3 +111,45 @@ def round_duration(seconds: np.ndarray, deadline: float) -> tuple[float, np.ndar
     if late.any():
         return float(deadline), late
     return float(seconds.max(initial=0.0)), late
+
+
+@dataclass(frozen=True)
+class ClockSetting:
+    """The run's device speed and the deadline of a round (virtual seconds; 0: none)."""
+
+    speed: DeviceSpeed
+    deadline: float
+
+
+class DeviceSpeedAxis(HeterogeneityAxis):
+    """The device-speed axis (--device-speed, --deadline): users' answer times on a virtual clock, stragglers
+    left out by the server (fed.virtual_clock)."""
+
+    name = "device speed"
+    options = (
+        Option(
+            "device_speed", str, "",
+            "simulated device speed, which starts a virtual clock: lognormal:<ms>:<skew>:<kbps> (each user's encoding "
+            "ms per record drawn once, FedScale's lognormal model; upload kbit/s) or a FedScale device-capacity trace "
+            "file (pickle or JSON). Empty: no clock",
+            file=True,
+        ),
+        Option(
+            "deadline", float, 0.0,
+            "virtual seconds a round waits for answers (needs --device-speed): slower users are stragglers, who "
+            "release and spend but whose late reports the server leaves out. 0: wait for everyone",
+        ),
+    )
+
+    def parse(self, values: Mapping[str, Any]) -> ClockSetting | None:
+        """The parsed --device-speed and --deadline (None: no virtual clock)."""
+        speed = DeviceSpeed(values["device_speed"]) if values["device_speed"] else None
+        deadline = values["deadline"]
+        if not (math.isfinite(deadline) and deadline >= 0):
+            raise ValueError(f"--deadline must be a number of virtual seconds >= 0 (0: none), got {deadline!r}")
+        if deadline and speed is None:
+            raise ValueError(VIRTUAL_CLOCK_NEEDED)
+        return None if speed is None else ClockSetting(speed, float(deadline))
+
+
+VIRTUAL_CLOCK_NEEDED = "--deadline and --behavior-trace run on the virtual clock: give --device-speed too"

@@ -11,11 +11,15 @@ Simulation only: a real device runs the encoder its owner approved, with its own
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.shares import assign_shares, parse_shares
+from fed.spec.option import Option
 
 DEVICE_STREAM = 16
 """Seed tag of the device-tier assignment."""
@@ -53,3 +57,33 @@ def _tokens(text: str) -> int:
     if tokens < 2:
         raise ValueError(f"a device tier's encoder reads an integer number of tokens, at least 2; got {text!r}")
     return tokens
+
+
+class DeviceTierAxis(HeterogeneityAxis):
+    """The device-tier axis (--device-tiers): each tier's devices encode reading at most its tokens."""
+
+    name = "device tier"
+    options = (
+        Option(
+            "device_tiers", str, "",
+            "device tiers as share:tokens pairs, e.g. '0.7:256,0.3:32': each share of the users (drawn by --seed) "
+            "encodes with the encoder reading at most that many tokens (a cheaper device), reported per tier "
+            "(simulation only). Empty: every user runs the encoder as shipped",
+        ),
+    )
+
+    def parse(self, values: Mapping[str, Any]) -> DeviceTiers | None:
+        """The parsed --device-tiers (None: none)."""
+        return DeviceTiers.parse(values["device_tiers"]) if values["device_tiers"] else None
+
+    def assign(self, setting: DeviceTiers, users: int, seed: int) -> np.ndarray:
+        """Each user's device tier (:meth:`DeviceTiers.assign`)."""
+        return setting.assign(users, seed)
+
+    def group_names(self, setting: DeviceTiers) -> tuple[str, ...]:
+        """Each tier's token limit."""
+        return setting.names
+
+    def encoding(self, setting: DeviceTiers, group: int) -> dict[str, Any]:
+        """Tier ``group``'s devices read at most its tokens."""
+        return {"max_tokens": setting.max_tokens[group]}

@@ -9,7 +9,8 @@ server never sees a user's labels, so nothing here runs there.
 - label-skew quantile: quartiles of the total-variation distance between the user's training
   label distribution and the whole training split's;
 - availability: users that answered at least one training request against those that never did;
-- device tier (with --device-tiers): the most tokens the user's device encoder reads.
+- each heterogeneity axis that reports groups (fed.heterogeneity.registry), e.g. the device tier
+  (with --device-tiers): the most tokens the user's device encoder reads.
 
 Quartile edges come from the values themselves, so users with equal values always share a group
 (with equal sizes, e.g. an iid partition, there are fewer than four size groups).
@@ -22,12 +23,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fed.device_tiers import DeviceTiers
+from fed.heterogeneity.registry import reported_groups
 from fed.plan import PrivacyPlan
 from fed.population import Population
+from fed.spec.run_spec import RunSpec
 
-TIER, SIZE, SKEW, AVAILABILITY, DEVICE = "tier", "size quantile", "label-skew quantile", "availability", "device tier"
-AXES = (TIER, SIZE, SKEW, AVAILABILITY, DEVICE)
+TIER, SIZE, SKEW, AVAILABILITY = "tier", "size quantile", "label-skew quantile", "availability"
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,9 @@ def availability(took_part: np.ndarray) -> Axis:
     return Axis(AVAILABILITY, lookup[code], tuple(str(name) for name in names[present]))
 
 
-def device_tiers(spec: str, users: int, seed: int) -> Axis:
-    """Each user's device tier (fed.device_tiers), in the order given."""
-    tiers = DeviceTiers.parse(spec)
-    return Axis(DEVICE, tiers.assign(users, seed), tiers.names)
+def heterogeneity_axes(spec: RunSpec) -> tuple[Axis, ...]:
+    """The groups of every heterogeneity axis of the run that reports them (e.g. device tiers), in registry order."""
+    return tuple(Axis(name, codes, names) for name, codes, names in reported_groups(spec))
 
 
 def label_skew(population: Population) -> np.ndarray:
@@ -115,18 +115,21 @@ class UserAttributes:
     train_records: np.ndarray
     query_records: np.ndarray
     label_skew: np.ndarray
-    device: Axis | None = None
-    """The device tiers, when the run has them."""
+    heterogeneity: tuple[Axis, ...] = ()
+    """The groups of the run's heterogeneity axes (:func:`heterogeneity_axes`)."""
 
     @classmethod
-    def from_population(cls, population: Population, budgets: np.ndarray, device: Axis | None = None) -> "UserAttributes":
-        """Record counts and label skew from the run's population; ``budgets`` by user id; ``device``: the device tiers."""
+    def from_population(
+        cls, population: Population, budgets: np.ndarray, heterogeneity: tuple[Axis, ...] = ()
+    ) -> "UserAttributes":
+        """Record counts and label skew from the run's population; ``budgets`` by user id; ``heterogeneity``: the
+        groups of the run's heterogeneity axes."""
         return cls(
             budget=np.asarray(budgets, dtype=np.float64),
             train_records=np.array([len(p) for p in population.train_parts], dtype=np.int64),
             query_records=np.array([len(p) for p in population.query_parts], dtype=np.int64),
             label_skew=label_skew(population),
-            device=device,
+            heterogeneity=heterogeneity,
         )
 
     def with_budgets(self, budgets: np.ndarray) -> "UserAttributes":
@@ -140,5 +143,5 @@ class UserAttributes:
             quartiles(SIZE, self.train_records, "records"),
             quartiles(SKEW, self.label_skew, "TV", ".2f"),
             availability(took_part),
-            *([self.device] if self.device is not None else []),
+            *self.heterogeneity,
         ]

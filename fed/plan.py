@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import Budget
@@ -71,12 +71,12 @@ class PrivacyPlan:
         return self.train_sampling.spec if kind == "train" else self.upsampling.spec
 
 
-def encoder_spec(config: RunConfig) -> str:
+def encoder_spec(config: RunSpec) -> str:
     """The encoder whose output the run's records are: --encoder, or what the mechanism makes of it (snd: token
     matrices of the encoder its options name, the one its plan decodes with)."""
-    cls = RANDOMIZERS[config.mechanism]
-    options = cls.run_options(config.clip, config.dim, config.mechanism_option_values, config.encoder)
-    return cls.encoder_spec(options.get("encoder", config.encoder), options)
+    cls = RANDOMIZERS[config.privacy.mechanism]
+    options = cls.run_options(config.privacy.clip, config.encoder.dim, config.privacy.mechanism_option_values, config.encoder.encoder)
+    return cls.encoder_spec(options.get("encoder", config.encoder.encoder), options)
 
 
 def plan_refusal(plan: PrivacyPlan, bundle_spec: str, policy: DevicePolicy) -> str | None:
@@ -101,23 +101,23 @@ def plan_refusal(plan: PrivacyPlan, bundle_spec: str, policy: DevicePolicy) -> s
     return None
 
 
-def train_rate(config: RunConfig) -> float:
+def train_rate(config: RunSpec) -> float:
     """Planned per-round probability that a training record is released (fixed size: 1, no rate)."""
-    sampling = config.train_sampling
+    sampling = config.schedule.train_sampling
     return sampling.p if sampling.kind == "poisson" else 1.0
 
 
-def planned_train_releases(config: RunConfig) -> int:
+def planned_train_releases(config: RunSpec) -> int:
     """k for worst-case training calibration: --releases-per-record, or the (1-delta)-quantile."""
-    if config.releases_per_record:
-        return config.releases_per_record
+    if config.schedule.releases_per_record:
+        return config.schedule.releases_per_record
     from scipy.stats import binom  # SciPy is imported where a plan needs it, not by every device message
 
-    return max(1, int(binom.ppf(1 - config.delta, config.rounds, train_rate(config))))
+    return max(1, int(binom.ppf(1 - config.privacy.delta, config.schedule.rounds, train_rate(config))))
 
 
 @lru_cache(maxsize=64)
-def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> PrivacyPlan:
+def make_plan(config: RunSpec, num_labels: int, max_queries: int = 1) -> PrivacyPlan:
     """Calibrate (or take --sigma) and set the per-record and per-user budgets.
 
     ``max_queries`` is the largest number of query records one user holds (dataset sizes are
@@ -125,20 +125,20 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
     with its own users' largest count, which never asks for more noise than the server's plan.
     """
     labels: PublicLabels | RandomizedResponse = (
-        PublicLabels(num_labels) if config.label_epsilon is None else RandomizedResponse(config.label_epsilon, num_labels)
+        PublicLabels(num_labels) if config.privacy.label_epsilon is None else RandomizedResponse(config.privacy.label_epsilon, num_labels)
     )
-    cls = RANDOMIZERS[config.mechanism]
-    user_epsilon = config.user_epsilon or float("inf")
-    upsampling = config.upsampling
-    train_steps = config.rounds
+    cls = RANDOMIZERS[config.privacy.mechanism]
+    user_epsilon = config.privacy.user_epsilon or float("inf")
+    upsampling = config.evaluation.upsampling
+    train_steps = config.schedule.rounds
     query_steps = upsampling.planned_steps(max_queries)
     k_train = planned_train_releases(config)
-    k_query = max(config.releases_per_query, config.answers)
+    k_query = max(config.schedule.releases_per_query, config.evaluation.answers)
     label_events: dict[PrivacyEvent, int] = {} if labels.event is None else {labels.event: k_train}
     rate_train, rate_query = train_rate(config), upsampling.p
     common = dict(
-        enforce=config.enforce,
-        train_sampling=config.train_sampling,
+        enforce=config.privacy.enforce,
+        train_sampling=config.schedule.train_sampling,
         upsampling=upsampling,
         train_steps=train_steps,
         query_steps=query_steps,
@@ -148,7 +148,7 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
         event = randomizer.event
         sigma = getattr(event, "sigma", None)
         z = None if sigma is None else sigma / event.sensitivity
-        if config.enforce == "amplified":
+        if config.privacy.enforce == "amplified":
             from fed.privacy.accountants.enforced import pld_epsilon  # dp_accounting: only for amplified plans
 
             steps, rate = (train_steps, rate_train) if kind == "train" else (query_steps, rate_query)
@@ -156,7 +156,7 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
                 "accountant": "pld",
                 "noise_multiplier": z,
                 "sigma": sigma,
-                "epsilon": pld_epsilon(((rate, z, steps),), config.delta),
+                "epsilon": pld_epsilon(((rate, z, steps),), config.privacy.delta),
                 "steps": steps,
                 "rate": rate,
                 "releases": None,
@@ -167,21 +167,21 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
             "accountant": "worst-case",
             "noise_multiplier": z,
             "sigma": sigma,
-            "epsilon": compose_epsilon({event: k, **extra}, config.delta),
+            "epsilon": compose_epsilon({event: k, **extra}, config.privacy.delta),
             "steps": train_steps if kind == "train" else query_steps,
             "rate": rate_train if kind == "train" else rate_query,
             "releases": k,
         }
 
-    options = cls.run_options(config.clip, config.dim, config.mechanism_option_values, config.encoder)
-    if config.sigma > 0:
-        train = query = cls.from_params({"mechanism": config.mechanism, **options, "sigma": config.sigma})
+    options = cls.run_options(config.privacy.clip, config.encoder.dim, config.privacy.mechanism_option_values, config.encoder.encoder)
+    if config.privacy.sigma > 0:
+        train = query = cls.from_params({"mechanism": config.privacy.mechanism, **options, "sigma": config.privacy.sigma})
         calibrations = {"train": figure(train, "train"), "query": figure(query, "query")}
         epsilon = max(c["epsilon"] for c in calibrations.values())
         for c in calibrations.values():
             c["target_epsilon"] = None
-        return PrivacyPlan(train, query, labels, Budget(epsilon, config.delta, user_epsilon), calibrations=calibrations, **common)
-    fixed = cls.fixed_params(config.epsilon, options)
+        return PrivacyPlan(train, query, labels, Budget(epsilon, config.privacy.delta, user_epsilon), calibrations=calibrations, **common)
+    fixed = cls.fixed_params(config.privacy.epsilon, options)
     if fixed is not None:
         # Published/fixed parameters: --epsilon is (at most) the claimed figure; the budget is
         # the TRUE cost of the planned releases, from the randomizer's own event.
@@ -191,29 +191,29 @@ def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> Priva
             c["target_epsilon"] = None
             c["claimed_epsilon"] = train.claimed_epsilon
         epsilon = max(c["epsilon"] for c in calibrations.values())
-        budget = Budget(epsilon * (1 + 1e-9) if math.isfinite(epsilon) else epsilon, config.delta, user_epsilon)
+        budget = Budget(epsilon * (1 + 1e-9) if math.isfinite(epsilon) else epsilon, config.privacy.delta, user_epsilon)
         return PrivacyPlan(train, query, labels, budget, calibrations=calibrations, **common)
-    if config.enforce == "amplified":
-        sensitivity = cls.calibrated(1.0, config.delta, 1, options).event.sensitivity
+    if config.privacy.enforce == "amplified":
+        sensitivity = cls.calibrated(1.0, config.privacy.delta, 1, options).event.sensitivity
 
         def amplified(steps: int, rate: float) -> Randomizer:
             from fed.privacy.accountants.calibration import calibrate_noise_multiplier  # dp_accounting: only here
 
-            z = calibrate_noise_multiplier("pld", config.epsilon, config.delta, steps, rate).noise_multiplier
-            return cls.from_params({"mechanism": config.mechanism, **options, "sigma": z * sensitivity})
+            z = calibrate_noise_multiplier("pld", config.privacy.epsilon, config.privacy.delta, steps, rate).noise_multiplier
+            return cls.from_params({"mechanism": config.privacy.mechanism, **options, "sigma": z * sensitivity})
 
         train = amplified(train_steps, rate_train)
         query = amplified(query_steps, rate_query)
     else:
-        train = cls.calibrated(config.epsilon, config.delta, k_train, options, label_events)
-        query = cls.calibrated(config.epsilon, config.delta, k_query, options)
+        train = cls.calibrated(config.privacy.epsilon, config.privacy.delta, k_train, options, label_events)
+        query = cls.calibrated(config.privacy.epsilon, config.privacy.delta, k_query, options)
     calibrations = {"train": figure(train, "train"), "query": figure(query, "query")}
     for c in calibrations.values():
-        c["target_epsilon"] = config.epsilon
-        if c["epsilon"] > config.epsilon * (1 + 1e-9):
-            raise RuntimeError(f"calibration check failed: recomputed epsilon {c['epsilon']} > {config.epsilon}")
+        c["target_epsilon"] = config.privacy.epsilon
+        if c["epsilon"] > config.privacy.epsilon * (1 + 1e-9):
+            raise RuntimeError(f"calibration check failed: recomputed epsilon {c['epsilon']} > {config.privacy.epsilon}")
     # A calibration may land within 1e-9 (relative) above its target (e.g. the analytic Gaussian's
     # closed form against the exact GDP ledger): the budget must admit the plan's own releases.
-    epsilon = max([config.epsilon, *(c["epsilon"] for c in calibrations.values())])
-    budget = Budget(epsilon, config.delta, user_epsilon)
+    epsilon = max([config.privacy.epsilon, *(c["epsilon"] for c in calibrations.values())])
+    budget = Budget(epsilon, config.privacy.delta, user_epsilon)
     return PrivacyPlan(train, query, labels, budget, calibrations=calibrations, **common)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.plan import PrivacyPlan
 from fed.privacy.accountants import all_figures, clt, enforced
 from fed.privacy.accountants.base import SHORT_ASSUMPTION, AccountantFigure, Schedule
@@ -122,7 +122,7 @@ def _amplified(ledger: Ledger, labels: PrivacyEvent | None) -> float:
 
 
 def schedules(
-    config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures, train_counts: dict[int, int] | None = None
+    config: RunSpec, plan: PrivacyPlan, figures: LedgerFigures, train_counts: dict[int, int] | None = None
 ) -> dict[str, Schedule]:
     """The run's training and query schedules as the accountants read them.
 
@@ -133,7 +133,7 @@ def schedules(
     result: dict[str, Schedule] = {}
     if not all(isinstance(r.event, GaussianEvent) for r in (plan.train, plan.query)):
         return result  # the amplified accountants below are for Gaussian reports only
-    train = config.train_sampling
+    train = config.schedule.train_sampling
     if figures.steps["train"]:
         size = None
         if train.kind == "fixed":
@@ -146,7 +146,7 @@ def schedules(
             event.sigma / event.sensitivity,
             rate,
             figures.steps["train"],
-            config.delta,
+            config.privacy.delta,
             releases=min(figures.max_record_releases["train"], figures.steps["train"]),
             dataset_size=size,
             labels=plan.labels.event,
@@ -157,7 +157,7 @@ def schedules(
             event.sigma / event.sensitivity,
             plan.upsampling.p,
             figures.steps["query"],
-            config.delta,
+            config.privacy.delta,
             releases=min(figures.max_record_releases["query"], figures.steps["query"]),
         )
     return result
@@ -166,7 +166,7 @@ def schedules(
 WORST_CASE_KIND = {"worst_case_quantile": "estimate", "worst_case_all_steps": "upper bound"}
 
 
-def accountant_figures(config: RunConfig, plan: PrivacyPlan, schedule: Schedule, kind: str) -> list[dict[str, Any]]:
+def accountant_figures(config: RunSpec, plan: PrivacyPlan, schedule: Schedule, kind: str) -> list[dict[str, Any]]:
     """Every accountant's figure for one schedule, marked with whether this run enforced it.
 
     Worst-case rows: k = actual is the enforced ledger (an upper bound with no assumption when
@@ -204,14 +204,14 @@ def accountant_figures(config: RunConfig, plan: PrivacyPlan, schedule: Schedule,
     for figure in found:
         if figure.key in WORST_CASE_KIND:
             figure = replace(figure, kind=WORST_CASE_KIND[figure.key])  # type: ignore[arg-type]
-        elif config.enforce == "amplified" and figure.kind == "enforced":
+        elif config.privacy.enforce == "amplified" and figure.kind == "enforced":
             figure = replace(figure, kind="upper bound", note=figure.note + "; not enforced in this run")
-        out.append({**figure.to_json(), "enforced": figure.key == ENFORCED_KEY[config.enforce]})
+        out.append({**figure.to_json(), "enforced": figure.key == ENFORCED_KEY[config.privacy.enforce]})
     return out
 
 
 def summary(
-    config: RunConfig,
+    config: RunSpec,
     plan: PrivacyPlan,
     figures: LedgerFigures,
     accuracies: dict[str, float | None],
@@ -229,8 +229,8 @@ def summary(
     amplified_max = float(amplified.max(initial=0.0)) if amplified.size else None
     return {
         **accuracies,
-        "enforce": config.enforce,
-        "epsilon_enforced_max": worst if config.enforce == "worst-case" else amplified_max,
+        "enforce": config.privacy.enforce,
+        "epsilon_enforced_max": worst if config.privacy.enforce == "worst-case" else amplified_max,
         "epsilon_sentence_max": worst,
         "epsilon_sentence_median": float(np.median(figures.sentence)) if figures.sentence.size else 0.0,
         "epsilon_user_max": float(figures.user.max(initial=0.0)),
@@ -239,15 +239,15 @@ def summary(
         "epsilon_amplified_pld_median": float(np.median(amplified)) if amplified.size else None,
         "epsilon_budget_sentence": plan.budget.epsilon_sentence,
         "epsilon_amplified_clt_estimate": None if clt_train is None else clt_train["epsilon"],
-        "delta": config.delta,
+        "delta": config.privacy.delta,
         "sigma_train": plan.train.params().get("sigma"),
         "sigma_query": plan.query.params().get("sigma"),
-        "mechanism": config.mechanism,
-        "labels": config.labels,
+        "mechanism": config.privacy.mechanism,
+        "labels": config.privacy.labels,
         "sampling": plan.train_sampling.spec,
         "upsampling": {"q": plan.upsampling.q, "p_query": plan.upsampling.p, "k": plan.upsampling.k},
-        "users": config.users,
-        "rounds": config.rounds,
+        "users": config.data.users,
+        "rounds": config.schedule.rounds,
         "releases": figures.releases,
         "users_with_device_ledgers": figures.device_users,
         "steps": figures.steps,
@@ -265,9 +265,9 @@ def summary(
     }
 
 
-def first_line(config: RunConfig) -> str:
+def first_line(config: RunSpec) -> str:
     """The report's first line: which accountant this run enforced."""
-    if config.enforce == "amplified":
+    if config.privacy.enforce == "amplified":
         return (
             "# Privacy report: budgets ENFORCED ON THE AMPLIFIED PLD BOUND (--enforce amplified), which assumes "
             "the server cannot link a report to its record; the worst-case ledger is reported, not enforced"
@@ -275,21 +275,21 @@ def first_line(config: RunConfig) -> str:
     return "# Privacy report: budgets enforced on the worst-case ledger (no amplification assumed)"
 
 
-def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures, result: dict[str, Any]) -> str:
+def privacy_report(config: RunSpec, plan: PrivacyPlan, figures: LedgerFigures, result: dict[str, Any]) -> str:
     """privacy_report.md: unit, neighbouring relation, and every figure with its label."""
     labels = (
         "public (declared by the run; not protected)"
-        if config.label_epsilon is None
-        else f"randomized response, epsilon {config.label_epsilon} per release, charged to the same ledger"
+        if config.privacy.label_epsilon is None
+        else f"randomized response, epsilon {config.privacy.label_epsilon} per release, charged to the same ledger"
     )
     enforced_what = (
         "amplified PLD bound of each user's Poisson-sampled schedule of steps served so far (per kind of record; "
         "see docs/sampling.md)"
-        if config.enforce == "amplified"
+        if config.privacy.enforce == "amplified"
         else "worst-case ledger: the composition of every actual release of a record (sampling never lowers it)"
     )
     amplified = result["epsilon_amplified_pld_max"]
-    with_labels = "" if config.label_epsilon is None else "; labels included"
+    with_labels = "" if config.privacy.label_epsilon is None else "; labels included"
     lines = [
         first_line(config),
         "",
@@ -299,7 +299,7 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
         "|---|---|",
         "| unit | one record: a sentence (or sentence pair) with its label |",
         "| neighbouring relation | replace one record of one user; dataset sizes are public |",
-        f"| delta | {config.delta:g} |",
+        f"| delta | {config.privacy.delta:g} |",
         f"| randomizer | {plan.train.params()} (training), {plan.query.params()} (queries) |",
         f"| labels | {labels} |",
         f"| training sampling | {plan.train_sampling.spec} |",
@@ -364,7 +364,7 @@ def privacy_report(config: RunConfig, plan: PrivacyPlan, figures: LedgerFigures,
         *_label_lines(plan, result["accountants"]),
     ]
     if result.get("tiers"):
-        lines += ["", *tier_lines(result["tiers"], config.weighting, result)]
+        lines += ["", *tier_lines(result["tiers"], config.evaluation.weighting, result)]
     if result.get("groups"):
         lines += ["", *group_lines(result["groups"], level="##")]
     inference = result.get("remote_inference")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 
 
 def _clean(value: Any) -> Any:
@@ -40,7 +40,7 @@ def _cells(column: np.ndarray) -> list[str]:
 class RunRecord:
     """Writes one run's directory as the run goes."""
 
-    def __init__(self, out: Path, config: RunConfig) -> None:
+    def __init__(self, out: Path, config: RunSpec) -> None:
         self.out = out
         out.mkdir(parents=True, exist_ok=True)
         self.write_json("config.json", config.to_mapping())

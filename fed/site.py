@@ -23,7 +23,6 @@ serve as every simulated user's policy, data and seed.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import sys
@@ -35,16 +34,15 @@ from typing import Any
 import numpy as np
 
 from fed.assets import default_cache_dir
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.device_state import DEVICE_UMASK, LEDGER_FILE, open_state
-from fed.device_tiers import DeviceTiers
 from fed.entropy import in_simulation_engine
+from fed.heterogeneity.registry import encoding_groups, spec_groups
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
 from fed.privacy.figure_cache import FIGURES_FILE, stop_store, use_store
 from fed.privacy.store import LedgerStore
 from fed.requests import Refusal, RequestRefused
-from fed.tiers import run_tiers
 
 DEVICE_OWNER = "device"
 HUB_OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
@@ -72,14 +70,14 @@ class Site:
     """
 
     simulation: bool
-    config: RunConfig
+    config: RunSpec
     state_dir: Path
     ledger_file: Path
     device_policy: DevicePolicy | None
     key: bytes | None = field(default=None, repr=False)
 
     @classmethod
-    def resolve(cls, node_config: Mapping[str, Any], config: RunConfig, run_id: int, node_id: int) -> "Site":
+    def resolve(cls, node_config: Mapping[str, Any], config: RunSpec, run_id: int, node_id: int) -> "Site":
         """The site of a node from its node config (device) or the run (simulation engine)."""
         if in_simulation_engine():
             stop_store()  # figures are computed in the process, as everywhere but on a device
@@ -112,32 +110,32 @@ class Site:
             raise RequestRefused(f"this device is not set up: {error}", Refusal.NOT_SET_UP) from None
         use_store(state / FIGURES_FILE, key)  # this process's accounting figures, authenticated under the device's key
         cache = str(node_config.get("cache-dir") or state / "cache")
-        own = dataclasses.replace(config, data=str(data), cache_dir=cache)
+        own = config.with_options(data=str(data), cache_dir=cache)
         return cls(False, own, state, state / LEDGER_FILE, policy, key)
 
-    def policy(self, plan: PrivacyPlan, config: RunConfig | None = None) -> DevicePolicy:
+    def policy(self, plan: PrivacyPlan, config: RunSpec | None = None) -> DevicePolicy:
         """What the node grants: the owner's policy, or in a simulation what the run options grant
         (``config``: a privacy tier's options, by default the run's)."""
         if self.device_policy is not None:
             return self.device_policy
         return DevicePolicy.from_run(config or self.config, plan)
 
-    def device_tiers(self) -> list[tuple[int | None, np.ndarray | None]]:
-        """Each device tier's token limit and its users (a mask by user id); a device, or a run without
-        --device-tiers: [(None, None)], every user running the encoder as shipped."""
-        if not self.simulation or not self.config.device_tiers:
-            return [(None, None)]
-        tiers = DeviceTiers.parse(self.config.device_tiers)
-        tier_of = tiers.assign(self.config.users, self.config.seed)
-        return [(tokens, tier_of == k) for k, tokens in enumerate(tiers.max_tokens)]
+    def encodings(self) -> list[tuple[dict[str, Any], np.ndarray | None]]:
+        """How each group of simulated devices encodes (e.g. a device tier's token limit) and its users (a mask
+        by user id), over the heterogeneity axes (fed.heterogeneity.registry); a device: [({}, None)], every
+        user running the encoder as shipped."""
+        if not self.simulation:
+            return [({}, None)]
+        return encoding_groups(self.config)
 
-    def tiers(self) -> list[tuple[RunConfig, np.ndarray | None]]:
-        """Each privacy tier's run options and every user's tier by user id (fed.tiers); on a device one
-        tier, the run's, for all its users (None): the owner's policy sets the budget, not --tiers."""
-        if not self.simulation or not self.config.tiers:
+    def tiers(self) -> list[tuple[RunSpec, np.ndarray | None]]:
+        """The run options of each group of simulated users (e.g. a privacy tier's) and every user's group by
+        user id, over the heterogeneity axes (fed.heterogeneity.registry); on a device one group, the run's,
+        for all its users (None): the owner's policy sets the budget, not --tiers."""
+        if not self.simulation:
             return [(self.config, None)]
-        configs, tier_of = run_tiers(self.config)
-        return [(config, tier_of) for config in configs]
+        specs, group_of = spec_groups(self.config)
+        return [(spec, None if specs[0] is self.config else group_of) for spec in specs]
 
     def store(self) -> LedgerStore:
         """The node's ledger store (crash-durable on a device)."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fed.behavior_trace import BehaviorTrace
-from fed.config import RunConfig
-from fed.device_speed import DeviceSpeed, round_duration
+from fed.behavior_trace import BehaviorTrace, BehaviorTraceAxis
+from fed.device_speed import DeviceSpeedAxis, round_duration
+from fed.spec.run_spec import RunSpec
 
 
 class VirtualClock:
@@ -19,21 +19,29 @@ class VirtualClock:
 
     Parameters
     ----------
-    config:
-        The run's options (needs --device-speed).
+    spec:
+        The run (needs --device-speed).
     dim:
         Values per report (what each released record uploads).
     """
 
-    def __init__(self, config: RunConfig, dim: int) -> None:
-        if not config.virtual_clock:
+    def __init__(self, spec: RunSpec, dim: int) -> None:
+        setting = spec.heterogeneity.setting(DeviceSpeedAxis.name)
+        if setting is None:
             raise ValueError("a virtual clock needs --device-speed")
-        self.speed = DeviceSpeed(config.device_speed)
-        self.ms_per_record, self.kbps = self.speed.per_user(config.users, config.seed)
-        self.trace = BehaviorTrace.load(config.behavior_trace, config.users, config.seed) if config.behavior_trace else None
-        self.deadline = float(config.deadline)
+        users, seed = spec.data.users, spec.seed
+        self.speed = setting.speed
+        self.ms_per_record, self.kbps = self.speed.per_user(users, seed)
+        trace = spec.heterogeneity.setting(BehaviorTraceAxis.name)
+        self.trace = BehaviorTrace.load(trace, users, seed) if trace else None
+        self.deadline = setting.deadline
         self.dim = dim
         self.now = 0.0
+
+    @staticmethod
+    def runs(spec: RunSpec) -> bool:
+        """Whether ``spec``'s rounds run on a virtual clock (--device-speed given: simulation only)."""
+        return spec.heterogeneity.setting(DeviceSpeedAxis.name) is not None
 
     def online(self) -> np.ndarray | None:
         """Which users are online now, by user id (None: the trace does not restrict anyone)."""

@@ -8,7 +8,7 @@ A study is a TOML file::
     group_by = ["label_skew_quantile"]   # optional: users.csv column(s) to split results by
     baselines = ["accuracy_nonprivate"]  # optional: summary.json accuracies shown beside each cell's
 
-    [base]                               # fixed run options (any RunConfig field but seed and out)
+    [base]                               # fixed run options (any run option but seed and out)
     data = "../shared/data/sst2"
     users = 200
 
@@ -42,11 +42,11 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec, options
 from fed.run_record import _clean
 
 MARKER = "study_run.json"
@@ -107,17 +107,17 @@ class Study:
 
 
 def run_options() -> tuple[str, ...]:
-    """The run options a study may set: every RunConfig field except those the study sets."""
-    return tuple(f.name for f in fields(RunConfig) if f.name not in SET_BY_STUDY)
+    """The run options a study may set: every run option except those the study sets."""
+    return tuple(option.name for option in options() if option.name not in SET_BY_STUDY)
 
 
 def load_study(path: Path) -> Study:
-    """Read and validate a study config; every run's options are checked by RunConfig.
+    """Read and validate a study config; every run's options are checked by RunSpec.
 
     Raises
     ------
     ValueError
-        Naming the unknown key, the misplaced option or the run whose options RunConfig refuses.
+        Naming the unknown key, the misplaced option or the run whose options RunSpec refuses.
     """
     try:
         raw = tomllib.loads(Path(path).read_text())
@@ -159,7 +159,7 @@ def load_study(path: Path) -> Study:
         if names.setdefault(run.name, run.cell) != run.cell:
             raise ValueError(f"{path}: cells {names[run.name]} and {run.cell} get the same run directory {run.name!r}")
         try:
-            RunConfig.from_mapping(run.options)
+            RunSpec.from_mapping(run.options)
         except ValueError as error:
             raise ValueError(f"{path}: run {run.name}: {error}") from None
     return study

@@ -20,7 +20,7 @@ from fed.dataset import TextDataset
 from fed.encoders.cache import encode_cached
 from fed.groups import TIER
 from fed.loaders import load_dataset
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
 from fed.policy import DevicePolicy
 from fed.population import Population
@@ -31,7 +31,9 @@ from fed.run_record import RunRecord
 from fed.user_results import group_summary, users_table
 from strategies import central
 from strategies.strategy import LdpStrategy
-from fed.tiers import run_tiers, tier_rows
+from fed.heterogeneity.registry import spec_groups
+from fed.spec.schedule_warnings import schedule_warnings
+from fed.tiers import PrivacyTiers, tier_rows
 from fed.threads import limit_blas_threads
 
 app = ServerApp()
@@ -53,16 +55,16 @@ def main(grid: Grid, context: Context) -> None:
     """Entry point Flower calls with the run's config."""
     if hasattr(grid, "pull_interval"):  # the simulation engine's InMemoryGrid (a constructor setting of Flower's)
         grid.pull_interval = min(grid.pull_interval, PULL_INTERVAL)
-    run(grid, RunConfig.from_mapping(context.run_config))
+    run(grid, RunSpec.from_mapping(context.run_config))
 
 
-def run_directory(config: RunConfig) -> Path:
+def run_directory(config: RunSpec) -> Path:
     """--out, else runs/<UTC time> under the working directory (printed, absolute)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return Path(config.out or Path.cwd() / "runs" / stamp).resolve()
+    return Path(config.output.out or Path.cwd() / "runs" / stamp).resolve()
 
 
-def run(grid: Grid, config: RunConfig) -> Path:
+def run(grid: Grid, config: RunSpec) -> Path:
     """One whole run; returns the run directory."""
     limit_blas_threads()
     started = time.monotonic()
@@ -74,20 +76,20 @@ def run(grid: Grid, config: RunConfig) -> Path:
     assets = load_assets(unpack(bundle, cache))  # the server's own bundle passes the checks its users make
 
     strategy = LdpStrategy(config, record, baselines={})
-    strategy.setup(grid, bundle, expected_nodes=config.nodes)
-    tier_configs, tier_of = run_tiers(config)
-    for name, tier_config, plan in zip(_policy_files(len(tier_configs)), tier_configs, strategy.plans):
-        (record.out / name).write_text(SIMULATED_POLICY + DevicePolicy.from_run(tier_config, plan).to_toml())
+    strategy.setup(grid, bundle, expected_nodes=config.schedule.nodes)
+    tier_specs, tier_of = spec_groups(config)
+    for name, tier_spec, plan in zip(_policy_files(len(tier_specs)), tier_specs, strategy.plans):
+        (record.out / name).write_text(SIMULATED_POLICY + DevicePolicy.from_run(tier_spec, plan).to_toml())
     public_check = _public_check(config, assets, public, strategy.num_labels)
     _baselines(config, assets, public if public_check.labels_match else None, strategy)
-    if config.privacy_model == "central":
+    if config.privacy.privacy_model == "central":
         return _run_central(grid, config, record, strategy, public_check, started)
 
-    strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.rounds, timeout=config.round_timeout)
-    inference = strategy.remote_inference(grid) if config.inference == "remote" else None
+    strategy.start(grid, initial_arrays=ArrayRecord(), num_rounds=config.schedule.rounds, timeout=config.schedule.round_timeout)
+    inference = strategy.remote_inference(grid) if config.evaluation.inference == "remote" else None
     ledgers = strategy.collect_ledgers(grid)
 
-    record.write_json("ledgers.json", {"delta": config.delta, "users": ledgers})
+    record.write_json("ledgers.json", {"delta": config.privacy.delta, "users": ledgers})
     figures = LedgerFigures.from_ledgers(ledgers, strategy.train_counts)
     del ledgers  # the parsed ledgers in ``figures`` are what the report needs
     last = record.rounds[-1] if record.rounds else {}
@@ -105,7 +107,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
     result["errors"] = strategy.errors
     result["nodes_dropped"] = {str(node): reason for node, reason in sorted(strategy.dropped.items())}
     result["public_data"] = public_check.to_json()
-    result["warnings"] = config.schedule_warnings() + list(public_check.warnings)
+    result["warnings"] = schedule_warnings(config) + list(public_check.warnings)
     for text in result["warnings"]:
         print(f"ldpfed: WARNING: {text}", flush=True)
     if strategy.shuffler is not None:
@@ -115,9 +117,9 @@ def run(grid: Grid, config: RunConfig) -> Path:
     if strategy.clock is not None:
         result["virtual_seconds"] = strategy.clock.now
         result["users_late"] = sum(r.get("users_late", 0) for r in record.rounds)
-    if config.tiers:
-        sentence = figures.by_user(figures.sentence, config.users)
-        result["tiers"] = tier_rows(tier_configs, strategy.plans, tier_of, sentence)
+    if config.heterogeneity.setting(PrivacyTiers.name) is not None:
+        sentence = figures.by_user(figures.sentence, config.data.users)
+        result["tiers"] = tier_rows(tier_specs, strategy.plans, tier_of, sentence)
     record.write_json("summary.json", result)
     (record.out / "privacy_report.md").write_text(
         privacy_report(config, strategy.plan, figures, result) + _shuffled_section(result.get("shuffled"))
@@ -125,7 +127,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
     )
     plot_accuracy(record.rounds, record.out / "accuracy.png")
     plot_epsilon(figures.sentence, figures.user, strategy.plan.budget.epsilon_sentence, record.out / "epsilon.png")
-    if config.save_reports and strategy.saved:
+    if config.output.save_reports and strategy.saved:
         np.savez_compressed(
             record.out / "reports.npz",
             **{k: np.concatenate([s[k] for s in strategy.saved]) for k in ("reports", "labels", "users")},
@@ -135,7 +137,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
 
 
 def _run_central(
-    grid: Grid, config: RunConfig, record: RunRecord, strategy: LdpStrategy, public_check: PublicCheck, started: float
+    grid: Grid, config: RunSpec, record: RunRecord, strategy: LdpStrategy, public_check: PublicCheck, started: float
 ) -> Path:
     """The rest of a --privacy-model central run: DP-FedAvg rounds, local inference, summary and report."""
     head, plan = central.train(grid, config, strategy)
@@ -145,12 +147,12 @@ def _run_central(
         "accuracy_public_only": acc.get("public_only"),
         "accuracy_nonprivate": strategy.nonprivate_accuracy,
     }
-    warnings = config.schedule_warnings() + list(public_check.warnings)
+    warnings = schedule_warnings(config) + list(public_check.warnings)
     result = {
         "privacy_model": "central",
         **accuracies,
         "epsilon_user_central": plan.epsilon,
-        "delta": config.delta,
+        "delta": config.privacy.delta,
         "central": plan.to_json(),
         "seconds": time.monotonic() - started,
         "errors": strategy.errors,
@@ -169,7 +171,7 @@ def _user_results(record: RunRecord, strategy: LdpStrategy, figures: LedgerFigur
     results = strategy.user_results
     if results is None:
         return None
-    users = strategy.config.users
+    users = strategy.config.data.users
     axes = strategy.user_axes(figures.by_user(figures.budgets, users))  # tiers: the budgets the ledgers enforced
     attributes = strategy.attributes
     sentence, user = figures.by_user(figures.sentence, users), figures.by_user(figures.user, users)
@@ -194,7 +196,7 @@ def _user_results(record: RunRecord, strategy: LdpStrategy, figures: LedgerFigur
     return groups
 
 
-def _public_check(config: RunConfig, assets: Assets, public: TextDataset | None, num_labels: int) -> PublicCheck:
+def _public_check(config: RunSpec, assets: Assets, public: TextDataset | None, num_labels: int) -> PublicCheck:
     """Compare the public data with the task (fed.assets.check_public).
 
     The nodes tell the number of labels. Label names and the domain need the task's own
@@ -202,10 +204,10 @@ def _public_check(config: RunConfig, assets: Assets, public: TextDataset | None,
     bound (a simulation); there the domain is measured on a seeded sample of them (not for the
     BiLSTM encoder, as in ``ldpfed simulate``).
     """
-    if public is None or not config.nonprivate_baseline:
+    if public is None or not config.evaluation.nonprivate_baseline:
         return check_public(config, public, [str(i) for i in range(num_labels)])
-    train = load_dataset(config.data, "train")
-    if config.encoder == "bilstm":  # trained on the public data: its space tells little about the domain
+    train = load_dataset(config.data.data, "train")
+    if config.encoder.encoder == "bilstm":  # trained on the public data: its space tells little about the domain
         return check_public(config, public, train.label_names)
     cache = default_cache_dir(config)
     if len(train) > DOMAIN_SAMPLE:
@@ -220,7 +222,7 @@ def _policy_files(tiers: int) -> list[str]:
     return ["policy.toml"] if tiers == 1 else [f"policy-tier-{k}.toml" for k in range(1, tiers + 1)]
 
 
-def shuffled_figure(config: RunConfig, strategy: LdpStrategy) -> ShuffledFigure:
+def shuffled_figure(config: RunSpec, strategy: LdpStrategy) -> ShuffledFigure:
     """Sentence-level central epsilon of the shuffled training rounds (fed.privacy.shuffle).
 
     eps0 is the largest pure epsilon of one training report over the run's plans (its label's
@@ -231,9 +233,9 @@ def shuffled_figure(config: RunConfig, strategy: LdpStrategy) -> ShuffledFigure:
     for plan in strategy.plans:
         event = plan.train.event
         if not isinstance(event, PureEvent) or plan.train.records_per_report != 1:
-            return composed(strategy.shuffled, None, config.delta)
-        per_report.append(event.epsilon + (config.label_epsilon or 0.0))
-    return composed(strategy.shuffled, max(per_report), config.delta)
+            return composed(strategy.shuffled, None, config.privacy.delta)
+        per_report.append(event.epsilon + (config.privacy.label_epsilon or 0.0))
+    return composed(strategy.shuffled, max(per_report), config.privacy.delta)
 
 
 def _shuffled_section(shuffled: dict[str, Any] | None) -> str:
@@ -258,7 +260,7 @@ def _warning_section(warnings: list[str]) -> str:
     return "\n## Warnings\n\n" + "".join(f"- {text}\n" for text in warnings)
 
 
-def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, strategy: LdpStrategy) -> None:
+def _baselines(config: RunSpec, assets: Assets, public: TextDataset | None, strategy: LdpStrategy) -> None:
     """Public-only baseline and shrinkage target from public data; the non-private upper bound.
 
     ``public`` is the server's public data if it is labelled like the task, else None. The
@@ -272,7 +274,7 @@ def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, st
     target = public_means = None
     if public is not None:
         x = features(assets.features(public, cache))
-        strategy.baselines["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.shrinkage)
+        strategy.baselines["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.evaluation.shrinkage)
         public_means = class_means(x, public.labels, strategy.num_labels)
         if len(public) >= PUBLIC_ROWS_PER_DIM * strategy.dim:
             target = within_class_covariance(x, public.labels, strategy.num_labels)
@@ -281,19 +283,19 @@ def _baselines(config: RunConfig, assets: Assets, public: TextDataset | None, st
         return ReportAggregator(
             strategy.dim,
             strategy.num_labels,
-            config.shrinkage,
+            config.evaluation.shrinkage,
             target,
             public_means,
-            config.screening,
-            config.weighting,
+            config.evaluation.screening,
+            config.evaluation.weighting,
             strategy.plan.budget.delta,
         )
 
     strategy.aggregator = aggregator()
-    if config.tiers:
+    if config.heterogeneity.setting(PrivacyTiers.name) is not None:
         strategy.top_tier = aggregator()
-    if config.nonprivate_baseline:
+    if config.evaluation.nonprivate_baseline:
         population = Population.build(config)
         train, dev = (encode_cached(assets.sentence, d, cache) for d in (population.train, population.dev))
-        model = fit_clean(train, population.train.labels, strategy.num_labels, config.shrinkage)
+        model = fit_clean(train, population.train.labels, strategy.num_labels, config.evaluation.shrinkage)
         strategy.nonprivate_accuracy = float((model.predict(dev) == population.dev.labels).mean())

@@ -26,7 +26,7 @@ from flwr.serverapp.strategy import (
 
 from clients import protocol
 from fed.classifier import LinearModel
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.evaluation import accuracy
 from fed.privacy.central import TRUST, CentralAccount, account, calibrate
 from fed.run_record import RunRecord
@@ -37,8 +37,8 @@ from strategies.strategy import LdpStrategy
 class CentralFedAvg(FedAvg):
     """FedAvg with equal weights that samples m of the set-up nodes per round with the run seed."""
 
-    def __init__(self, config: RunConfig, nodes: list[int], record: RunRecord) -> None:
-        self.per_round = config.users_per_round or config.users
+    def __init__(self, config: RunSpec, nodes: list[int], record: RunRecord) -> None:
+        self.per_round = config.schedule.users_per_round or config.data.users
         super().__init__(
             fraction_evaluate=0.0, min_train_nodes=self.per_round, min_available_nodes=self.per_round,
             weighted_by_key=protocol.CENTRAL_WEIGHT,
@@ -47,7 +47,7 @@ class CentralFedAvg(FedAvg):
         self.rng = np.random.default_rng(config.seed)
         self.record = record
         self.started = time.monotonic()
-        self.message_type = protocol.CENTRAL_TRAIN if config.central_clipping == "fixed" else protocol.CENTRAL_TRAIN_ADAPTIVE
+        self.message_type = protocol.CENTRAL_TRAIN if config.privacy.central_clipping == "fixed" else protocol.CENTRAL_TRAIN_ADAPTIVE
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
         """``train.central`` to a uniform sample of m nodes, without replacement."""
@@ -68,32 +68,32 @@ class CentralFedAvg(FedAvg):
         return result
 
 
-def noise_for(config: RunConfig) -> CentralAccount:
+def noise_for(config: RunSpec) -> CentralAccount:
     """The run's Flower noise multiplier and its user-level account: --central-noise, or calibrated to --epsilon."""
-    per_round = config.users_per_round or config.users
-    if config.central_noise > 0:
-        return account(config.central_noise, config.users, per_round, config.rounds, config.delta)
-    return calibrate(config.epsilon, config.users, per_round, config.rounds, config.delta)
+    per_round = config.schedule.users_per_round or config.data.users
+    if config.privacy.central_noise > 0:
+        return account(config.privacy.central_noise, config.data.users, per_round, config.schedule.rounds, config.privacy.delta)
+    return calibrate(config.privacy.epsilon, config.data.users, per_round, config.schedule.rounds, config.privacy.delta)
 
 
-def train(grid: Grid, config: RunConfig, setup: LdpStrategy) -> tuple[LinearModel, CentralAccount]:
+def train(grid: Grid, config: RunSpec, setup: LdpStrategy) -> tuple[LinearModel, CentralAccount]:
     """Run the DP-FedAvg rounds over the nodes ``setup`` has set up; returns the final head and its account."""
     nodes = sorted(set(setup.node_of.values()) & setup.available)
-    if len(nodes) != config.users:
-        raise RuntimeError(f"central DP-FedAvg needs all {config.users} users' nodes set up, got {len(nodes)}: {setup.errors}")
+    if len(nodes) != config.data.users:
+        raise RuntimeError(f"central DP-FedAvg needs all {config.data.users} users' nodes set up, got {len(nodes)}: {setup.errors}")
     plan = noise_for(config)
     np.random.seed(config.seed % 2**32)  # Flower's wrapper draws its noise from NumPy's global generator (simulation)
     inner = CentralFedAvg(config, nodes, setup.record)
     strategy = dp_wrapper(config, inner, plan.noise_multiplier)
     head = initial(setup.dim, setup.num_labels)  # the classifier's input: the plan's features of the records
     result = strategy.start(
-        grid, initial_arrays=protocol.central_arrays(head), num_rounds=config.rounds, timeout=config.round_timeout
+        grid, initial_arrays=protocol.central_arrays(head), num_rounds=config.schedule.rounds, timeout=config.schedule.round_timeout
     )
     models = protocol.read_evaluate_request(RecordDict({"m": result.arrays}), setup.dim, setup.num_labels, key="m")
     return models[protocol.CENTRAL_HEAD], plan
 
 
-def dp_wrapper(config: RunConfig, inner: CentralFedAvg, noise_multiplier: float) -> Strategy:
+def dp_wrapper(config: RunSpec, inner: CentralFedAvg, noise_multiplier: float) -> Strategy:
     """Flower's client-side clipping wrapper for --central-clipping around ``inner``.
 
     Adaptive: ``noise_multiplier`` is the effective one over the update noise and the noise on the
@@ -102,10 +102,10 @@ def dp_wrapper(config: RunConfig, inner: CentralFedAvg, noise_multiplier: float)
     without bound, which costs at most a factor 2/sqrt(3) on the update noise.
     """
     m = inner.per_round
-    if config.central_clipping == "fixed":
-        return DifferentialPrivacyClientSideFixedClipping(inner, noise_multiplier, config.central_clip, num_sampled_clients=m)
+    if config.privacy.central_clipping == "fixed":
+        return DifferentialPrivacyClientSideFixedClipping(inner, noise_multiplier, config.privacy.central_clip, num_sampled_clients=m)
     return DifferentialPrivacyClientSideAdaptiveClipping(
-        inner, noise_multiplier, num_sampled_clients=m, initial_clipping_norm=config.central_clip,
+        inner, noise_multiplier, num_sampled_clients=m, initial_clipping_norm=config.privacy.central_clip,
         clipped_count_stddev=max(m / 20, noise_multiplier),
     )
 
@@ -117,7 +117,7 @@ def evaluate(grid: Grid, setup: LdpStrategy, models: dict[str, LinearModel]) -> 
     return accuracy([protocol.read_outcomes_reply(reply.content) for _, reply in setup._exchange(grid, messages)])
 
 
-def report(config: RunConfig, plan: CentralAccount, accuracies: dict[str, Any]) -> str:
+def report(config: RunSpec, plan: CentralAccount, accuracies: dict[str, Any]) -> str:
     """The privacy report of a central run."""
     return "\n".join([
         "# Privacy report: central DP-FedAvg (--privacy-model central)",
@@ -125,7 +125,7 @@ def report(config: RunConfig, plan: CentralAccount, accuracies: dict[str, Any]) 
         f"- accuracy of the DP-FedAvg softmax head (local inference, exact, simulation only): {accuracies['accuracy_local']}",
         f"- user-level epsilon {plan.epsilon:.4g} at delta {plan.delta:g} (unit: all of one user's records)",
         f"- Flower noise multiplier {plan.noise_multiplier:.4g} (noise std on the sum of updates / clipping norm "
-        f"{config.central_clip:g}, clipping {config.central_clipping}); {plan.users_per_round} of {plan.users} users per "
+        f"{config.privacy.central_clip:g}, clipping {config.privacy.central_clipping}); {plan.users_per_round} of {plan.users} users per "
         f"round, {plan.rounds} rounds",
         "- sampling: fixed-size, uniformly without replacement, seeded by the run seed",
         f"- accountant: {plan.to_json()['accountant']}",

@@ -27,10 +27,12 @@ from flwr.serverapp.strategy import Strategy
 from clients import protocol
 from fed.aggregation import ReportAggregator
 from fed.classifier import LinearModel
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.plan import PrivacyPlan, make_plan
 from fed.evaluation import accuracy
-from fed.groups import Axis, UserAttributes, device_tiers, simulated_budgets
+from fed.heterogeneity.registry import online as reached
+from fed.heterogeneity.registry import spec_groups
+from fed.groups import Axis, UserAttributes, heterogeneity_axes, simulated_budgets
 from fed.node import NodeReply
 from fed.noise import ENGINE_SAMPLER
 from fed.requests import Refusal
@@ -39,7 +41,6 @@ from fed.randomizers.labels import make_label_release
 from fed.run_record import RunRecord
 from fed.shuffler import Shuffler
 from fed.population import Population
-from fed.tiers import run_tiers
 from fed.user_results import UserResults, round_metrics
 from fed.virtual_clock import VirtualClock
 
@@ -61,7 +62,7 @@ class LdpStrategy(Strategy):
         Classifiers evaluated beside the private one (public-only; non-private in simulation).
     """
 
-    def __init__(self, config: RunConfig, record: RunRecord, baselines: dict[str, LinearModel]) -> None:
+    def __init__(self, config: RunSpec, record: RunRecord, baselines: dict[str, LinearModel]) -> None:
         self.config = config
         self.record = record
         self.baselines = baselines
@@ -88,7 +89,7 @@ class LdpStrategy(Strategy):
         """Each privacy tier's plan (fed.tiers; one without --tiers)."""
         self.plan: PrivacyPlan | None = None
         """The run's plan; with --tiers the plan of the tier with the largest budget."""
-        self.tier_of = np.zeros(config.users, dtype=np.int64)
+        self.tier_of = np.zeros(config.data.users, dtype=np.int64)
         self.clock: VirtualClock | None = None
         """With --device-speed: the run's virtual clock (simulation only)."""
         self.late: set[int] = set()
@@ -99,7 +100,7 @@ class LdpStrategy(Strategy):
         self.round_metrics: dict[str, Any] = {}
         self.user_results: UserResults | None = None
         self.attributes: UserAttributes | None = None
-        self.shuffler = Shuffler(np.random.default_rng([config.seed, SHUFFLE_STREAM])) if config.privacy_model == "shuffle" else None
+        self.shuffler = Shuffler(np.random.default_rng([config.seed, SHUFFLE_STREAM])) if config.privacy.privacy_model == "shuffle" else None
         """With --privacy-model shuffle: what stands between the nodes' replies and the classifier (fed.shuffler)."""
         self.shuffled: list[int] = []
         """Reports shuffled together in each training round (the batch sizes of the amplification bound)."""
@@ -112,31 +113,31 @@ class LdpStrategy(Strategy):
         nodes that answered; fewer than --min-nodes is an error.
         """
         self.bundle = bundle
-        deadline = time.monotonic() + self.config.round_timeout
+        deadline = time.monotonic() + self.config.schedule.round_timeout
         listed = set(grid.get_node_ids())
         while len(listed) < expected_nodes and time.monotonic() < deadline:
             time.sleep(1.0)
             listed = set(grid.get_node_ids())
         self._set_up(grid, listed)
-        if len(self.ready) < self.config.min_nodes:
+        if len(self.ready) < self.config.schedule.min_nodes:
             raise RuntimeError(
                 f"{len(self.ready)} of {len(listed)} connected nodes (expected {expected_nodes}) answered the setup, "
-                f"fewer than --min-nodes {self.config.min_nodes}: {'; '.join(self.errors) or 'no node connected'}"
+                f"fewer than --min-nodes {self.config.schedule.min_nodes}: {'; '.join(self.errors) or 'no node connected'}"
             )
         if not self.node_of:
             raise RuntimeError("the nodes that answered the setup host no users")
         self.available = set(self.ready)
-        tier_configs, self.tier_of = run_tiers(self.config)
+        tier_specs, self.tier_of = spec_groups(self.config)
         max_queries = max(max(self.query_counts.values(), default=1), 1)
-        self.plans = [make_plan(config, self.num_labels, max_queries) for config in tier_configs]
+        self.plans = [make_plan(spec, self.num_labels, max_queries) for spec in tier_specs]
         self.plan = max(self.plans, key=lambda plan: plan.budget.epsilon_sentence)
         # The classifier reads what the server decodes: features(x) may change the dimension (bit
         # encodings report dim * bits; snd decodes token matrices to sentence vectors); local
         # inference applies the same features.
         self.dim = int(self.plan.train.features(np.zeros((1, self.feature_dim))).shape[1])
-        self.clock = VirtualClock(self.config, self.dim) if self.config.virtual_clock else None
+        self.clock = VirtualClock(self.config, self.dim) if VirtualClock.runs(self.config) else None
         self.aggregator = ReportAggregator(
-            self.dim, self.num_labels, self.config.shrinkage, weighting=self.config.weighting, delta=self.plan.budget.delta
+            self.dim, self.num_labels, self.config.evaluation.shrinkage, weighting=self.config.evaluation.weighting, delta=self.plan.budget.delta
         )
         if ENGINE_SAMPLER in {self.samplers.get(n) for n in self.ready}:
             self._user_attributes()  # per-user results will come: rebuild the population now, not inside a round
@@ -187,24 +188,20 @@ class LdpStrategy(Strategy):
         spent = {u for u, s in self.summaries.items() if s.get("train_records_left", 1.0) == 0}
         reachable = {u for u, node in self.node_of.items() if node in self.available}
         available = np.array(sorted(reachable - self.exhausted - spent), dtype=np.int64)
-        online = np.ones(self.config.users, dtype=bool)
-        if not self.config.user_availability.always:  # a simulation: the server plays the network
-            online &= self.config.user_availability.online(self.config.users, server_round, self.config.seed)
-        if self.clock is not None and self.clock.online() is not None:
-            online &= self.clock.online()
+        online = reached(self.config, server_round, self.clock)  # a simulation: the server plays the network
         offline = int((~online[available]).sum())
         available = available[online[available]]
-        size = len(available) if not self.config.users_per_round else min(self.config.users_per_round, len(available))
+        size = len(available) if not self.config.schedule.users_per_round else min(self.config.schedule.users_per_round, len(available))
         sampled = np.sort(self.rng.choice(available, size=size, replace=False)) if size else available
         self.round_metrics = {"round": server_round, "users_sampled": int(size), "users_offline": offline}
         self.late = set()
         if self.clock is not None:
-            per_round = self.config.records_per_user_round
+            per_round = self.config.schedule.records_per_user_round
             records = np.array([self.train_counts.get(int(u), 0) for u in sampled], dtype=np.int64)
             late = self.clock.run_round(sampled, np.minimum(records, per_round) if per_round else records)
             self.late = set(sampled[late].tolist())
             self.round_metrics.update({"users_late": len(self.late), "virtual_seconds": self.clock.now})
-        summarise = not self.config.save_reports and self.shuffler is None  # a shuffler takes single reports, not sums
+        summarise = not self.config.output.save_reports and self.shuffler is None  # a shuffler takes single reports, not sums
         self.outbox = self._per_node(sampled.tolist(), protocol.TRAIN, summarise=summarise, late=self.late)
         return self.outbox
 
@@ -244,7 +241,7 @@ class LdpStrategy(Strategy):
                 elif len(data.reports):
                     aggregator.add(data.reports, data.labels, data.randomizer, transition)
             received += int(data.sums.count) if data.sums is not None else len(data.reports)
-            if data.sums is None and len(data.reports) and self.config.save_reports:
+            if data.sums is None and len(data.reports) and self.config.output.save_reports:
                 self.saved.append({"reports": data.reports, "labels": data.labels, "users": data.users})
         self.round_metrics.update(
             {
@@ -266,7 +263,7 @@ class LdpStrategy(Strategy):
     # -- evaluation --------------------------------------------------------------------
     def evaluates(self, server_round: int) -> bool:
         """Whether ``server_round`` evaluates the classifiers: every --evaluate-every rounds, and the last."""
-        return server_round % self.config.evaluate_every == 0 or server_round == self.config.rounds
+        return server_round % self.config.schedule.evaluate_every == 0 or server_round == self.config.schedule.rounds
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -314,7 +311,7 @@ class LdpStrategy(Strategy):
             self.round_metrics["accuracy_local_denoised"] = acc["private_denoised"]
         per_user = [o.per_user for o in outcomes if o.per_user is not None]
         if per_user:  # simulation only: a device's reply carries no per-user outcome
-            self.user_results = UserResults.pool(per_user, self.config.users)
+            self.user_results = UserResults.pool(per_user, self.config.data.users)
             self.round_metrics.update(round_metrics(self.user_results, self.user_axes()))
         self.record.round(self.round_metrics)
         return MetricRecord({k: float(v) for k, v in acc.items()})
@@ -329,7 +326,7 @@ class LdpStrategy(Strategy):
             "epsilon_sentence_median": float(np.median(eps)) if eps else 0.0,
             "nodes_available": len(hosting),
             "noise_samplers": " + ".join(sorted({self.samplers[n] for n in hosting})) or None,
-            "users_unavailable": sum(self.node_of.get(u) not in hosting for u in range(self.config.users)),
+            "users_unavailable": sum(self.node_of.get(u) not in hosting for u in range(self.config.data.users)),
             "seconds": time.monotonic() - self.round_started,
             "elapsed": time.monotonic() - (self.first_round_started or self.round_started),
         }
@@ -344,7 +341,7 @@ class LdpStrategy(Strategy):
         attributes = self._user_attributes()
         if budgets is not None:
             self.attributes = attributes = attributes.with_budgets(budgets)
-        took_part = np.zeros(self.config.users, dtype=bool)
+        took_part = np.zeros(self.config.data.users, dtype=bool)
         took_part[np.fromiter(self.summaries, dtype=np.int64, count=len(self.summaries))] = True
         return attributes.axes(took_part)
 
@@ -352,13 +349,13 @@ class LdpStrategy(Strategy):
         """The users' attributes, from the run's population rebuilt on the server (once)."""
         if self.attributes is None:
             simulated = simulated_budgets(self.plans, self.tier_of)
-            device = device_tiers(self.config.device_tiers, self.config.users, self.config.seed) if self.config.device_tiers else None
-            self.attributes = UserAttributes.from_population(Population.build(self.config), simulated, device)
+            axes = heterogeneity_axes(self.config)
+            self.attributes = UserAttributes.from_population(Population.build(self.config), simulated, axes)
         return self.attributes
 
     def summary(self) -> None:
         """Strategy description (Flower prints it at start)."""
-        print(f"LdpStrategy: {self.config.users} users, {self.config.rounds} rounds, mechanism {self.config.mechanism}")
+        print(f"LdpStrategy: {self.config.data.users} users, {self.config.schedule.rounds} rounds, mechanism {self.config.privacy.mechanism}")
 
     # -- remote inference and ledgers ---------------------------------------------------
     def remote_inference(self, grid: Grid) -> dict[str, Any]:
@@ -477,7 +474,7 @@ class LdpStrategy(Strategy):
         """Randomizer, records per user and sampling of a tier's training or query release."""
         plan = self.plans[tier]
         if message_type == protocol.TRAIN:
-            return plan.train.params(), self.config.records_per_user_round, plan.train_sampling.spec
+            return plan.train.params(), self.config.schedule.records_per_user_round, plan.train_sampling.spec
         return plan.query.params(), 0, plan.upsampling.spec
 
     def _hosting(self) -> list[int]:
@@ -488,7 +485,7 @@ class LdpStrategy(Strategy):
         """Send ``messages`` and wait up to --round-timeout; see :meth:`_received`."""
         if not messages:
             return []
-        return self._received(messages, grid.send_and_receive(messages, timeout=self.config.round_timeout))
+        return self._received(messages, grid.send_and_receive(messages, timeout=self.config.schedule.round_timeout))
 
     def _received(self, sent: list[Message], replies: Iterable[Message]) -> list[tuple[int, Message]]:
         """(node, reply) of the replies to ``sent`` that carry content.
@@ -519,7 +516,7 @@ class LdpStrategy(Strategy):
                 ok.append((node, reply))
         for asked in sent_to.keys() - answered:
             node, kind = sent_to[asked]
-            self._lost(node, f"{kind}: node {node} sent no reply within {self.config.round_timeout:g} s")
+            self._lost(node, f"{kind}: node {node} sent no reply within {self.config.schedule.round_timeout:g} s")
         return ok
 
     def _lost(self, node: int, reason: str) -> None:

@@ -14,7 +14,6 @@ spending; these tests check that the answers carry nothing per record either (do
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from flwr.app import Message, RecordDict
 
 from clients import protocol
 from clients.app import app as client_app
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.device_state import init_state
 from fed.population import Population
 from fed.privacy.ledger import DEVICE_VIEW
@@ -37,7 +36,7 @@ from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _ledge
 TRAIN_LABELS = [0, 1, 0, 1, 1, 0]
 DEV_LABELS = [1, 0]
 TWO_USERS = dict(users=2, seed=7)
-TWO_USER_RUN = RunConfig.from_mapping(
+TWO_USER_RUN = RunSpec.from_mapping(
     dict(data="generated:400", public="none", dim=0, clip=1.0, nodes=1, rounds=1, epsilon=3.0, **TWO_USERS)
 )
 """The run config of :func:`_device` with two users on the device (its data: the device's own)."""
@@ -129,13 +128,13 @@ def test_the_device_answer_bounds_what_the_owner_sees_with_no_record_index(
     assert sum(s["steps"] for s in entry["steps"] if s["kind"] == "train") == 3
 
 
-def _shared_with_user_0(folder: Path, config: RunConfig) -> tuple[Path, Path]:
+def _shared_with_user_0(folder: Path, config: RunSpec) -> tuple[Path, Path]:
     """Two users' data on one device where one of user 1's training rows and one of its queries
     equal user 0's training rows, and the same data with nothing shared (the partition is the same:
     it depends on the labels and the seed)."""
     train, dev = _distinct("train", TRAIN_LABELS * 2), _distinct("dev", DEV_LABELS * 2)
     distinct = _folder(folder / "distinct", train, dev)
-    population = Population.build(dataclasses.replace(config, data=str(distinct)))
+    population = Population.build(config.with_options(data=str(distinct)))
     own, other = population.train_parts
     shared_train, shared_dev = list(train), list(dev)
     (j,) = [j for j in other.tolist() if any(train[i][1] == train[j][1] for i in own)][:1]
@@ -143,7 +142,7 @@ def _shared_with_user_0(folder: Path, config: RunConfig) -> tuple[Path, Path]:
     q = int(population.query_parts[1][0])
     shared_dev[q] = next(train[i] for i in own.tolist() if train[i][1] == dev[q][1])
     shared = _folder(folder / "shared", shared_train, shared_dev)
-    again = Population.build(dataclasses.replace(config, data=str(shared)))
+    again = Population.build(config.with_options(data=str(shared)))
     parts = zip(again.train_parts + again.query_parts, population.train_parts + population.query_parts)
     assert all(np.array_equal(a, b) for a, b in parts)
     return shared, distinct
@@ -173,7 +172,7 @@ def test_a_run_on_devices_writes_what_the_devices_reported(tmp_path: Path) -> No
     them (no record index or count), and the summary and report take the devices' own figures."""
     (tmp_path / "policy.toml").write_text(DEVICE_POLICY)
     nodes = [{"data": "generated:60", "state-dir": str(init_state(tmp_path / "state")), "policy": str(tmp_path / "policy.toml")}]
-    config = RunConfig(
+    config = RunSpec.of(
         data="generated:60", public="none", dim=0, users=2, nodes=1, rounds=1, epsilon=8.0, labels="public", out=str(tmp_path / "run")
     )
     run_local(server_app, client_app, 1, config.to_mapping(), engine=False, node_configs=nodes)

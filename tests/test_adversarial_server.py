@@ -21,7 +21,7 @@ from flwr.app import Message, RecordDict
 from clients import protocol
 from clients.app import app as client_app, owner_ledgers
 from fed.assets import pack
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.device_state import init_state
 from fed.entropy import simulation_engine
 from fed.privacy.calibration import calibrate_gaussian_sigma
@@ -76,7 +76,7 @@ def _device(
     node_config = {"data": str(data), "state-dir": str(state)}
     if policy is not None:
         node_config["policy"] = str(policy)
-    grid = LocalGrid(client_app, 1, RunConfig.from_mapping(values).to_mapping(), engine=engine, node_configs=[node_config])
+    grid = LocalGrid(client_app, 1, RunSpec.from_mapping(values).to_mapping(), engine=engine, node_configs=[node_config])
     reply = _send(grid, protocol.SETUP, protocol.setup_request(bundle))
     assert protocol.read_refusal(reply.content) is None, protocol.read_refusal(reply.content)
     return grid

@@ -22,7 +22,7 @@ import pytest
 import clients.app as client_module
 from clients import protocol
 from fed.assets import pack
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.device_records import RECORDS_FOLDER
 from fed.encoders.projection import PCAProjection
 from fed.plan import make_plan
@@ -115,7 +115,7 @@ print(json.dumps({"served": served, "loaded": [m for m in args["heavy"] if m in 
 def _serve_fresh(grid: object, heavy: tuple[str, ...] = HEAVY) -> dict:
     """The device's messages after setup, served in a new interpreter; what each gave and what it imported."""
     context = grid.node_ctx[NODE]
-    config = RunConfig.from_mapping(context.run_config)
+    config = RunSpec.from_mapping(context.run_config)
     plan = make_plan(config, 2, DEV)
     args = {
         "run_id": context.run_id, "node": NODE, "node_config": dict(context.node_config), "run_config": dict(context.run_config),
@@ -231,7 +231,7 @@ def test_after_device_encode_setup_imports_neither_torch_nor_transformers(data: 
     files = init_device(tmp_path / "device")
     _policy(files.policy, epsilon_sentence=3.0, labels="public")
     assert encode_data(files, str(data)) == TRAIN + DEV
-    run_config = RunConfig.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0, **RUN))
+    run_config = RunSpec.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0, **RUN))
     args = {
         "run_id": 7, "node": NODE, "node_config": {"data": str(data), "state-dir": str(files.state), "policy": str(files.policy)},
         "run_config": run_config.to_mapping(), "state": None, "type": protocol.SETUP, "bundle": bundle.tolist(), "heavy": list(HEAVY),

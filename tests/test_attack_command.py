@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clients.app import app as client_app
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from simulations.cli import main
 from strategies.app import app as server_app
 from tests.local_grid import run_local
@@ -42,7 +42,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
     out = {}
     for name, options in settings.items():
-        config = RunConfig(
+        config = RunSpec.of(
             **{
                 "data": f"generated:{RECORDS}", "public": f"generated:{RECORDS}", "users": 12, "nodes": 1,
                 "partition": "natural", "save_reports": True, "dim": 0, "clip": 1.0, "nonprivate_baseline": False,

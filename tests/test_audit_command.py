@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import ks_2samp
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.plan import make_plan
 from fed.randomizers.auditing import AUDITABLE, build_for_audit, dimension_free
 from simulations.cli import main
@@ -83,9 +83,9 @@ def test_command_line_entry_point_prints_the_table() -> None:
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace", "dchi", "sue", "oue", "ome", "dpie-gaussian", "dpie-laplace", "texthide"])
 def test_the_audit_builds_what_a_run_builds(mechanism: str) -> None:
     # One release per record, same clip, dim and (default) options: the plan's randomizer is the audited one.
-    config = RunConfig(mechanism=mechanism, epsilon=1.0, clip=1.0, dim=16)
+    config = RunSpec.of(mechanism=mechanism, epsilon=1.0, clip=1.0, dim=16)
     plan = make_plan(config, 2)
-    case = build_for_audit(mechanism, 1.0, config.delta, 16, {"clip": 1.0})
+    case = build_for_audit(mechanism, 1.0, config.privacy.delta, 16, {"clip": 1.0})
     assert case.randomizer.params() == plan.train.params()
     claimed = plan.calibrations["train"].get("claimed_epsilon") or plan.calibrations["train"]["target_epsilon"]
     assert case.claimed_epsilon == (math.inf if claimed is None else claimed)

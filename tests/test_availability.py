@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from clients.app import app as client_app
-from fed.availability import Availability
-from fed.config import RunConfig
+from fed.availability import Availability, AvailabilityAxis
+from fed.spec.run_spec import RunSpec
 from fed.privacy.ledger import Ledger
 from strategies.app import app as server_app
 from tests.local_grid import run_local
@@ -19,7 +19,7 @@ from tests.local_grid import run_local
 @pytest.mark.parametrize("spec,dropout", [("0", 0.0), ("1.5", 0.0), ("often", 0.0), ("beta:1", 0.0), ("beta:0:1", 0.0), ("1", 1.0), ("1", -0.1)])
 def test_bad_availability_is_refused_by_name(spec: str, dropout: float) -> None:
     with pytest.raises(ValueError, match="--availability|--dropout"):
-        RunConfig(availability=spec, dropout=dropout)
+        RunSpec.of(availability=spec, dropout=dropout)
 
 
 def test_the_draws_have_the_stated_rates_and_follow_the_seed() -> None:
@@ -40,12 +40,12 @@ def test_the_draws_have_the_stated_rates_and_follow_the_seed() -> None:
 
 def test_offline_users_release_nothing_and_spend_nothing(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    config = RunConfig(
+    config = RunSpec.of(
         data="generated:600", public="none", dim=0, users=30, nodes=2, rounds=3, availability="0.4", dropout=0.2, out=str(out),
         nonprivate_baseline=False,
     )
     run_local(server_app, client_app, 2, config.to_mapping())
-    rule = config.user_availability
+    rule = config.heterogeneity.setting(AvailabilityAxis.name)
     online = [set(np.flatnonzero(rule.online(30, r, config.seed)).tolist()) for r in (1, 2, 3)]
     ever = set().union(*online)
     assert 0 < len(ever) < 30

@@ -19,7 +19,7 @@ import torch
 
 from fed import assets
 from fed.assets import MAX_UNPACKED_BYTES, build_bundle, load_assets, pack, unpack
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.encoders.bilstm import BiLSTMEncoder
 from fed.encoders.bilstm_net import BiLSTMNet
 from fed.encoders.projection import PCAProjection
@@ -301,11 +301,11 @@ def test_build_bundle_leaves_no_temp_folder(tmp_path: Path, monkeypatch: pytest.
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    bundle = build_bundle(RunConfig(public="none", dim=0), None, tmp_path / "cache")
+    bundle = build_bundle(RunSpec.of(public="none", dim=0), None, tmp_path / "cache")
     assert list(temp.iterdir()) == []
     assert load_assets(unpack(bundle, tmp_path / "cache")).projection is None
     with pytest.raises(ValueError, match="needs public data"):
-        build_bundle(RunConfig(encoder="bilstm", public="none", dim=0), None, tmp_path / "cache")
+        build_bundle(RunSpec.of(encoder="bilstm", public="none", dim=0), None, tmp_path / "cache")
     assert list(temp.iterdir()) == []
 
 
@@ -315,7 +315,7 @@ def test_built_bilstm_bundle_passes_the_node_checks(tmp_path: Path, monkeypatch:
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    config = RunConfig(encoder="bilstm", public="generated:60", dim=4)
+    config = RunSpec.of(encoder="bilstm", public="generated:60", dim=4)
     cache = tmp_path / "cache"
     loaded = load_assets(unpack(build_bundle(config, load_public(config), cache), cache))
     assert list(temp.iterdir()) == []

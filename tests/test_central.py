@@ -16,7 +16,7 @@ from clients import protocol
 from clients.app import _train_central as central_handler
 from clients.app import app as client_app
 from fed.assets import pack
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.device_state import init_state
 from fed.privacy.central import calibrate
 from strategies.app import app as server_app
@@ -55,7 +55,7 @@ def _run(tmp_path: Path, options: dict) -> dict:
     (tmp_path / "data").mkdir()
     data = write_review_folder(tmp_path / "data", {"train": 240, "dev": 80}, "cent", seed=5)
     out = tmp_path / "run"
-    config = RunConfig.from_mapping(dict(
+    config = RunSpec.from_mapping(dict(
         data=str(data), public="none", dim=0, users=8, nodes=8, rounds=4, users_per_round=4, central_clip=1.0,
         central_lr=1.0, central_epochs=2, privacy_model="central", out=str(out), **options,
     )).to_mapping()
@@ -124,13 +124,13 @@ def test_calibration_meets_the_target_from_below() -> None:
 
 def test_central_options_are_checked() -> None:
     with pytest.raises(ValueError, match="one user per node"):
-        RunConfig(privacy_model="central", users=4, nodes=2)
+        RunSpec.of(privacy_model="central", users=4, nodes=2)
     with pytest.raises(ValueError, match="privacy-model must be"):
-        RunConfig(privacy_model="trusted")
+        RunSpec.of(privacy_model="trusted")
     with pytest.raises(ValueError, match="remote"):
-        RunConfig(privacy_model="shuffle", inference="remote")
+        RunSpec.of(privacy_model="shuffle", inference="remote")
     with pytest.raises(ValueError, match="central-clip"):
-        RunConfig(privacy_model="central", users=2, nodes=2, central_clip=0.0)
+        RunSpec.of(privacy_model="central", users=2, nodes=2, central_clip=0.0)
 
 
 @pytest.mark.parametrize("engine", [False, True], ids=["device", "engine"])
@@ -143,7 +143,7 @@ def test_a_device_refuses_central_training(tmp_path: Path, engine: bool) -> None
     (tmp_path / "policy.toml").write_text(DEVICE_POLICY)
     state = tmp_path / "state"
     init_state(state)
-    run = RunConfig(data=str(data), public="none", dim=0, users=1, nodes=1, privacy_model="central").to_mapping()
+    run = RunSpec.of(data=str(data), public="none", dim=0, users=1, nodes=1, privacy_model="central").to_mapping()
     grid = LocalGrid(client_app, 1, run, engine=engine,
                      node_configs=[{"data": str(data), "state-dir": str(state), "policy": str(tmp_path / "policy.toml")}])
     (reply,) = grid.send_and_receive([Message(protocol.setup_request(pack(tmp_path / "bundle")), dst_node_id=1000, message_type=protocol.SETUP)])

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from fed.config import HELP, RunConfig
+from fed.config import HELP
+from fed.heterogeneity.registry import axis_options
+from fed.spec.run_spec import ORDER, RunSpec, options, section_options
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def test_pyproject_app_config_lists_every_option_with_its_default() -> None:
     app_config = tomllib.loads(PYPROJECT.read_text())["tool"]["flwr"]["app"]["config"]
-    assert RunConfig.from_mapping(app_config) == RunConfig()
-    assert set(app_config) == {f.name.replace("_", "-") for f in fields(RunConfig)}
-    assert set(HELP) == {f.name for f in fields(RunConfig)}
+    assert RunSpec.from_mapping(app_config) == RunSpec()
+    assert set(app_config) == {option.name.replace("_", "-") for option in options()}
+    assert set(HELP) == set(section_options())  # a heterogeneity axis's options carry their own help
+    assert not set(HELP) & {option.name for _, option in axis_options()}
+    assert list(ORDER) == [option.name for option in options()]  # every option has its place in --help and config.json
 
 
 @pytest.mark.parametrize(
@@ -38,7 +41,7 @@ def test_pyproject_app_config_lists_every_option_with_its_default() -> None:
 )
 def test_bad_options_name_the_problem(values: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        RunConfig.from_mapping(values)
+        RunSpec.from_mapping(values)
 
 
 def test_cli_reports_bad_options_without_a_traceback(capsys: pytest.CaptureFixture) -> None:

@@ -8,20 +8,21 @@ import numpy as np
 import pytest
 
 from fed.assets import DOMAIN_DIMS, DOMAIN_OVERLAP_MIN, check_public, domain_overlap
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.corpus import LABEL_NAMES, generate_public_corpus
 from fed.plan import planned_train_releases
+from fed.spec.schedule_warnings import schedule_warnings
 from tests.conftest import write_review_folder
 
 TASK = ("negative", "positive")
 
 
 def test_defaults_ask_every_user_once_and_release_each_record_once() -> None:
-    config = RunConfig()
-    assert (config.users_per_round, config.rounds, config.releases_per_record) == (0, 1, 1)
+    config = RunSpec()
+    assert (config.schedule.users_per_round, config.schedule.rounds, config.schedule.releases_per_record) == (0, 1, 1)
     assert planned_train_releases(config) == 1
-    assert config.schedule_warnings() == []
-    assert RunConfig(data="../shared/data/sst2", users=200, epsilon=3).schedule_warnings() == []
+    assert schedule_warnings(config) == []
+    assert schedule_warnings(RunSpec.of(data="../shared/data/sst2", users=200, epsilon=3)) == []
 
 
 @pytest.mark.parametrize(
@@ -35,7 +36,7 @@ def test_defaults_ask_every_user_once_and_release_each_record_once() -> None:
     ],
 )
 def test_wasteful_schedules_are_named(values: dict, expected: str) -> None:
-    warnings = RunConfig(**values).schedule_warnings()
+    warnings = schedule_warnings(RunSpec.of(**values))
     assert any(expected in text for text in warnings), warnings
 
 
@@ -49,14 +50,14 @@ def test_wasteful_schedules_are_named(values: dict, expected: str) -> None:
     ],
 )
 def test_schedules_that_use_every_round_do_not_warn(values: dict) -> None:
-    assert RunConfig(**values).schedule_warnings() == []
+    assert schedule_warnings(RunSpec.of(**values)) == []
 
 
 def _warnings_for(public_labels: tuple[str, ...] | None = None, **kwargs) -> tuple[str, ...]:
     public = generate_public_corpus(40)
     if public_labels is not None:
         public = type(public)(public.name, public.texts, None, public.labels % len(public_labels), public_labels)
-    return check_public(RunConfig(data="sst2-like"), public, **kwargs).warnings
+    return check_public(RunSpec.of(data="sst2-like"), public, **kwargs).warnings
 
 
 def test_public_data_with_other_labels_warns_what_it_means_and_what_to_do() -> None:
@@ -71,7 +72,7 @@ def test_public_data_labelled_like_the_task_does_not_warn() -> None:
     assert _warnings_for(task_labels=LABEL_NAMES) == ()
     assert _warnings_for(("Negative", "positive"), task_labels=TASK) == ()
     assert _warnings_for(("negative", "positive"), task_labels=("0", "1")) == ()  # names unknown: count only
-    assert check_public(RunConfig(public="none", dim=0), None, TASK).labels_match is None
+    assert check_public(RunSpec.of(public="none", dim=0), None, TASK).labels_match is None
 
 
 def test_domain_overlap_tells_shared_directions_from_other_ones() -> None:
@@ -82,7 +83,7 @@ def test_domain_overlap_tells_shared_directions_from_other_ones() -> None:
     other = rng.normal(size=(1000, 64)) * scales[::-1]  # its leading directions are the task's weakest
     assert domain_overlap(same, task) > 0.9 and domain_overlap(other, task) < 0.5
     assert domain_overlap(same[:100], task) is None  # too few records to measure
-    config, public = RunConfig(data="sst2-like"), generate_public_corpus(40)
+    config, public = RunSpec.of(data="sst2-like"), generate_public_corpus(40)
     (warning,) = check_public(config, public, LABEL_NAMES, other, task).warnings
     assert "another domain" in warning and str(DOMAIN_OVERLAP_MIN) in warning and "{" not in warning
     assert "the projection to 16 dimensions (--dim) comes from unrelated text" in warning
@@ -97,7 +98,7 @@ def test_simulate_and_the_server_report_the_mismatch(tmp_path: Path, capsys: pyt
     data = write_review_folder(tmp_path, {"train": 40, "dev": 10}, "r", seed=0)
     (data / "labels.txt").write_text("0\tnegative\n1\tpositive\n")
     values = dict(data=str(data), public="generated:60", encoder="bilstm", dim=0, users=2, nonprivate_baseline=False)
-    config = RunConfig(**values)
+    config = RunSpec.of(**values)
     warnings = _encode_run_data(config, progress=False)  # bilstm: labels checked, nothing encoded
     _warn(warnings)
     assert "WARNING: the public data (generated:60: 4 labels" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import pytest
 import clients.app
 from clients.app import app as client_app
 from fed.assets import Assets, default_cache_dir
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.device_tiers import DeviceTiers
 from fed.encoders.factory import make_encoder
 from fed.population import Population
@@ -31,7 +31,7 @@ from tests.local_grid import run_local
 )
 def test_malformed_device_tiers_are_refused_by_name(spec: str, problem: str) -> None:
     with pytest.raises(ValueError, match=f"--device-tiers: .*{problem}"):
-        RunConfig(device_tiers=spec)
+        RunSpec.of(device_tiers=spec)
 
 
 def test_a_truncated_encoder_reads_fewer_tokens_and_shares_the_weights() -> None:
@@ -48,12 +48,12 @@ def test_a_truncated_encoder_reads_fewer_tokens_and_shares_the_weights() -> None
 
 def test_each_device_tier_encodes_with_its_setting_and_is_reported(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    config = RunConfig(
+    config = RunSpec.of(
         data="generated:600", public="none", dim=0, users=10, nodes=1, device_tiers="0.5:256,0.5:4", out=str(out),
         nonprivate_baseline=False,
     )
     run_local(server_app, client_app, 1, config.to_mapping())
-    tier_of = DeviceTiers.parse(config.device_tiers).assign(10, config.seed)
+    tier_of = DeviceTiers.parse(config.heterogeneity.value("device_tiers")).assign(10, config.seed)
     with open(out / "users.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["device_tier"] for r in rows] == [["256 tokens", "4 tokens"][t] for t in tier_of]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from clients.app import app as client_app
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from strategies.app import app as server_app
 from tests.local_grid import run_local
 
@@ -29,7 +29,7 @@ def _run(tmp_path: Path, **extra: object) -> tuple[Path, dict]:
         nonprivate_baseline=False,
     )
     values.update(extra)
-    run_local(server_app, client_app, 2, RunConfig.from_mapping(values).to_mapping())
+    run_local(server_app, client_app, 2, RunSpec.from_mapping(values).to_mapping())
     out = tmp_path / "run"
     return out, json.loads((out / "summary.json").read_text())
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from clients.app import app as client_app
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from strategies.app import app as server_app
 from strategies.strategy import LdpStrategy
 from tests.local_grid import run_local
@@ -26,7 +26,7 @@ def test_rounds_between_evaluations_train_but_record_no_accuracy(tmp_path: Path,
 
     monkeypatch.setattr(LdpStrategy, "configure_evaluate", counted)
     out = tmp_path / "run"
-    config = RunConfig(
+    config = RunSpec.of(
         data="generated:600", public="none", dim=0, users=6, nodes=2, rounds=3, evaluate_every=2,
         releases_per_record=0, out=str(out), nonprivate_baseline=False,
     )

@@ -15,7 +15,7 @@ from flwr.common.serde import recorddict_to_proto
 from clients import protocol
 from clients.app import app as client_app
 from fed.assets import default_cache_dir
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.encoders.cache import encode_cached
 from fed.encoders.factory import make_encoder
 from fed.loaders import load_dataset
@@ -41,7 +41,7 @@ def _config(data: Path, out: Path, **extra: object) -> dict:
         epsilon=8.0, out=str(out), inference="remote", save_reports=True,
     )
     values.update(extra)
-    return RunConfig.from_mapping(values).to_mapping()
+    return RunSpec.from_mapping(values).to_mapping()
 
 
 class RecordingGrid(LocalGrid):
@@ -105,7 +105,7 @@ def test_no_raw_text_or_clean_vector_leaves_a_client(canary_data: Path, tmp_path
     assert RecordingGrid.sent
     blob = b"".join(RecordingGrid.sent)
     assert CANARY.encode() not in blob and b"terrible" not in blob
-    cache = default_cache_dir(RunConfig.from_mapping(config))
+    cache = default_cache_dir(RunSpec.from_mapping(config))
     encoder = make_encoder("minilm")
     for split in ("train", "dev"):
         clean = encode_cached(encoder, load_dataset(str(canary_data), split), cache)
@@ -119,7 +119,7 @@ def _node(canary_data: Path, tmp_path: Path) -> tuple[LocalGrid, dict]:
     grid = LocalGrid(client_app, 1, {**config, "nodes": 1})
     from fed.assets import build_bundle
 
-    bundle = build_bundle(RunConfig.from_mapping(config), None, Path(tmp_path))
+    bundle = build_bundle(RunSpec.from_mapping(config), None, Path(tmp_path))
     setup = Message(RecordDict({"assets": ArrayRecord({"bundle": Array(bundle)})}), dst_node_id=1000, message_type="query.setup")
     (reply,) = grid.send_and_receive([setup])
     assert not reply.has_error(), reply.error.reason if reply.has_error() else ""
@@ -164,13 +164,13 @@ def _ledger(grid: LocalGrid) -> Ledger:
 
 
 def test_server_pretrained_bilstm_is_shipped_and_used(tmp_path: Path) -> None:
-    config = RunConfig(
+    config = RunSpec.of(
         data="generated:600", public="generated:600", encoder="bilstm", users=6, nodes=2, rounds=2,
         users_per_round=3, out=str(tmp_path / "run"),
     ).to_mapping()
     run_local(server_app, client_app, 2, config)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    population = Population.build(RunConfig.from_mapping(config))
+    population = Population.build(RunSpec.from_mapping(config))
     records = sum(len(part) for part in population.train_parts)  # each copy of a sentence is a record (fed.record_ids)
     assert summary["errors"] == [] and summary["releases"] == records > 500
     assert summary["accuracy_nonprivate"] > 0.5  # four topics: the shipped encoder carries signal

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from clients.app import app as client_app
-from fed.config import MECHANISMS, RunConfig, parse_mechanism_options
+from fed.config import MECHANISMS
+from fed.spec.run_spec import RunSpec
+from fed.spec.sections import parse_mechanism_options
 from fed.plan import make_plan
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.ledger import Ledger
@@ -49,11 +51,11 @@ def test_mechanism_options_parse_and_errors() -> None:
     assert parse_mechanism_options("") == {}
     for bad, message in (("lambda", "key=value"), ("a=1,a=2", "twice"), ("clip=2", "--clip")):
         with pytest.raises(ValueError, match=message):
-            RunConfig(mechanism="ome", mechanism_options=bad)
+            RunSpec.of(mechanism="ome", mechanism_options=bad)
     with pytest.raises(ValueError, match="--mechanism"):
-        RunConfig(mechanism="rot13")
+        RunSpec.of(mechanism="rot13")
     with pytest.raises(ValueError, match="--sigma"):
-        RunConfig(mechanism="laplace", sigma=1.0)
+        RunSpec.of(mechanism="laplace", sigma=1.0)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -65,7 +67,7 @@ def test_every_mechanism_runs_and_its_ledger_charges_the_true_cost(case: str, tm
     values.update(CASES[case])
     mixup = case in ("dpie-gaussian", "dpie-laplace", "texthide")
     values["save_reports"] = mixup
-    config = RunConfig.from_mapping(values)
+    config = RunSpec.from_mapping(values)
     run_local(server_app, client_app, 2, config.to_mapping())
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["errors"] == []
@@ -77,9 +79,9 @@ def test_every_mechanism_runs_and_its_ledger_charges_the_true_cost(case: str, tm
         state["budget"] = {k: float(v) for k, v in state["budget"].items()}  # JSON writes inf as "inf"
         ledger = Ledger.from_json(state)
         most = int(ledger.counts.max(initial=0))
-        expected = compose_epsilon({plan.train.event: most}, config.delta) if most else 0.0
+        expected = compose_epsilon({plan.train.event: most}, config.privacy.delta) if most else 0.0
         assert ledger.sentence_epsilon() == pytest.approx(expected, rel=1e-9)
-        true = true_epsilon(plan.train.params(), most, config.delta)  # from sigma, clip, scale, eta: not the event
+        true = true_epsilon(plan.train.params(), most, config.privacy.delta)  # from sigma, clip, scale, eta: not the event
         if true is not None:
             assert ledger.sentence_epsilon() == pytest.approx(true, rel=1e-6)
         assert ledger.sentence_epsilon() <= plan.budget.epsilon_sentence

@@ -145,11 +145,11 @@ def _write_policy(path: Path, **values: Any) -> Path:
 def _device(data: Path, folder: Path, policy: Path) -> Any:
     """A one-user device whose run (the server's) names MiniLM, not yet set up."""
     from clients.app import app
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from fed.device_state import init_state
     from simulations.local_grid import LocalGrid
 
-    run = RunConfig.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0))
+    run = RunSpec.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0))
     node_config = {"data": str(data), "state-dir": str(init_state(folder / "state")), "policy": str(policy)}
     return LocalGrid(app, 1, run.to_mapping(), engine=False, node_configs=[node_config])
 

@@ -22,7 +22,7 @@ from flwr.common.constant import ErrorCode
 
 from tests.conftest import device_node_configs
 from clients.app import app as client_app
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.privacy.ledger import DEVICE_VIEW
 from simulations.flower_runner import cluster, restart_supernode, run_status, start_run
 from strategies.app import app as server_app
@@ -72,7 +72,7 @@ def _run(grid: LocalGrid, config: dict) -> None:
 
 def test_a_node_that_always_fails_leaves_its_users_unavailable(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    config = RunConfig.from_mapping({**SMALL, "rounds": 2, "users_per_round": 0, "out": str(out)}).to_mapping()
+    config = RunSpec.from_mapping({**SMALL, "rounds": 2, "users_per_round": 0, "out": str(out)}).to_mapping()
     _run(FailingGrid(client_app, 2, config), config)
     rounds = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     # round 1: users 0 and 2 (node 1000) release all their records; round 2: no one has any left
@@ -85,7 +85,7 @@ def test_a_node_that_always_fails_leaves_its_users_unavailable(tmp_path: Path) -
 
 
 def test_too_few_nodes_is_a_clear_error(tmp_path: Path) -> None:
-    config = RunConfig.from_mapping({**SMALL, "min_nodes": 2, "out": str(tmp_path / "run")}).to_mapping()
+    config = RunSpec.from_mapping({**SMALL, "min_nodes": 2, "out": str(tmp_path / "run")}).to_mapping()
     with pytest.raises(RuntimeError, match="1 of 2 connected nodes .* fewer than --min-nodes 2: query.setup: node 1001"):
         _run(FailingGrid(client_app, 2, config), config)
 
@@ -93,7 +93,7 @@ def test_too_few_nodes_is_a_clear_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("new_id", [1002, 1001])
 def test_a_restarted_node_is_set_up_again_and_serves_its_users(tmp_path: Path, new_id: int) -> None:
     out = tmp_path / "run"
-    config = RunConfig.from_mapping({**SMALL, "rounds": 2, "users_per_round": 0, "out": str(out)}).to_mapping()
+    config = RunSpec.from_mapping({**SMALL, "rounds": 2, "users_per_round": 0, "out": str(out)}).to_mapping()
     grid = RestartingGrid(client_app, 2, config)
     grid.new_id = new_id
     _run(grid, config)
@@ -146,7 +146,7 @@ def test_a_supernode_killed_mid_run_and_restarted(tmp_path: Path) -> None:
     with cluster(tmp_path / "flower", simulation=False, node_configs=nodes) as running:
         values = {**SMALL, "rounds": 2, "users_per_round": 0, "round_timeout": timeout, "out": str(outs[0])}
         log = tmp_path / "flwr-run1.log"
-        process = start_run(running, RunConfig.from_mapping(values).to_mapping(), None, log)
+        process = start_run(running, RunSpec.from_mapping(values).to_mapping(), None, log)
         _wait_for_round(outs[0] / "metrics.jsonl", process, timeout=300)
         _kill(running.processes[2])  # supernode 1: users 1 and 3
         process.wait(timeout=400)
@@ -156,7 +156,7 @@ def test_a_supernode_killed_mid_run_and_restarted(tmp_path: Path) -> None:
         _wait_for_text(running.logs / "supernode1-restart.log", "SuperNode ID", timeout=60)
         values = {**SMALL, "rounds": 1, "users_per_round": 0, "clip": 2.9, "round_timeout": timeout, "out": str(outs[1])}
         log = tmp_path / "flwr-run2.log"
-        start_run(running, RunConfig.from_mapping(values).to_mapping(), None, log).wait(timeout=300)
+        start_run(running, RunSpec.from_mapping(values).to_mapping(), None, log).wait(timeout=300)
         assert run_status(running, log) == "finished:completed", log.read_text()[-3000:]
 
     rounds = [json.loads(line) for line in (outs[0] / "metrics.jsonl").read_text().splitlines()]

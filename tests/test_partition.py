@@ -11,7 +11,7 @@ import pytest
 from datasets import Dataset
 from flwr_datasets.partitioner import IidPartitioner
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.partition import partition, split_train_query
 from fed.population import Population
 
@@ -112,7 +112,7 @@ def test_partition_does_not_import_flwr() -> None:
 
 
 def test_natural_partition_keeps_each_user_within_one_source() -> None:
-    config = RunConfig(data="../shared/data/sentiment_labelled_sentences", users=10, partition="natural", seed=3)
+    config = RunSpec.of(data="../shared/data/sentiment_labelled_sentences", users=10, partition="natural", seed=3)
     population = Population.build(config)
     train, dev = population.train, population.dev
     sources = [np.unique(train.groups[part]) for part in population.train_parts]
@@ -135,4 +135,4 @@ def test_natural_partition_keeps_each_user_within_one_source() -> None:
 )
 def test_natural_partition_refuses_data_without_sources_or_too_few_users(data: str, users: int, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
-        Population.build(RunConfig(data=data, users=users, partition="natural"))
+        Population.build(RunSpec.of(data=data, users=users, partition="natural"))

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.plan import PrivacyPlan, make_plan
 from fed.privacy.ledger import Ledger
 from fed.randomizers.labels import PublicLabels
@@ -21,13 +21,13 @@ TRAIN, QUERY = 6, 2
 CANNOT_COMPOSE_LABELS = {"clt", "rdp", "prv_lower", "prv_estimate", "prv_upper"}
 
 
-def _config(labels: str) -> RunConfig:
-    return RunConfig.from_mapping(
+def _config(labels: str) -> RunSpec:
+    return RunSpec.from_mapping(
         dict(data="generated:160", rounds=2, sampling="poisson:0.5", epsilon=EPSILON, labels=labels, users=2)
     )
 
 
-def _run(config: RunConfig, plan: PrivacyPlan) -> tuple[dict[str, Any], str]:
+def _run(config: RunSpec, plan: PrivacyPlan) -> tuple[dict[str, Any], str]:
     """summary.json and privacy_report.md of two users who served two training steps, each
     releasing three records once (with their labels through the plan's label channel)."""
     events = [plan.train.event, *([plan.labels.event] if plan.labels.event is not None else [])]

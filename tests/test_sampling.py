@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest
 
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.plan import make_plan
 from fed.privacy.accountants import amplified, clt, enforced, worst_case
 from fed.privacy.accountants.base import Schedule
@@ -165,7 +165,7 @@ def test_calibration_round_trip_per_accountant(accountant: str) -> None:
 
 @pytest.mark.parametrize("enforce", ["worst-case", "amplified"])
 def test_plan_calibrates_against_the_enforced_accountant(enforce: str) -> None:
-    config = RunConfig(epsilon=2.0, rounds=5, sampling="poisson:0.3", enforce=enforce, upsampling_q=0.5, p_query=0.5, answers=2)
+    config = RunSpec.of(epsilon=2.0, rounds=5, sampling="poisson:0.3", enforce=enforce, upsampling_q=0.5, p_query=0.5, answers=2)
     plan = make_plan(config, 2, 10)
     for kind, randomizer in (("train", plan.train), ("query", plan.query)):
         c = plan.calibrations[kind]
@@ -182,15 +182,15 @@ def test_plan_calibrates_against_the_enforced_accountant(enforce: str) -> None:
 
 def test_run_options_reject_unboundable_combinations() -> None:
     with pytest.raises(ValueError, match="fixed-size"):
-        RunConfig(sampling="fixed:3", enforce="amplified")
+        RunSpec.of(sampling="fixed:3", enforce="amplified")
     with pytest.raises(ValueError, match="labels public"):
-        RunConfig(sampling="poisson:0.1", enforce="amplified", labels="rr:2")
+        RunSpec.of(sampling="poisson:0.1", enforce="amplified", labels="rr:2")
     with pytest.raises(ValueError, match="fixed:<m>"):
-        RunConfig(sampling="poisson:0.1", records_per_user_round=3)
+        RunSpec.of(sampling="poisson:0.1", records_per_user_round=3)
     for bad in ("poisson:0", "poisson:1.5", "fixed:0", "fixed:2.5", "some", "poisson:nan"):
         with pytest.raises(ValueError):
-            RunConfig(sampling=bad)
+            RunSpec.of(sampling=bad)
     with pytest.raises(ValueError):
-        RunConfig(upsampling_q=0.0)
+        RunSpec.of(upsampling_q=0.0)
     assert TrainSampling.parse("poisson:0.25").spec == "poisson:0.25"
     assert UpSampling().spec == "all" and UpSampling.parse(UpSampling(0.2, 0.1, 3).spec) == UpSampling(0.2, 0.1, 3)

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 from tests.conftest import device_node_configs
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from simulations.commands.device import DeviceFiles, build_fab, init_device, sign_fab
 from simulations.commands.superlink import SuperLinkFiles, publish_app
 from simulations.flower_runner import APP_DIR, Secure, cluster, run_status, start_run
@@ -77,7 +77,7 @@ def test_secure_deployment_serves_only_the_approved_app_to_authenticated_nodes(t
         for i, (name, (fab, sigs)) in enumerate(releases.items()):
             spec = publish_app(link, fab, sigs)
             out = tmp_path / name
-            config = RunConfig.from_mapping({**SMALL, "clip": 3.0 - i / 10, "out": str(out), "nonprivate_baseline": False})
+            config = RunSpec.from_mapping({**SMALL, "clip": 3.0 - i / 10, "out": str(out), "nonprivate_baseline": False})
             log = tmp_path / f"flwr-{name}.log"
             start_run(running, config.to_mapping(), None, log, app=spec).wait(timeout=600)
             results[name] = (run_status(running, log), out, log.read_text(errors="replace"))

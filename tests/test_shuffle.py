@@ -16,7 +16,7 @@ from scipy import stats
 from clients import protocol
 from clients.app import app as client_app
 from fed.aggregation import ReportAggregator
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.node import NodeReply
 from fed.privacy.shuffle import composed, shuffled_delta, shuffled_epsilon
 from fed.shuffler import ShuffledBatch, Shuffler
@@ -130,7 +130,7 @@ def test_whole_run_hands_the_classifier_shuffled_reports_without_origin(
     (tmp_path / "data").mkdir()
     data = write_review_folder(tmp_path / "data", {"train": 240, "dev": 40}, "shuf", seed=3)
     out = tmp_path / "run"
-    config = RunConfig.from_mapping(dict(
+    config = RunSpec.from_mapping(dict(
         data=str(data), public="none", dim=0, users=8, nodes=2, epsilon=4.0, clip=1.0, mechanism="laplace",
         privacy_model="shuffle", save_reports=True, out=str(out),
     )).to_mapping()

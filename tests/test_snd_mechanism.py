@@ -16,7 +16,7 @@ from dp_accounting.pld import privacy_loss_distribution
 from scipy import stats
 
 from fed.assets import build_bundle, load_assets, pack, unpack
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.denoiser import Denoiser
 from fed.device_state import init_state
 from fed.plan import encoder_spec, make_plan
@@ -69,13 +69,13 @@ def test_a_distinguishing_attack_stays_within_epsilon(epsilon: float) -> None:
 
 
 def test_the_run_releases_token_matrices_and_refuses_a_projection() -> None:
-    config = RunConfig(mechanism="snd", dim=0, clip=12.0, epsilon=8.0, mechanism_options="length=16")
+    config = RunSpec.of(mechanism="snd", dim=0, clip=12.0, epsilon=8.0, mechanism_options="length=16")
     assert encoder_spec(config) == "tokens:16:minilm"
     assert make_plan(config, 2).train.params()["encoder"] == "minilm"
     with pytest.raises(ValueError, match="--dim 0"):
-        RunConfig(mechanism="snd", dim=16)
+        RunSpec.of(mechanism="snd", dim=16)
     with pytest.raises(ValueError, match="transformer"):
-        RunConfig(mechanism="snd", dim=0, encoder="bilstm")
+        RunSpec.of(mechanism="snd", dim=0, encoder="bilstm")
 
 
 def test_the_mechanism_is_the_token_dchi_split_release_and_decodes_like_the_server_half() -> None:
@@ -95,11 +95,11 @@ def test_the_mechanism_is_the_token_dchi_split_release_and_decodes_like_the_serv
     assert snd.decode(ours)[1] == 0.0 and snd.decode(ours[:0])[0].shape == (0, 384)
 
 
-def _snd_config(tmp_path: Path, **extra: object) -> RunConfig:
+def _snd_config(tmp_path: Path, **extra: object) -> RunSpec:
     values = dict(mechanism="snd", dim=0, clip=12.0, epsilon=20000.0, mechanism_options="length=8", public="generated:120",
                   data="generated:200", cache_dir=str(tmp_path / "cache"))
     values.update(extra)
-    return RunConfig(**values)  # type: ignore[arg-type]
+    return RunSpec.of(**values)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")

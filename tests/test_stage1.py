@@ -14,7 +14,7 @@ import torch
 
 from fed import assets
 from fed.assets import build_bundle, load_assets, pack, unpack
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.encoders.hf import HFEncoder, minilm_path
 from fed.encoders.tuned import (
     FORMAT, MAX_FILE_BYTES, TUNED_FILE, TUNED_SPEC, TunedEncoder, finetune, read_tuned, tuned_bytes, weights_fingerprint,
@@ -208,7 +208,7 @@ def test_public_only_finetune_ships_and_loads_when_allowed(tmp_path: Path, monke
         return model
 
     monkeypatch.setattr(assets, "finetune", spy)
-    config = RunConfig(data=str(task), public=str(public), encoder=TUNED_SPEC, dim=0)
+    config = RunSpec.of(data=str(task), public=str(public), encoder=TUNED_SPEC, dim=0)
     bundle = build_bundle(config, assets.load_public(config), tmp_path / "server-cache")
     assert seen == [load_dataset(str(public), "train").texts]
     assert not any("CANARY" in text for texts in seen for text in texts)

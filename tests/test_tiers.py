@@ -14,11 +14,12 @@ from flwr.app import Array, ArrayRecord, Message, RecordDict
 from clients import protocol
 from clients.app import app as client_app
 from fed.assets import build_bundle
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.plan import make_plan
 from fed.privacy.ledger import Ledger
 from fed.requests import Refusal
-from fed.tiers import Tiers, run_tiers
+from fed.heterogeneity.registry import spec_groups
+from fed.tiers import Tiers
 from strategies.app import app as server_app
 from tests.local_grid import LocalGrid, run_local
 
@@ -42,14 +43,14 @@ def test_malformed_tiers_are_refused_by_name(spec: str, problem: str) -> None:
         Tiers.parse(spec)
     if spec:
         with pytest.raises(ValueError, match="--tiers"):
-            RunConfig(tiers=spec)
+            RunSpec.of(tiers=spec)
 
 
 def test_tiers_refuse_a_fixed_noise() -> None:
     with pytest.raises(ValueError, match="drop --sigma"):
-        RunConfig(tiers=TIERS, sigma=2.0)
+        RunSpec.of(tiers=TIERS, sigma=2.0)
     with pytest.raises(ValueError, match="fixed parameters"):
-        RunConfig(tiers=TIERS, mechanism="texthide", dim=0, public="none")
+        RunSpec.of(tiers=TIERS, mechanism="texthide", dim=0, public="none")
 
 
 def test_the_assignment_has_the_planned_shares_and_follows_the_seed() -> None:
@@ -60,8 +61,8 @@ def test_the_assignment_has_the_planned_shares_and_follows_the_seed() -> None:
         assert np.array_equal(np.bincount(tiers.assign(users, seed=3), minlength=3), counts)
     assert np.array_equal(tiers.assign(100, 0), tiers.assign(100, 0))
     assert not np.array_equal(tiers.assign(100, 0), tiers.assign(100, 1))
-    configs, tier_of = run_tiers(RunConfig(users=20, tiers=TIERS))
-    assert [c.epsilon for c in configs] == [1.0, 3.0, 8.0] and not any(c.tiers for c in configs)
+    configs, tier_of = spec_groups(RunSpec.of(users=20, tiers=TIERS))
+    assert [c.privacy.epsilon for c in configs] == [1.0, 3.0, 8.0] and not any(c.heterogeneity.value("tiers") for c in configs)
     sigmas = [make_plan(c, 2).train.params()["sigma"] for c in configs]
     assert sigmas[0] > sigmas[1] > sigmas[2]
 
@@ -70,11 +71,11 @@ def test_each_tiers_ledgers_show_its_budget(tmp_path: Path) -> None:
     """A whole run: every user's worst-case ledger reaches its own tier's budget and no more,
     users.csv and the privacy report name the tiers, and each tier gets its own policy file."""
     out = tmp_path / "run"
-    config = RunConfig(
+    config = RunSpec.of(
         data="generated:600", public="none", dim=0, users=30, nodes=2, tiers=TIERS, out=str(out), nonprivate_baseline=False
     )
     run_local(server_app, client_app, 2, config.to_mapping())
-    _, tier_of = run_tiers(config)
+    _, tier_of = spec_groups(config)
     budgets = np.array([1.0, 3.0, 8.0])[tier_of]
     ledgers = json.loads((out / "ledgers.json").read_text())["users"]
     assert len(ledgers) == 30
@@ -97,8 +98,8 @@ def test_each_tiers_ledgers_show_its_budget(tmp_path: Path) -> None:
 
 
 @pytest.fixture()
-def tiered_node(tmp_path: Path) -> tuple[LocalGrid, RunConfig]:
-    config = RunConfig(
+def tiered_node(tmp_path: Path) -> tuple[LocalGrid, RunSpec]:
+    config = RunSpec.of(
         data="generated:600", public="none", dim=0, users=10, nodes=1, tiers="0.5:1,0.5:8", out=str(tmp_path / "run")
     )
     grid = LocalGrid(client_app, 1, config.to_mapping())
@@ -119,11 +120,11 @@ def _spent(grid: LocalGrid) -> int:
     return sum(Ledger.from_json(ledger).releases() for ledger in protocol.read_ledger_reply(reply.content).values())
 
 
-def test_a_server_cannot_ask_a_low_epsilon_tier_with_a_high_tiers_noise(tiered_node: tuple[LocalGrid, RunConfig]) -> None:
+def test_a_server_cannot_ask_a_low_epsilon_tier_with_a_high_tiers_noise(tiered_node: tuple[LocalGrid, RunSpec]) -> None:
     """The attack: send every user the epsilon-8 tier's randomizer, alone or beside a valid part. The
     epsilon-1 users' policy refuses it, and the whole message releases and spends nothing."""
     grid, config = tiered_node
-    configs, tier_of = run_tiers(config)
+    configs, tier_of = spec_groups(config)
     low, high = (np.flatnonzero(tier_of == t).tolist() for t in (0, 1))
     plans = [make_plan(c, 2) for c in configs]
 
@@ -140,9 +141,9 @@ def test_a_server_cannot_ask_a_low_epsilon_tier_with_a_high_tiers_noise(tiered_n
     assert _spent(grid) > 0
 
 
-def test_malformed_request_parts_are_refused(tiered_node: tuple[LocalGrid, RunConfig]) -> None:
+def test_malformed_request_parts_are_refused(tiered_node: tuple[LocalGrid, RunSpec]) -> None:
     grid, config = tiered_node
-    plan = make_plan(run_tiers(config)[0][0], 2)
+    plan = make_plan(spec_groups(config)[0][0], 2)
     good = protocol.release_request([0], plan.train.params(), 0, plan.train_sampling.spec).config_records["request"]
     for content, problem in (
         (RecordDict({"request-1": good}), "named request"),

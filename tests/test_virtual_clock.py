@@ -15,7 +15,7 @@ from clients import protocol
 from clients.app import app as client_app
 from fed.assets import build_bundle
 from fed.behavior_trace import BehaviorTrace
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.device_speed import DeviceSpeed, round_duration
 from fed.plan import make_plan
 from fed.privacy.ledger import Ledger
@@ -49,7 +49,7 @@ class _Exploit:
 )
 def test_bad_speed_options_are_refused_by_name(values: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        RunConfig(**values)
+        RunSpec.of(**values)
 
 
 def test_bad_trace_files_are_refused_by_name_and_code_in_one_never_runs(tmp_path: Path) -> None:
@@ -58,12 +58,12 @@ def test_bad_trace_files_are_refused_by_name_and_code_in_one_never_runs(tmp_path
     path = tmp_path / "capacity.pkl"
     path.write_bytes(pickle.dumps({1: {"computation": _Exploit(), "communication": 1.0}}))
     with pytest.raises(ValueError, match="names posix.system; a trace holds plain dicts"):
-        VirtualClock(RunConfig(device_speed=str(path)), dim=16)
+        VirtualClock(RunSpec.of(device_speed=str(path)), dim=16)
     assert not marker.exists()
     bad = tmp_path / "behavior.json"
     bad.write_text(json.dumps({"1": {"active": [0, 5], "inactive": [3], "finish_time": 10}}))
     with pytest.raises(ValueError, match="as many 'active' as 'inactive'"):
-        VirtualClock(RunConfig(device_speed="lognormal:50:1:100", behavior_trace=str(bad)), dim=16)
+        VirtualClock(RunSpec.of(device_speed="lognormal:50:1:100", behavior_trace=str(bad)), dim=16)
     capacity = tmp_path / "capacity.json"
     capacity.write_text(json.dumps({"1": {"computation": -3, "communication": 1.0}}))
     with pytest.raises(ValueError, match="client '1' needs positive 'computation'"):
@@ -89,7 +89,7 @@ def test_a_node_never_opens_the_trace_files_a_server_names(tmp_path: Path, monke
         monkeypatch.setattr(f"{module}.read_trace", lambda path: opened.append(str(path)) or CAPACITY)
     secret = tmp_path / "secret.pkl"
     secret.write_bytes(pickle.dumps(CAPACITY))
-    config = RunConfig(
+    config = RunSpec.of(
         data="generated:600", public="none", dim=0, users=4, nodes=1, out=str(tmp_path / "run"),
         device_speed=str(secret), behavior_trace=str(secret), deadline=1.0,
     )
@@ -144,7 +144,7 @@ def test_stragglers_spend_but_the_server_leaves_their_reports_out(tmp_path: Path
     """One round, every user asked for every record: the users the clock makes late (recomputed here
     from the seed) released and spent, and only the others' reports reached the classifier."""
     out = tmp_path / "run"
-    config = RunConfig(
+    config = RunSpec.of(
         data="generated:600", public="none", dim=0, users=30, nodes=2, out=str(out), nonprivate_baseline=False,
         device_speed="lognormal:20:1.0:2000", deadline=0.6,
     )
@@ -166,7 +166,7 @@ def test_users_offline_in_the_trace_are_not_asked(tmp_path: Path) -> None:
     path = tmp_path / "behavior.json"
     path.write_text(json.dumps({str(k): v for k, v in BEHAVIOR.items()}))
     out = tmp_path / "run"
-    config = RunConfig(
+    config = RunSpec.of(
         data="generated:600", public="none", dim=0, users=20, nodes=1, rounds=2, out=str(out), nonprivate_baseline=False,
         device_speed="lognormal:10000:0:2000", behavior_trace=str(path), records_per_user_round=1,
     )

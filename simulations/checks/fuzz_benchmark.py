@@ -32,7 +32,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, Re
 
 from clients import protocol
 from fed.assets import pack
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec
 from fed.privacy.ledger import Ledger
 
 NODE = 1000
@@ -102,7 +102,7 @@ def node(folder: Path, memoize: bool = True, engine: bool = False, cache: Path |
     node_config = {"data": DATA, "state-dir": str(folder / "state" if engine else init_state(folder / "state")), "policy": str(policy)}
     if cache is not None:
         node_config["cache-dir"] = str(cache)
-    grid = LocalGrid(app, 1, RunConfig.from_mapping(RUN).to_mapping(), engine=engine, node_configs=[node_config])
+    grid = LocalGrid(app, 1, RunSpec.from_mapping(RUN).to_mapping(), engine=engine, node_configs=[node_config])
     (reply,) = grid.send_and_receive([Message(protocol.setup_request(bundle(folder / "bundle")), dst_node_id=NODE, message_type=protocol.SETUP)])
     if reply.has_error() or protocol.read_refusal(reply.content) is not None:
         raise RuntimeError(f"setup failed: {reply.error.reason if reply.has_error() else protocol.read_refusal(reply.content)}")
@@ -148,8 +148,8 @@ class Hostile:
         self.num_labels = num_labels
         self.released = 0
         """Slots of the node's last query release (answered correctly or not)."""
-        config = RunConfig.from_mapping(RUN)
-        self.sampling = {"train": config.train_sampling.spec, "query": config.upsampling.spec}
+        config = RunSpec.from_mapping(RUN)
+        self.sampling = {"train": config.schedule.train_sampling.spec, "query": config.evaluation.upsampling.spec}
 
     def content(self, message_type: str) -> RecordDict:
         """A hostile content for ``message_type`` (retried until Flower's records accept it)."""
@@ -486,7 +486,7 @@ def ledger_file(grid: Any) -> Path:
 
     context = grid.node_ctx[NODE]
     with simulation_engine() if grid.engine else nullcontext():
-        site = Site.resolve(context.node_config, RunConfig.from_mapping(context.run_config), context.run_id, NODE)
+        site = Site.resolve(context.node_config, RunSpec.from_mapping(context.run_config), context.run_id, NODE)
     return Path(site.ledger_file)
 
 

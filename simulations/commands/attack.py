@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the attack, print its success next to chance and the run's epsilon, write attack_<kind>.json."""
     from fed.assets import build_bundle, default_cache_dir, load_assets, load_public, unpack
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from fed.plan import make_plan
     from fed.population import Population
 
@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise ValueError(f"{folder} is not a run directory (no config.json)")
-    config = RunConfig.from_mapping(json.loads(config_file.read_text()))
-    if config.tiers:
+    config = RunSpec.from_mapping(json.loads(config_file.read_text()))
+    if config.heterogeneity.value("tiers"):
         raise ValueError("the attack needs one randomizer for every report; this run has --tiers")
     if args.kind == "attribute" and not (folder / "reports.npz").is_file():
         raise ValueError(f"{folder} has no reports.npz: run ldpfed simulate with --save-reports")
@@ -83,12 +83,12 @@ def run(args: argparse.Namespace) -> int:
     )
     result = {"kind": args.kind, **ATTACKS[args.kind](context)}
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
-    result |= {"mechanism": config.mechanism, "epsilon_sentence_max": summary.get("epsilon_sentence_max")}
+    result |= {"mechanism": config.privacy.mechanism, "epsilon_sentence_max": summary.get("epsilon_sentence_max")}
     (folder / f"attack_{args.kind}.json").write_text(json.dumps(result, indent=1) + "\n")
     if args.report:
         add_to_report(folder / "privacy_report.md", result)
     print(
-        f"{args.kind} attack ({config.mechanism}, worst-case sentence epsilon {result['epsilon_sentence_max']}): "
+        f"{args.kind} attack ({config.privacy.mechanism}, worst-case sentence epsilon {result['epsilon_sentence_max']}): "
         f"{result['measure']} {result['success']:.3f}; chance {result['chance']:.3f}"
     )
     return 0
@@ -117,7 +117,7 @@ def _attribute(c: AttackContext) -> dict[str, Any]:
     from fed.attribute_attack import attribute_attack
 
     groups = c.population.train.groups
-    if groups is None or c.config.partition != "natural":
+    if groups is None or c.config.data.partition != "natural":
         raise ValueError("the attribute attack needs each user's source: run with --partition natural on data with sources")
     if c.public.groups is None or c.public.group_names != c.population.train.group_names:
         raise ValueError(
@@ -135,7 +135,7 @@ def _attribute(c: AttackContext) -> dict[str, Any]:
 
 def _single_record(c: AttackContext, kind: str) -> None:
     if c.plan.train.records_per_report != 1:
-        raise ValueError(f"{c.config.mechanism} mixes records in one report; the {kind} attack scores one record per report")
+        raise ValueError(f"{c.config.privacy.mechanism} mixes records in one report; the {kind} attack scores one record per report")
 
 
 def _inversion(c: AttackContext) -> dict[str, Any]:
@@ -155,7 +155,7 @@ def _membership(c: AttackContext) -> dict[str, Any]:
 
     x, y = c.train_x, c.population.train.labels
     members = max(2, min(40, len(x) // 4))  # few members, so the classifier can overfit them (the leak measured)
-    outcome = membership_game(x, y, c.population.train.num_labels, c.plan.train, members, c.rng, c.config.shrinkage, trials=10)
+    outcome = membership_game(x, y, c.population.train.num_labels, c.plan.train, members, c.rng, c.config.evaluation.shrinkage, trials=10)
     return {"measure": "AUC", "success": outcome.success, "chance": outcome.chance, "accuracy": outcome.accuracy,
             "members": outcome.members, "non_members": outcome.non_members}
 
@@ -164,7 +164,7 @@ def _reconstruction(c: AttackContext) -> dict[str, Any]:
     from fed.texthide_attack import reconstruction_game
 
     if c.plan.train.records_per_report == 1:
-        raise ValueError(f"{c.config.mechanism} does not mix records; reconstruction attacks texthide and dpie-*")
+        raise ValueError(f"{c.config.privacy.mechanism} does not mix records; reconstruction attacks texthide and dpie-*")
     batch = max(c.plan.train.records_per_report, 32)
     groups = min(len(c.train_x) // (2 * batch), 32)
     if groups < 1:

@@ -9,26 +9,22 @@ import os
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fed.config import HELP as OPTION_HELP
-from fed.config import RunConfig
+from fed.spec.run_spec import RunSpec, options
 
 
 HELP = "run a federated simulation of LDP users (Flower + Ray) and write a run directory"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per run option, with the defaults of fed.config.RunConfig."""
-    for field in fields(RunConfig):
-        flag = "--" + field.name.replace("_", "-")
-        kind = {"int": int, "float": float, "str": str, "bool": bool}[field.type]
-        if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=OPTION_HELP[field.name])
+    """One flag per run option (fed.spec.run_spec.options), with its default."""
+    for option in options():
+        if option.kind is bool:
+            parser.add_argument(option.flag, action=argparse.BooleanOptionalAction, default=None, help=option.help)
         else:
-            parser.add_argument(flag, type=kind, default=None, help=f"{OPTION_HELP[field.name]} (default: {field.default!r})")
+            parser.add_argument(option.flag, type=option.kind, default=None, help=f"{option.help} (default: {option.default!r})")
     parser.add_argument(
         "--cpus-per-client", type=int, default=1, help="CPUs Ray reserves per ClientApp (whole CPUs: Flower takes no fractions)"
     )
@@ -42,36 +38,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validate options, warm the encoding cache, run the simulation, print the summary."""
-    values = {f.name: getattr(args, f.name) for f in fields(RunConfig) if getattr(args, f.name) is not None}
+    values = {o.name: getattr(args, o.name) for o in options() if getattr(args, o.name) is not None}
     if "sigma" in values and "epsilon" not in values:
         values["epsilon"] = 0.0
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     values["out"] = str(Path(values.get("out") or Path("runs") / stamp).resolve())
-    for name in ("device_speed", "behavior_trace"):  # trace files, read by the ServerApp elsewhere
-        if values.get(name) and Path(values[name]).is_file():
-            values[name] = str(Path(values[name]).resolve())
+    for option in options():  # trace files, read by the ServerApp elsewhere
+        if option.file and values.get(option.name) and Path(values[option.name]).is_file():
+            values[option.name] = str(Path(values[option.name]).resolve())
+    from fed.spec.schedule_warnings import schedule_warnings
     from simulations.flower_runner import cluster, resolve_ray_address, run_status, start_run
 
     if args.cpus_per_client < 1:
         raise ValueError(f"--cpus-per-client {args.cpus_per_client}: each ClientApp needs at least 1 CPU")
     ray_address = resolve_ray_address(args.ray_address)
+    config = RunSpec.from_mapping(values)
     if ray_address:  # actors on a cluster inherit neither this environment ($LDPFED_CACHE) nor its folder
         from fed.assets import default_cache_dir
 
-        values["cache_dir"] = str(default_cache_dir(RunConfig.from_mapping(values)).resolve())
-    config = RunConfig.from_mapping(values)
-    if config.virtual_clock:  # reads the trace files now: a bad one is refused before anything starts
-        from fed.virtual_clock import VirtualClock
+        config = config.with_options(cache_dir=str(default_cache_dir(config).resolve()))
+    from fed.virtual_clock import VirtualClock
 
+    if VirtualClock.runs(config):  # reads the trace files now: a bad one is refused before anything starts
         VirtualClock(config, dim=1)
-    out = Path(config.out)
+    out = Path(config.output.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    _warn(config.schedule_warnings())
+    _warn(schedule_warnings(config))
     _warn(_warm_cache(config, progress=not args.quiet))
 
     federation = (
-        f"num-supernodes={config.nodes} client-resources-num-cpus={args.cpus_per_client} init-args-logging-level='error'"
+        f"num-supernodes={config.schedule.nodes} client-resources-num-cpus={args.cpus_per_client} init-args-logging-level='error'"
     )
     if not ray_address:  # a cluster has its own CPUs: ray.init refuses num_cpus when joining one
         federation += f" init-args-num-cpus={os.cpu_count() or 1}"
@@ -80,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         Path(work), simulation=True, ray_address=ray_address
     ) as running:
         process = start_run(running, config.to_mapping(), federation, log)
-        _follow(process, out / "metrics.jsonl", config.rounds, quiet=args.quiet)
+        _follow(process, out / "metrics.jsonl", config.schedule.rounds, quiet=args.quiet)
         status = run_status(running, log)
     if status != "finished:completed" or not (out / "summary.json").is_file():
         raise RuntimeError(f"the Flower run ended with status {status!r}; see {log}")
@@ -88,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warm_cache(config: RunConfig, progress: bool) -> list[str]:
+def _warm_cache(config: RunSpec, progress: bool) -> list[str]:
     """Encode the run's data once, with progress bars, so every Ray actor reads the cache; returns
     the warnings of the public-data check (fed.assets.check_public).
 
@@ -99,7 +96,7 @@ def _warm_cache(config: RunConfig, progress: bool) -> list[str]:
         return pool.submit(_encode_run_data, config, progress).result()
 
 
-def _encode_run_data(config: RunConfig, progress: bool) -> list[str]:
+def _encode_run_data(config: RunSpec, progress: bool) -> list[str]:
     """Fill the encoding cache with the run's public data and both splits; check the public data
     against the task (labels; the domain too, unless the encoder is the BiLSTM the server trains on the
     public data inside the run)."""
@@ -107,28 +104,27 @@ def _encode_run_data(config: RunConfig, progress: bool) -> list[str]:
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
     from fed.encoders.tuned import TUNED_SPEC
+    from fed.heterogeneity.registry import encoding_groups
     from fed.plan import encoder_spec
     from fed.population import Population
 
     population = Population.build(config)
     public = load_public(config)
-    if config.encoder in ("bilstm", TUNED_SPEC):  # trained on the public data inside the run
+    if config.encoder.encoder in ("bilstm", TUNED_SPEC):  # trained on the public data inside the run
         return list(check_public(config, public, population.train.label_names).warnings)
-    encoder = make_encoder(config.encoder)
-    if config.dim > encoder.dim:  # fail now, not at the projection's fit inside the run
-        raise ValueError(f"--dim {config.dim} exceeds the encoder's {encoder.dim} dimensions ({config.encoder})")
+    encoder = make_encoder(config.encoder.encoder)
+    if config.encoder.dim > encoder.dim:  # fail now, not at the projection's fit inside the run
+        raise ValueError(f"--dim {config.encoder.dim} exceeds the encoder's {encoder.dim} dimensions ({config.encoder.encoder})")
     cache = default_cache_dir(config)
     train = encode_cached(encoder, population.train, cache, progress=progress)
     encode_cached(encoder, population.dev, cache, progress=progress)
     records = encoder_spec(config)
-    if records != config.encoder:  # the mechanism releases another encoding of the records (snd: token matrices)
+    if records != config.encoder.encoder:  # the mechanism releases another encoding of the records (snd: token matrices)
         for split in (population.train, population.dev):
             encode_cached(make_encoder(records), split, cache, progress=progress)
-    if config.device_tiers:  # each device tier's encoder setting, which its users' nodes read
-        from fed.device_tiers import DeviceTiers
-
-        for tokens in DeviceTiers.parse(config.device_tiers).max_tokens:
-            truncated = encoder.truncated(tokens)
+    for encoding, _ in encoding_groups(config):  # each device group's encoder setting, which its users' nodes read
+        if encoding:
+            truncated = encoder.truncated(encoding["max_tokens"])
             for split in (population.train, population.dev):
                 encode_cached(truncated, split, cache, progress=progress)
     public_x = None if public is None else encode_cached(encoder, public, cache, progress=progress)

@@ -24,13 +24,13 @@ def single_threaded_blas() -> None:
 def run_in_process(values: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
     """One whole run with these options on the in-process grid; returns (run directory, summary)."""
     from clients.app import app as client_app
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from simulations.local_grid import run_local
     from strategies.app import app as server_app
 
-    config = RunConfig.from_mapping(values)
-    if not config.out:
+    config = RunSpec.from_mapping(values)
+    if not config.output.out:
         raise ValueError("give 'out': the run directory")
-    run_local(server_app, client_app, config.nodes, config.to_mapping())
-    out = Path(config.out)
+    run_local(server_app, client_app, config.schedule.nodes, config.to_mapping())
+    out = Path(config.output.out)
     return out, json.loads((out / "summary.json").read_text())

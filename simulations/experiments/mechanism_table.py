@@ -76,10 +76,10 @@ NOTES = [
 
 
 def _params(values: dict[str, Any]) -> str:
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from fed.plan import make_plan
 
-    p = make_plan(RunConfig.from_mapping(values), 2).train.params()
+    p = make_plan(RunSpec.from_mapping(values), 2).train.params()
     keep = {k: v for k, v in p.items() if k not in ("mechanism", "mean", "std") and not isinstance(v, list)}
     return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in keep.items())
 

@@ -61,11 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/reports"))
     args = parser.parse_args(argv)
     single_threaded_blas()
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
 
-    defaults = RunConfig()
-    args.dim = defaults.dim if args.dim is None else args.dim
-    args.clip = defaults.clip if args.clip is None else args.clip
+    defaults = RunSpec()
+    args.dim = defaults.encoder.dim if args.dim is None else args.dim
+    args.clip = defaults.privacy.clip if args.clip is None else args.clip
     runs_dir = (args.out / "sst2_privacy_sweep").resolve()
     runs_dir.mkdir(parents=True, exist_ok=True)
     base = {

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from fed.aggregation import fit_clean
     from fed.classifier import NoiseAwareLDA, class_means, within_class_covariance
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from fed.assets import default_cache_dir
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     single_threaded_blas()
     started = time.time()
-    cache = default_cache_dir(RunConfig())
+    cache = default_cache_dir(RunSpec())
     encoder = make_encoder("minilm")
     full = load_dataset(args.data, "train")
     keep = np.sort(np.random.default_rng(args.seed).choice(len(full), args.train_limit, replace=False))

@@ -140,12 +140,12 @@ class Context:
     def encoder(self, dim: int) -> Any:
         """The BiLSTM pre-trained on the server's own slice (saved under the cache folder)."""
         from fed.assets import default_cache_dir
-        from fed.config import RunConfig
+        from fed.spec.run_spec import RunSpec
         from fed.encoders.bilstm import BiLSTMEncoder, train_bilstm
 
         own = self.splits()[0]
         tag = hashlib.sha256("\n".join(own.texts).encode()).hexdigest()[:12]
-        folder = default_cache_dir(RunConfig()) / "reproductions" / NAME / f"bilstm-{dim}-{self.pretrain_epochs}-{tag}"
+        folder = default_cache_dir(RunSpec()) / "reproductions" / NAME / f"bilstm-{dim}-{self.pretrain_epochs}-{tag}"
         if (folder / "weights.pt").is_file():
             return BiLSTMEncoder.load(folder)
         encoder = train_bilstm(own, dim=dim, epochs=self.pretrain_epochs, seed=0, progress=True)
@@ -164,10 +164,10 @@ class Context:
     def latent(self, dim: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Clean latent rows of (users' records, dev, server's own slice)."""
         from fed.assets import default_cache_dir
-        from fed.config import RunConfig
+        from fed.spec.run_spec import RunSpec
         from fed.encoders.cache import encode_cached
 
-        encoder, cache_dir = self.encoder(dim), default_cache_dir(RunConfig())
+        encoder, cache_dir = self.encoder(dim), default_cache_dir(RunSpec())
         own, _, dev = self.splits()
         users, _ = self.users(n)
         return tuple(encode_cached(encoder, d, cache_dir, batch_size=256).astype(np.float64) for d in (users, dev, own))

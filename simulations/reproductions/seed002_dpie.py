@@ -84,7 +84,7 @@ def settings(args: argparse.Namespace) -> list[Setting]:
 def subsample(data: Path, dataset: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """The training rows and labels of a seeded subsample (all with limit 0), encoding only those."""
     from fed.assets import default_cache_dir
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
     from fed.loaders import load_dataset
@@ -92,7 +92,7 @@ def subsample(data: Path, dataset: str, limit: int) -> tuple[np.ndarray, np.ndar
     train = load_dataset(str(data / dataset), "train")
     if limit and limit < len(train):
         train = train.subset(np.sort(np.random.default_rng(0).permutation(len(train))[:limit]))
-    x = encode_cached(make_encoder("minilm"), train, default_cache_dir(RunConfig()), progress=True)
+    x = encode_cached(make_encoder("minilm"), train, default_cache_dir(RunSpec()), progress=True)
     return x.astype(np.float64), train.labels
 
 
@@ -100,13 +100,13 @@ def subsample(data: Path, dataset: str, limit: int) -> tuple[np.ndarray, np.ndar
 def dev_rows(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
     """MiniLM rows and labels of the dev split."""
     from fed.assets import default_cache_dir
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
     from fed.loaders import load_dataset
 
     dev = load_dataset(str(data / dataset), "dev")
-    return encode_cached(make_encoder("minilm"), dev, default_cache_dir(RunConfig())).astype(np.float64), dev.labels
+    return encode_cached(make_encoder("minilm"), dev, default_cache_dir(RunSpec())).astype(np.float64), dev.labels
 
 
 def paper_noise(mechanism: str, epsilon: float) -> float:

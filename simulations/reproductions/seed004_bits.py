@@ -107,12 +107,12 @@ def main(argv: list[str] | None = None) -> int:
 def _encoded(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test) before any split of the sentiment sets (whole set in train)."""
     from fed.assets import default_cache_dir
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
     from fed.loaders import load_dataset
 
-    encoder, cache_dir = make_encoder("minilm"), default_cache_dir(RunConfig())
+    encoder, cache_dir = make_encoder("minilm"), default_cache_dir(RunSpec())
 
     def enc(ds: Any) -> np.ndarray:
         return encode_cached(encoder, ds, cache_dir, progress=True).astype(np.float64)

@@ -23,7 +23,7 @@ class Device:
     """The ClientApp running as a device (node config: policy, state folder, data), set up."""
 
     label: str
-    config: Any  # fed.config.RunConfig, the server's run options
+    config: Any  # fed.spec.run_spec.RunSpec, the server's run options
     grid: Any  # simulations.local_grid.LocalGrid with engine=False
     plan: Any  # the server's fed.plan.PrivacyPlan
     assets: Any  # fed.assets.Assets: the device's encoder and projection
@@ -43,7 +43,7 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int, labels
     from clients import protocol
     from clients.app import app as client_app
     from fed.assets import build_bundle, load_assets, load_public, unpack
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from fed.device_state import init_state
     from fed.loaders import load_dataset
     from fed.plan import make_plan
@@ -51,11 +51,11 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int, labels
     from simulations.local_grid import LocalGrid
 
     server_cache = work / "server-cache"
-    config = RunConfig(
+    config = RunSpec.of(
         data=data, public=public if dim else "none", users=1, nodes=1, dim=dim,
         cache_dir=str(server_cache), nonprivate_baseline=False, labels=labels,
     )
-    bundle = build_bundle(config, None if config.public == "none" else load_public(config), server_cache)
+    bundle = build_bundle(config, None if config.data.public == "none" else load_public(config), server_cache)
     folder = work / label
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "policy.toml").write_text(POLICY.replace('labels = "public"', f"labels = {json.dumps(labels)}"))
@@ -70,7 +70,7 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int, labels
     info = protocol.read_setup_reply(reply.content)
     plan = make_plan(config, info.num_labels, max(max(info.query_counts, default=1), 1))  # as the server plans
     context = grid.node_ctx[NODE_ID]
-    site = Site.resolve(context.node_config, RunConfig.from_mapping(context.run_config), context.run_id, NODE_ID)
+    site = Site.resolve(context.node_config, RunSpec.from_mapping(context.run_config), context.run_id, NODE_ID)
     if site.simulation or not site.store().durable:
         raise RuntimeError("the benchmark device runs as the simulation engine; it must run as a device")
     assets = load_assets(unpack(bundle, work / label / "bench-cache"))

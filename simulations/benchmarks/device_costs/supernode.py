@@ -101,7 +101,7 @@ def measure_supernode(
     With ``encode`` the owner first encodes the device's data, as the documented procedure does before
     any run (``ldpfed device encode``, timed on its own): setup then runs no encoder.
     """
-    from fed.config import RunConfig
+    from fed.spec.run_spec import RunSpec
     from simulations.commands.device import SUPERNODE_ENV, build_fab, init_device, node_config_string, sign_fab, supernode_command
     from simulations.commands.superlink import init_superlink, publish_app
     from simulations.flower_runner import APP_DIR, BIN, Secure, cluster, free_port, run_status, start_run
@@ -116,7 +116,7 @@ def measure_supernode(
         fab = build_fab(APP_DIR)
         app = publish_app(link, fab, [sign_fab(fab, device.signing_key)])
         secure_cluster = Secure(link, [])
-    config = RunConfig(
+    config = RunSpec.of(
         data=data, public=public, users=1, nodes=1, rounds=rounds, users_per_round=0, records_per_user_round=1,
         nonprivate_baseline=False, cache_dir=str(work / "server-cache"), out=str(work / "run"),
     )

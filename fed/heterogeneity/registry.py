@@ -1,0 +1,106 @@
+"""The heterogeneity axes of a run, in the order their options are parsed, and what follows from all of them.
+
+Adding an axis is one module (a :class:`~fed.heterogeneity.axis.HeterogeneityAxis`) and one line in
+:data:`AXES`: the run spec parses its options, the CLI lists them, simulated nodes serve its groups
+with their run options and encodings, the server's simulated network asks whom it reaches, and the
+reports group users by it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fed.availability import AvailabilityAxis
+from fed.behavior_trace import BehaviorTraceAxis
+from fed.device_speed import DeviceSpeedAxis
+from fed.device_tiers import DeviceTierAxis
+from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.spec.option import Option
+from fed.tiers import PrivacyTiers
+
+if TYPE_CHECKING:
+    from fed.spec.run_spec import RunSpec
+    from fed.virtual_clock import VirtualClock
+
+AXES: tuple[HeterogeneityAxis, ...] = (
+    PrivacyTiers(),
+    DeviceTierAxis(),
+    AvailabilityAxis(),
+    DeviceSpeedAxis(),
+    BehaviorTraceAxis(),
+)
+"""Every axis, in the order their options are parsed and checked."""
+
+
+def axis_options() -> Iterator[tuple[HeterogeneityAxis, Option]]:
+    """Each axis's options, with their axis."""
+    for axis in AXES:
+        for option in axis.options:
+            yield axis, option
+
+
+def _groups(spec: RunSpec, active: list[tuple[HeterogeneityAxis, Any]]) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """Every combination of the ``active`` axes' groups (in product order), and each user's combination index."""
+    users, seed = spec.data.users, spec.seed
+    group_of = np.zeros(users, dtype=np.int64)
+    sizes = []
+    for axis, setting in active:
+        size = len(axis.group_names(setting))
+        group_of = group_of * size + axis.assign(setting, users, seed)
+        sizes.append(size)
+    return list(itertools.product(*(range(size) for size in sizes))), group_of
+
+
+def spec_groups(spec: RunSpec) -> tuple[list[RunSpec], np.ndarray]:
+    """The run as each group of users sees it (axes that change run options, e.g. privacy tiers), and each user's
+    group by user id; one group, the run itself, when no axis changes any option."""
+    active = [(axis, setting) for axis, setting in spec.heterogeneity.active() if axis.overrides(setting, 0)]
+    if not active:
+        return [spec], np.zeros(spec.data.users, dtype=np.int64)
+    combos, group_of = _groups(spec, active)
+    specs = []
+    for combo in combos:
+        changes: dict[str, Any] = {}
+        for (axis, setting), group in zip(active, combo):
+            changes.update(axis.overrides(setting, group))
+        specs.append(spec.with_options(**changes))
+    return specs, group_of
+
+
+def encoding_groups(spec: RunSpec) -> list[tuple[dict[str, Any], np.ndarray | None]]:
+    """How each group of devices encodes (keywords of fed.assets.Assets.features) and its users (a mask by user
+    id); [({}, None)] when no axis changes the encoding: every user runs the encoder as shipped."""
+    active = [(axis, setting) for axis, setting in spec.heterogeneity.active() if axis.encoding(setting, 0)]
+    if not active:
+        return [({}, None)]
+    combos, group_of = _groups(spec, active)
+    groups = []
+    for index, combo in enumerate(combos):
+        encoding: dict[str, Any] = {}
+        for (axis, setting), group in zip(active, combo):
+            encoding.update(axis.encoding(setting, group))
+        groups.append((encoding, group_of == index))
+    return groups
+
+
+def online(spec: RunSpec, server_round: int, clock: VirtualClock | None) -> np.ndarray:
+    """Which users the simulated network reaches in ``server_round``, by user id (every axis must let a user through)."""
+    reached = np.ones(spec.data.users, dtype=bool)
+    for axis, setting in spec.heterogeneity.active():
+        mask = axis.online(setting, spec, server_round, clock)
+        if mask is not None:
+            reached &= mask
+    return reached
+
+
+def reported_groups(spec: RunSpec) -> list[tuple[str, np.ndarray, tuple[str, ...]]]:
+    """Each reported axis's name, each user's group index (by user id) and the groups' names."""
+    return [
+        (axis.name, axis.assign(setting, spec.data.users, spec.seed), axis.group_names(setting))
+        for axis, setting in spec.heterogeneity.active()
+        if axis.reported_groups(setting)
+    ]

@@ -1,0 +1,42 @@
+"""One run option: its name, type, default and help text, and how a value from outside becomes one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Option:
+    """A run option (``name`` with underscores; ``--name-with-hyphens`` on the command line)."""
+
+    name: str
+    kind: type
+    default: Any
+    help: str
+    file: bool = False
+    """Whether a value may name a file that a simulation's server reads (``ldpfed simulate`` makes it absolute)."""
+
+    @property
+    def flag(self) -> str:
+        """The option's command-line flag."""
+        return flag(self.name)
+
+    def coerce(self, value: Any, key: str) -> Any:
+        """``value`` (from a run config, a flag or a file) as this option's type; ValueError naming ``key``."""
+        kind = self.kind
+        try:
+            if kind is bool and isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError
+                return value.lower() in ("true", "1")
+            if kind is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"run option {key!r} must be of type {kind.__name__}, got {value!r}") from None
+
+
+def flag(name: str) -> str:
+    """``"train_limit"`` -> ``"--train-limit"``."""
+    return "--" + name.replace("_", "-")

@@ -1,0 +1,238 @@
+"""The run spec: every option of one run, parsed once into typed sections and validated once.
+
+The same names (with hyphens) appear in pyproject's [tool.flwr.app.config], in ``flwr run
+--run-config``, as ``ldpfed simulate`` flags and in a run directory's config.json:
+:meth:`RunSpec.from_mapping` reads them (a node reads them from an untrusted server, design.md
+section 2b: any problem is a ValueError naming it) and :meth:`RunSpec.to_mapping` writes them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from fed.classifier import SCREENING, WEIGHTINGS
+from fed.config import HELP
+from fed.heterogeneity import registry
+from fed.policy import MAX_DELTA
+from fed.spec.option import Option, flag
+from fed.spec.sections import (
+    SECTIONS,
+    DataSpec,
+    EncoderSpec,
+    EvaluationSpec,
+    HeterogeneitySpec,
+    OutputSpec,
+    PrivacySpec,
+    ScheduleSpec,
+)
+
+ORDER: tuple[str, ...] = (
+    "data", "public", "users", "partition", "train_limit", "encoder", "dim", "mechanism", "mechanism_options", "clip",
+    "epsilon", "tiers", "device_tiers", "sigma", "delta", "user_epsilon", "labels", "rounds", "evaluate_every",
+    "users_per_round", "records_per_user_round", "releases_per_record", "releases_per_query", "sampling",
+    "availability", "dropout", "device_speed", "behavior_trace", "deadline", "enforce", "upsampling_q", "p_query",
+    "answers", "inference", "shrinkage", "screening", "weighting", "nodes", "min_nodes", "round_timeout", "seed", "out",
+    "save_reports", "cache_dir", "nonprivate_baseline", "privacy_model", "central_clip", "central_clipping",
+    "central_noise", "central_lr", "central_epochs",
+)
+"""The options in the order of ``ldpfed simulate --help`` and config.json; options of an axis added to the
+registry and not listed here follow them."""
+
+PRIVACY_MODELS = ("local", "shuffle", "central")
+"""--privacy-model: local reports (the default), the same reports through a shuffler, or central DP-FedAvg."""
+
+SEED = Option("seed", int, 0, HELP["seed"])
+"""The run seed, read by every section's draws."""
+_KINDS = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def section_options() -> dict[str, tuple[str, Option]]:
+    """Every option but the heterogeneity axes', with the name of its section ("" for the seed)."""
+    options = {SEED.name: ("", SEED)}
+    for section, cls in SECTIONS.items():
+        for f in fields(cls):
+            options[f.name] = (section, Option(f.name, _KINDS[f.type], f.default, HELP[f.name]))
+    return options
+
+
+def options() -> tuple[Option, ...]:
+    """Every run option, in :data:`ORDER`."""
+    known = {name: option for name, (_, option) in section_options().items()}
+    known.update((option.name, option) for _, option in registry.axis_options())
+    return tuple(known[name] for name in ORDER if name in known) + tuple(o for name, o in known.items() if name not in ORDER)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Every run option in its section; built once (:meth:`of`, :meth:`from_mapping`) and validated then."""
+
+    data: DataSpec = field(default_factory=DataSpec)
+    encoder: EncoderSpec = field(default_factory=EncoderSpec)
+    privacy: PrivacySpec = field(default_factory=PrivacySpec)
+    schedule: ScheduleSpec = field(default_factory=ScheduleSpec)
+    heterogeneity: HeterogeneitySpec = field(default_factory=HeterogeneitySpec)
+    evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
+    output: OutputSpec = field(default_factory=OutputSpec)
+    seed: int = 0
+
+    @classmethod
+    def of(cls, **values: Any) -> RunSpec:
+        """The spec of the given options (underscored names, values of their types; the others take their defaults)."""
+        sections = section_options()
+        axis_names = {option.name for _, option in registry.axis_options()}
+        parts: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+        for name, value in values.items():
+            if name in sections:
+                section = sections[name][0]
+                if section:
+                    parts[section][name] = value
+            elif name not in axis_names:
+                raise ValueError(f"unknown run option {name.replace('_', '-')!r}")
+        heterogeneity = tuple((option.name, values.get(option.name, option.default)) for _, option in registry.axis_options())
+        return cls(
+            **{name: SECTIONS[name](**kwargs) for name, kwargs in parts.items()},
+            heterogeneity=HeterogeneitySpec(heterogeneity),
+            seed=values.get("seed", SEED.default),
+        )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> RunSpec:
+        """Build from a mapping with hyphenated or underscored keys (a run config); unknown keys are errors."""
+        known = {option.name: option for option in options()}
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                raise ValueError(f"unknown run option {key!r}")
+            kwargs[name] = known[name].coerce(value, key)
+        return cls.of(**kwargs)
+
+    def flat(self) -> dict[str, Any]:
+        """Every option's value by its underscored name, in :data:`ORDER`."""
+        values = {SEED.name: self.seed, **dict(self.heterogeneity.values)}
+        for section in SECTIONS:
+            part = getattr(self, section)
+            values.update((f.name, getattr(part, f.name)) for f in fields(part))
+        return {option.name: values[option.name] for option in options() if option.name in values}
+
+    def to_mapping(self) -> dict[str, Any]:
+        """Hyphenated keys, as in [tool.flwr.app.config]: what Flower carries to every node."""
+        return {name.replace("_", "-"): value for name, value in self.flat().items()}
+
+    def with_options(self, **changes: Any) -> RunSpec:
+        """The same run with ``changes`` (underscored names), validated anew."""
+        return RunSpec.of(**{**self.flat(), **changes})
+
+    def __post_init__(self) -> None:
+        data, privacy, schedule, evaluation = self.data, self.privacy, self.schedule, self.evaluation
+        for part, names in (
+            (data, ("users",)), (schedule, ("rounds", "evaluate_every", "releases_per_query")),
+            (evaluation, ("answers",)), (schedule, ("nodes", "min_nodes")),
+        ):
+            for name in names:
+                if getattr(part, name) < 1:
+                    raise ValueError(f"{flag(name)} must be at least 1, got {getattr(part, name)}")
+        for part, names in (
+            (data, ("train_limit",)), (self.encoder, ("dim",)),
+            (schedule, ("users_per_round", "records_per_user_round", "releases_per_record")),
+        ):
+            for name in names:
+                if getattr(part, name) < 0:
+                    raise ValueError(f"{flag(name)} must be non-negative (0 means 'all' / 'off')")
+        if schedule.min_nodes > schedule.nodes:
+            raise ValueError(f"--min-nodes {schedule.min_nodes} exceeds --nodes {schedule.nodes}")
+        for part, name in ((privacy, "clip"), (privacy, "delta"), (schedule, "round_timeout")):
+            if not math.isfinite(getattr(part, name)) or getattr(part, name) <= 0:
+                raise ValueError(f"{flag(name)} must be a positive finite number")
+        if not privacy.delta <= MAX_DELTA:  # every simulated user's policy takes the run's delta (fed.policy)
+            raise ValueError(f"--delta must be at most {MAX_DELTA:g} (a device policy's range, fed.policy)")
+        if self.encoder.dim and data.public == "none":
+            raise ValueError("--dim fits a projection on public data: give --public, or --dim 0")
+        if schedule.nodes > data.users:
+            raise ValueError(f"--nodes {schedule.nodes} exceeds --users {data.users}: every node hosts at least one user")
+        if privacy.sigma == 0 and privacy.epsilon <= 0:
+            raise ValueError("give --epsilon > 0 (sigma calibrated) or --sigma > 0")
+        for name in ("epsilon", "sigma", "user_epsilon"):
+            if not math.isfinite(getattr(privacy, name)) or getattr(privacy, name) < 0:
+                raise ValueError(f"{flag(name)} must be a finite non-negative number, got {getattr(privacy, name)!r}")
+        self._check_mechanism()
+        for axis, setting in self.heterogeneity.active():  # parses every axis's options
+            axis.check(setting, self)
+        if evaluation.inference not in ("local", "remote"):
+            raise ValueError(f"--inference must be local or remote, got {evaluation.inference!r}")
+        if evaluation.shrinkage > 1:
+            raise ValueError("--shrinkage must be at most 1 (negative: automatic)")
+        if evaluation.screening not in SCREENING:
+            raise ValueError(f"--screening must be one of {', '.join(SCREENING)}, got {evaluation.screening!r}")
+        if evaluation.weighting not in WEIGHTINGS:
+            raise ValueError(f"--weighting must be one of {', '.join(WEIGHTINGS)}, got {evaluation.weighting!r}")
+        privacy.label_epsilon  # validates --labels
+        sampling = schedule.train_sampling  # validates --sampling
+        evaluation.upsampling  # validates --upsampling-q, --p-query, --answers
+        if sampling.kind != "all" and schedule.records_per_user_round:
+            raise ValueError("--records-per-user-round applies to --sampling all; use --sampling fixed:<m> instead")
+        if privacy.enforce not in ("worst-case", "amplified"):
+            raise ValueError(f"--enforce must be worst-case or amplified, got {privacy.enforce!r}")
+        if privacy.enforce == "amplified":
+            if sampling.kind == "fixed":
+                raise ValueError(
+                    "--enforce amplified needs Poisson sampling (--sampling poisson:<p> or all): dp_accounting "
+                    "has no PLD bound for fixed-size sampling without replacement"
+                )
+            if privacy.label_epsilon is not None:
+                raise ValueError("--enforce amplified covers the Gaussian reports only; use --labels public")
+            if schedule.records_per_user_round:
+                raise ValueError("--enforce amplified: a cap on records per round breaks Poisson sampling; drop it")
+        self._check_privacy_model()
+
+    def _check_mechanism(self) -> None:
+        """--mechanism and its options, which the randomizer checks against the run."""
+        from fed.randomizers import RANDOMIZERS  # here, not at the top: importing this module stays light
+
+        privacy = self.privacy
+        if privacy.mechanism not in RANDOMIZERS:
+            raise ValueError(f"--mechanism {privacy.mechanism!r} is not available; choose one of {', '.join(RANDOMIZERS)}")
+        options = privacy.mechanism_option_values  # validates --mechanism-options
+        if "clip" in options:
+            raise ValueError("--mechanism-options: give the clip as --clip")
+        RANDOMIZERS[privacy.mechanism].run_options(privacy.clip, self.encoder.dim, options, self.encoder.encoder)
+        if not RANDOMIZERS[privacy.mechanism].sigma_settable:
+            settable = ", ".join(name for name, cls in RANDOMIZERS.items() if cls.sigma_settable)
+            if privacy.sigma > 0:
+                raise ValueError(f"--sigma applies to {settable}; give --epsilon for {privacy.mechanism}")
+            if privacy.enforce == "amplified":
+                raise ValueError(f"--enforce amplified is implemented for {settable} only")
+
+    def _check_privacy_model(self) -> None:
+        """--privacy-model and its options (docs/privacy_models.md)."""
+        privacy, evaluation = self.privacy, self.evaluation
+        if privacy.privacy_model not in PRIVACY_MODELS:
+            raise ValueError(f"--privacy-model must be one of {', '.join(PRIVACY_MODELS)}, got {privacy.privacy_model!r}")
+        if privacy.privacy_model == "shuffle" and evaluation.inference == "remote":
+            raise ValueError("--privacy-model shuffle shuffles training reports; remote inference answers each query to its "
+                             "sender, so it cannot be shuffled: use --inference local")
+        for name in ("central_clip", "central_lr"):
+            if not math.isfinite(getattr(privacy, name)) or getattr(privacy, name) <= 0:
+                raise ValueError(f"{flag(name)} must be a positive finite number")
+        if not math.isfinite(privacy.central_noise) or privacy.central_noise < 0:
+            raise ValueError("--central-noise must be a finite non-negative number (0: calibrated to --epsilon)")
+        if privacy.central_clipping not in ("fixed", "adaptive"):
+            raise ValueError(f"--central-clipping must be fixed or adaptive, got {privacy.central_clipping!r}")
+        if privacy.central_epochs < 1:
+            raise ValueError("--central-epochs must be at least 1")
+        if privacy.privacy_model != "central":
+            return
+        if self.schedule.nodes != self.data.users:
+            raise ValueError(
+                f"--privacy-model central clips and noises one update per Flower node: give --nodes {self.data.users} "
+                f"(one user per node, so the guarantee is user-level), got --nodes {self.schedule.nodes}"
+            )
+        if privacy.central_noise == 0 and privacy.epsilon <= 0:
+            raise ValueError("--privacy-model central: give --epsilon > 0 (user-level; noise calibrated) or --central-noise > 0")
+        tiers = self.heterogeneity.value("tiers")
+        for name, value, default in (("inference", evaluation.inference, "local"), ("labels", privacy.labels, "public"), ("tiers", tiers, "")):
+            if value != default:
+                raise ValueError(f"--privacy-model central trains on clean local data: {flag(name)} {value!r} does not apply")

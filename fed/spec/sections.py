@@ -1,0 +1,192 @@
+"""The typed sections of a run spec, each holding its options' values and parsing them once, where read.
+
+Validation across options lives in :class:`fed.spec.run_spec.RunSpec`, which builds every section
+and checks them together once; a node reads only the sections it needs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from fed.heterogeneity import registry
+from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.policy import MAX_RR_EPSILON
+from fed.sampling import TrainSampling, UpSampling
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The task's data, the server's public data, and how records are split among users."""
+
+    data: str = "generated"
+    public: str = "generated"
+    users: int = 20
+    partition: str = "dirichlet:0.5"
+    train_limit: int = 0
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """The local encoder and the projection fitted on public data."""
+
+    encoder: str = "minilm"
+    dim: int = 16
+
+
+@dataclass(frozen=True)
+class PrivacySpec:
+    """The randomizer, its calibration target, the label channel, the enforced budget and the privacy model."""
+
+    mechanism: str = "gaussian"
+    mechanism_options: str = ""
+    clip: float = 3.0
+    epsilon: float = 8.0
+    sigma: float = 0.0
+    delta: float = 1e-5
+    user_epsilon: float = 0.0
+    labels: str = "public"
+    enforce: str = "worst-case"
+    privacy_model: str = "local"
+    central_clip: float = 1.0
+    central_clipping: str = "fixed"
+    central_noise: float = 0.0
+    central_lr: float = 0.5
+    central_epochs: int = 1
+
+    @cached_property
+    def mechanism_option_values(self) -> dict[str, Any]:
+        """The parsed --mechanism-options: ``key=value`` pairs separated by commas."""
+        return parse_mechanism_options(self.mechanism_options)
+
+    @cached_property
+    def label_epsilon(self) -> float | None:
+        """Randomized-response epsilon of labels, or None when labels are public."""
+        if self.labels == "public":
+            return None
+        kind, _, value = self.labels.partition(":")
+        try:
+            epsilon = float(value)
+        except ValueError:
+            epsilon = math.nan
+        if kind != "rr" or not math.isfinite(epsilon) or not 0 < epsilon <= MAX_RR_EPSILON:
+            raise ValueError(f"--labels must be 'public' or 'rr:<epsilon>' with epsilon in (0, {MAX_RR_EPSILON:g}], got {self.labels!r}")
+        return epsilon
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """Rounds, who is asked in each and how often each record may be released; the Flower nodes and their timeout."""
+
+    rounds: int = 1
+    evaluate_every: int = 1
+    users_per_round: int = 0
+    records_per_user_round: int = 0
+    releases_per_record: int = 1
+    releases_per_query: int = 1
+    sampling: str = "all"
+    nodes: int = 1
+    min_nodes: int = 1
+    round_timeout: float = 600.0
+
+    @cached_property
+    def train_sampling(self) -> TrainSampling:
+        """The parsed --sampling."""
+        return TrainSampling.parse(self.sampling)
+
+
+@dataclass(frozen=True)
+class HeterogeneitySpec:
+    """The values of every heterogeneity axis's options (fed.heterogeneity.registry), and each axis's setting."""
+
+    values: tuple[tuple[str, Any], ...] = field(
+        default_factory=lambda: tuple((option.name, option.default) for _, option in registry.axis_options())
+    )
+
+    def value(self, name: str) -> Any:
+        """The value of option ``name``."""
+        return dict(self.values)[name]
+
+    @cached_property
+    def settings(self) -> dict[str, Any]:
+        """Each axis's parsed setting by axis name (None: the run does not use it), parsed in registry order."""
+        values = dict(self.values)
+        return {axis.name: axis.parse({option.name: values[option.name] for option in axis.options}) for axis in registry.AXES}
+
+    def setting(self, axis: str) -> Any:
+        """The setting of the axis named ``axis`` (None: not used)."""
+        return self.settings[axis]
+
+    def active(self) -> list[tuple[HeterogeneityAxis, Any]]:
+        """The axes this run uses, with their settings, in registry order."""
+        return [(axis, self.settings[axis.name]) for axis in registry.AXES if self.settings[axis.name] is not None]
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """How the classifier is fitted and how users evaluate it (local, or remote inference with up-sampling)."""
+
+    inference: str = "local"
+    upsampling_q: float = 1.0
+    p_query: float = 1.0
+    answers: int = 1
+    shrinkage: float = -1.0
+    screening: str = "auto"
+    weighting: str = "inverse-variance"
+    nonprivate_baseline: bool = True
+
+    @cached_property
+    def upsampling(self) -> UpSampling:
+        """The parsed inference up-sampling (--upsampling-q, --p-query, --answers)."""
+        return UpSampling(float(self.upsampling_q), float(self.p_query), int(self.answers))
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """Where the run writes, what it saves, and the cache of clean encodings."""
+
+    out: str = ""
+    save_reports: bool = False
+    cache_dir: str = ""
+
+
+SECTIONS: dict[str, type] = {
+    "data": DataSpec,
+    "encoder": EncoderSpec,
+    "privacy": PrivacySpec,
+    "schedule": ScheduleSpec,
+    "evaluation": EvaluationSpec,
+    "output": OutputSpec,
+}
+"""The sections with fixed options, by their name in :class:`fed.spec.run_spec.RunSpec` (heterogeneity's
+options come from its registry)."""
+
+_OPTION_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def parse_mechanism_options(text: str) -> dict[str, Any]:
+    """``"lambda=100,integer_bits=2"`` -> ``{"lambda": 100, "integer_bits": 2}``; ValueError if malformed."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or not _OPTION_KEY.match(key) or not raw:
+            raise ValueError(f"--mechanism-options: expected key=value pairs separated by commas, got {item!r}")
+        if key in out:
+            raise ValueError(f"--mechanism-options: {key!r} given twice")
+        out[key] = _option_value(raw)
+    return out
+
+
+def _option_value(raw: str) -> Any:
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
