@@ -1,0 +1,110 @@
+"""Heterogeneity as a registry: an axis is one class and one registry entry.
+
+The axis below exists only in this test. Registered, it is seen everywhere an axis is: the run spec
+parses its option (and the CLI lists it), the registry assigns users to its groups from the seed, a
+simulated node serves each group with the group's run options (here each club's user-level budget,
+which the node's ledgers enforce), and the reports group users by it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from clients.app import app as client_app
+from fed.groups import heterogeneity_axes
+from fed.heterogeneity import registry
+from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.privacy.ledger import Ledger
+from fed.site import Site
+from fed.spec.option import Option
+from fed.spec.run_spec import RunSpec
+from simulations.commands.simulate import add_arguments
+from strategies.app import app as server_app
+from tests.local_grid import run_local
+
+BUDGET = 1000.0
+"""Club k's users have a user-level budget of BUDGET + k (large: it shows in the ledgers without refusing)."""
+
+
+class Clubs(HeterogeneityAxis):
+    """Test-only axis: user u is in club u mod --clubs, with its club's user-level budget."""
+
+    name = "club"
+    options = (Option("clubs", int, 0, "test only: clubs of users, user u in club u mod clubs (0: none)"),)
+
+    def parse(self, values: Mapping[str, Any]) -> int | None:
+        if values["clubs"] < 0:
+            raise ValueError(f"--clubs must be at least 0, got {values['clubs']}")
+        return values["clubs"] or None
+
+    def assign(self, setting: int, users: int, seed: int) -> np.ndarray:
+        return np.arange(users) % setting
+
+    def group_names(self, setting: int) -> tuple[str, ...]:
+        return tuple(f"club {k}" for k in range(setting))
+
+    def overrides(self, setting: int, group: int) -> dict[str, Any]:
+        return {"user_epsilon": BUDGET + group}
+
+
+@pytest.fixture()
+def clubs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry with the test axis added: its one line."""
+    monkeypatch.setattr(registry, "AXES", (*registry.AXES, Clubs()))
+
+
+def test_an_unregistered_axis_is_unknown() -> None:
+    with pytest.raises(ValueError, match="unknown run option 'clubs'"):
+        RunSpec.from_mapping({"clubs": 2})
+
+
+def test_a_registered_axis_is_parsed_listed_and_serialised(clubs: None) -> None:
+    spec = RunSpec.from_mapping({"clubs": "3", "users": 7})
+    assert spec.heterogeneity.setting("club") == 3
+    assert spec.to_mapping()["clubs"] == 3 and RunSpec.from_mapping(spec.to_mapping()) == spec
+    assert RunSpec().heterogeneity.setting("club") is None
+    with pytest.raises(ValueError, match="--clubs must be at least 0, got -1"):
+        RunSpec.of(clubs=-1)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args(["--clubs", "2"]).clubs == 2
+    assert "test only: clubs of users" in parser.format_help()
+
+
+def test_a_registered_axis_assigns_users_and_sets_their_run_options(clubs: None, tmp_path: Path) -> None:
+    spec = RunSpec.of(clubs=2, users=6, tiers="0.5:1,0.5:4")
+    specs, group_of = registry.spec_groups(spec)
+    tier_of = spec.heterogeneity.setting("privacy tier").assign(6, spec.seed)
+    assert np.array_equal(group_of, tier_of * 2 + np.arange(6) % 2)  # with privacy tiers: one group per tier and club
+    assert [(s.privacy.epsilon, s.privacy.user_epsilon) for s in specs] == [
+        (1.0, BUDGET), (1.0, BUDGET + 1), (4.0, BUDGET), (4.0, BUDGET + 1)
+    ]
+    site = Site(True, spec, tmp_path, tmp_path / "ledger.sqlite", None)
+    assert [(s, list(m)) for s, m in site.tiers()] == [(s, list(group_of)) for s in specs]
+    (names, codes, groups), = [g for g in registry.reported_groups(spec) if g[0] == "club"]
+    assert list(codes) == [0, 1, 0, 1, 0, 1] and groups == ("club 0", "club 1")
+    assert [axis.name for axis in heterogeneity_axes(spec)] == ["club"]
+
+
+def test_a_registered_axis_reaches_the_nodes_and_the_reports(clubs: None, tmp_path: Path) -> None:
+    """A whole run: each user's ledger (kept by its node) holds its club's budget; users.csv and groups.md
+    group users by club."""
+    out = tmp_path / "run"
+    spec = RunSpec.of(data="generated:300", public="none", dim=0, users=6, clubs=2, out=str(out), nonprivate_baseline=False)
+    run_local(server_app, client_app, 1, spec.to_mapping())
+    ledgers = json.loads((out / "ledgers.json").read_text())["users"]
+    assert {int(uid): Ledger.from_json(ledger).budget.epsilon_user for uid, ledger in ledgers.items()} == {
+        uid: BUDGET + uid % 2 for uid in range(6)
+    }
+    with open(out / "users.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["club"] for row in rows] == [f"club {uid % 2}" for uid in range(6)]
+    assert "club 1" in (out / "groups.md").read_text()
