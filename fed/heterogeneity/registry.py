@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 AXES: tuple[HeterogeneityAxis, ...] = (
     PrivacyTiers(),
-    DeviceTierAxis(),
     AvailabilityAxis(),
+    DeviceTierAxis(),
     DeviceSpeedAxis(),
     BehaviorTraceAxis(),
 )

@@ -16,6 +16,7 @@ from typing import Any
 from fed.classifier import SCREENING, WEIGHTINGS
 from fed.config import HELP
 from fed.heterogeneity import registry
+from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.policy import MAX_DELTA
 from fed.spec.option import Option, flag
 from fed.spec.sections import (
@@ -159,8 +160,7 @@ class RunSpec:
             if not math.isfinite(getattr(privacy, name)) or getattr(privacy, name) < 0:
                 raise ValueError(f"{flag(name)} must be a finite non-negative number, got {getattr(privacy, name)!r}")
         self._check_mechanism()
-        for axis, setting in self.heterogeneity.active():  # parses every axis's options
-            axis.check(setting, self)
+        self._check_axes(options_set=True)  # axes that set their groups' run options: checked with the mechanism
         if evaluation.inference not in ("local", "remote"):
             raise ValueError(f"--inference must be local or remote, got {evaluation.inference!r}")
         if evaluation.shrinkage > 1:
@@ -171,6 +171,7 @@ class RunSpec:
             raise ValueError(f"--weighting must be one of {', '.join(WEIGHTINGS)}, got {evaluation.weighting!r}")
         privacy.label_epsilon  # validates --labels
         sampling = schedule.train_sampling  # validates --sampling
+        self._check_axes(options_set=False)
         evaluation.upsampling  # validates --upsampling-q, --p-query, --answers
         if sampling.kind != "all" and schedule.records_per_user_round:
             raise ValueError("--records-per-user-round applies to --sampling all; use --sampling fixed:<m> instead")
@@ -187,6 +188,15 @@ class RunSpec:
             if schedule.records_per_user_round:
                 raise ValueError("--enforce amplified: a cap on records per round breaks Poisson sampling; drop it")
         self._check_privacy_model()
+
+    def _check_axes(self, options_set: bool) -> None:
+        """Parse and check the options of each heterogeneity axis that sets (``options_set``) or does not set its
+        groups' run options (:meth:`~fed.heterogeneity.axis.HeterogeneityAxis.overrides`), in registry order."""
+        for axis in registry.AXES:
+            if options_set == (type(axis).overrides is not HeterogeneityAxis.overrides):
+                setting = self.heterogeneity.setting(axis.name)
+                if setting is not None:
+                    axis.check(setting, self)
 
     def _check_mechanism(self) -> None:
         """--mechanism and its options, which the randomizer checks against the run."""

@@ -111,18 +111,21 @@ class HeterogeneitySpec:
         return dict(self.values)[name]
 
     @cached_property
-    def settings(self) -> dict[str, Any]:
-        """Each axis's parsed setting by axis name (None: the run does not use it), parsed in registry order."""
-        values = dict(self.values)
-        return {axis.name: axis.parse({option.name: values[option.name] for option in axis.options}) for axis in registry.AXES}
+    def _settings(self) -> dict[str, Any]:
+        """The settings parsed so far, by axis name."""
+        return {}
 
     def setting(self, axis: str) -> Any:
-        """The setting of the axis named ``axis`` (None: not used)."""
-        return self.settings[axis]
+        """The setting of the axis named ``axis`` (None: the run does not use it), parsed on first use."""
+        if axis not in self._settings:
+            (found,) = (a for a in registry.AXES if a.name == axis)
+            values = dict(self.values)
+            self._settings[axis] = found.parse({option.name: values[option.name] for option in found.options})
+        return self._settings[axis]
 
     def active(self) -> list[tuple[HeterogeneityAxis, Any]]:
         """The axes this run uses, with their settings, in registry order."""
-        return [(axis, self.settings[axis.name]) for axis in registry.AXES if self.settings[axis.name] is not None]
+        return [(axis, self.setting(axis.name)) for axis in registry.AXES if self.setting(axis.name) is not None]
 
 
 @dataclass(frozen=True)
