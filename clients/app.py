@@ -358,7 +358,7 @@ def _build_records(
     site: Site, config: RunSpec, folder: str, partition_id: int, num_partitions: int
 ) -> tuple[dict[int, UserRecords], int, int]:
     """Load, partition and encode the node's users' records."""
-    population = Population.build(config)
+    population = Population.build(config.data, config.seed)
     assets = _assets(folder)
     cache = default_cache_dir(site.config)
     users = hosted_users(config.data.users, partition_id, num_partitions)

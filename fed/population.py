@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fed.spec.run_spec import RunSpec
 from fed.dataset import TextDataset
+from fed.spec.sections import DataSpec
 from fed.loaders import load_dataset
 from fed.record_ids import record_ids
 from fed.user import UserRecords
@@ -38,29 +38,29 @@ class Population:
     query_parts: tuple[np.ndarray, ...]
 
     @classmethod
-    def build(cls, config: RunSpec) -> "Population":
-        """Load the run's data and partition it among ``config.data.users`` users."""
+    def build(cls, data: DataSpec, seed: int) -> "Population":
+        """Load the run's data (its data section) and partition it among ``data.users`` users with the run ``seed``."""
         from fed.partition import natural_partition, partition  # Flower Datasets: only where records are built
 
-        train = load_dataset(config.data.data, "train")
-        dev = load_dataset(config.data.data, "dev")
-        if config.data.train_limit and config.data.train_limit < len(train):
-            keep = np.random.default_rng(config.seed).choice(len(train), config.data.train_limit, replace=False)
+        train = load_dataset(data.data, "train")
+        dev = load_dataset(data.data, "dev")
+        if data.train_limit and data.train_limit < len(train):
+            keep = np.random.default_rng(seed).choice(len(train), data.train_limit, replace=False)
             train = train.subset(np.sort(keep))
-        if len(train) < config.data.users:
-            raise ValueError(f"the train split has {len(train)} records, fewer than --users {config.data.users}")
-        if config.data.partition == "natural":
-            train_parts, query_parts = natural_partition(train.groups, dev.groups, config.data.users, config.seed, config.data.data)
+        if len(train) < data.users:
+            raise ValueError(f"the train split has {len(train)} records, fewer than --users {data.users}")
+        if data.partition == "natural":
+            train_parts, query_parts = natural_partition(train.groups, dev.groups, data.users, seed, data.data)
             return cls(train, dev, tuple(train_parts), tuple(query_parts))
-        train_parts = partition(train.labels, config.data.users, config.data.partition, config.seed, train.groups)
+        train_parts = partition(train.labels, data.users, data.partition, seed, train.groups)
         # Fewer dev records than users: a seeded random subset of users hold the queries, one or
         # more each; the others hold none (they do not evaluate).
-        holders = np.arange(config.data.users)
-        if len(dev) < config.data.users:
-            holders = np.sort(np.random.default_rng(config.seed + 2).choice(config.data.users, len(dev), replace=False))
-        query_parts = [np.zeros(0, np.int64)] * config.data.users
+        holders = np.arange(data.users)
+        if len(dev) < data.users:
+            holders = np.sort(np.random.default_rng(seed + 2).choice(data.users, len(dev), replace=False))
+        query_parts = [np.zeros(0, np.int64)] * data.users
         if len(holders):
-            parts = partition(dev.labels, len(holders), config.data.partition, config.seed + 1, dev.groups)
+            parts = partition(dev.labels, len(holders), data.partition, seed + 1, dev.groups)
             for user, part in zip(holders.tolist(), parts):
                 query_parts[user] = part
         return cls(train, dev, tuple(train_parts), tuple(query_parts))

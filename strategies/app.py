@@ -295,7 +295,7 @@ def _baselines(config: RunSpec, assets: Assets, public: TextDataset | None, stra
     if config.heterogeneity.setting(PrivacyTiers.name) is not None:
         strategy.top_tier = aggregator()
     if config.evaluation.nonprivate_baseline:
-        population = Population.build(config)
+        population = Population.build(config.data, config.seed)
         train, dev = (encode_cached(assets.sentence, d, cache) for d in (population.train, population.dev))
         model = fit_clean(train, population.train.labels, strategy.num_labels, config.evaluation.shrinkage)
         strategy.nonprivate_accuracy = float((model.predict(dev) == population.dev.labels).mean())

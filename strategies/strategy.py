@@ -350,7 +350,7 @@ class LdpStrategy(Strategy):
         if self.attributes is None:
             simulated = simulated_budgets(self.plans, self.tier_of)
             axes = heterogeneity_axes(self.config)
-            self.attributes = UserAttributes.from_population(Population.build(self.config), simulated, axes)
+            self.attributes = UserAttributes.from_population(Population.build(self.config.data, self.config.seed), simulated, axes)
         return self.attributes
 
     def summary(self) -> None:

@@ -134,7 +134,7 @@ def _shared_with_user_0(folder: Path, config: RunSpec) -> tuple[Path, Path]:
     it depends on the labels and the seed)."""
     train, dev = _distinct("train", TRAIN_LABELS * 2), _distinct("dev", DEV_LABELS * 2)
     distinct = _folder(folder / "distinct", train, dev)
-    population = Population.build(config.with_options(data=str(distinct)))
+    population = Population.build(config.with_options(data=str(distinct)).data, config.seed)
     own, other = population.train_parts
     shared_train, shared_dev = list(train), list(dev)
     (j,) = [j for j in other.tolist() if any(train[i][1] == train[j][1] for i in own)][:1]
@@ -142,7 +142,7 @@ def _shared_with_user_0(folder: Path, config: RunSpec) -> tuple[Path, Path]:
     q = int(population.query_parts[1][0])
     shared_dev[q] = next(train[i] for i in own.tolist() if train[i][1] == dev[q][1])
     shared = _folder(folder / "shared", shared_train, shared_dev)
-    again = Population.build(config.with_options(data=str(shared)))
+    again = Population.build(config.with_options(data=str(shared)).data, config.seed)
     parts = zip(again.train_parts + again.query_parts, population.train_parts + population.query_parts)
     assert all(np.array_equal(a, b) for a, b in parts)
     return shared, distinct

@@ -61,7 +61,7 @@ def test_each_device_tier_encodes_with_its_setting_and_is_reported(tmp_path: Pat
 
     # The node's clean records: each user's rows are its own tier's encodings of its sentences.
     (records,) = [records for key, (records, _, _) in clients.app._RECORDS.items() if key[0] == config]
-    population = Population.build(config)
+    population = Population.build(config.data, config.seed)
     assets = Assets(make_encoder("minilm"), None)
     full, short = (assets.features(population.train, default_cache_dir(config), max_tokens=k) for k in (None, 4))
     for uid, user in records.items():

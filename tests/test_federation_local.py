@@ -170,7 +170,8 @@ def test_server_pretrained_bilstm_is_shipped_and_used(tmp_path: Path) -> None:
     ).to_mapping()
     run_local(server_app, client_app, 2, config)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    population = Population.build(RunSpec.from_mapping(config))
+    spec = RunSpec.from_mapping(config)
+    population = Population.build(spec.data, spec.seed)
     records = sum(len(part) for part in population.train_parts)  # each copy of a sentence is a record (fed.record_ids)
     assert summary["errors"] == [] and summary["releases"] == records > 500
     assert summary["accuracy_nonprivate"] > 0.5  # four topics: the shipped encoder carries signal

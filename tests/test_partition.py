@@ -12,6 +12,7 @@ from datasets import Dataset
 from flwr_datasets.partitioner import IidPartitioner
 
 from fed.spec.run_spec import RunSpec
+from fed.spec.sections import DataSpec
 from fed.partition import partition, split_train_query
 from fed.population import Population
 
@@ -113,7 +114,7 @@ def test_partition_does_not_import_flwr() -> None:
 
 def test_natural_partition_keeps_each_user_within_one_source() -> None:
     config = RunSpec.of(data="../shared/data/sentiment_labelled_sentences", users=10, partition="natural", seed=3)
-    population = Population.build(config)
+    population = Population.build(config.data, config.seed)
     train, dev = population.train, population.dev
     sources = [np.unique(train.groups[part]) for part in population.train_parts]
     assert all(len(s) == 1 for s in sources)  # amazon, imdb or yelp, never a mix
@@ -125,7 +126,7 @@ def test_natural_partition_keeps_each_user_within_one_source() -> None:
     holders = np.bincount([s[0] for s in sources], minlength=3)
     shares = np.bincount(train.groups, minlength=3) / len(train)
     assert holders.sum() == 10 and np.all(holders >= 1) and np.all(np.abs(holders - 10 * shares) < 1)
-    again = Population.build(config)
+    again = Population.build(config.data, config.seed)
     assert all(np.array_equal(a, b) for a, b in zip(population.train_parts, again.train_parts))
 
 
@@ -135,4 +136,4 @@ def test_natural_partition_keeps_each_user_within_one_source() -> None:
 )
 def test_natural_partition_refuses_data_without_sources_or_too_few_users(data: str, users: int, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
-        Population.build(RunSpec.of(data=data, users=users, partition="natural"))
+        Population.build(DataSpec(data=data, users=users, partition="natural"), seed=0)

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("the attack needs one randomizer for every report; this run has --tiers")
     if args.kind == "attribute" and not (folder / "reports.npz").is_file():
         raise ValueError(f"{folder} has no reports.npz: run ldpfed simulate with --save-reports")
-    population = Population.build(config)
+    population = Population.build(config.data, config.seed)
     public = load_public(config)
     if public is None:
         raise ValueError("the attacker needs the run's public data; this run has --public none")

@@ -108,7 +108,7 @@ def _encode_run_data(config: RunSpec, progress: bool) -> list[str]:
     from fed.plan import encoder_spec
     from fed.population import Population
 
-    population = Population.build(config)
+    population = Population.build(config.data, config.seed)
     public = load_public(config)
     if config.encoder.encoder in ("bilstm", TUNED_SPEC):  # trained on the public data inside the run
         return list(check_public(config, public, population.train.label_names).warnings)
