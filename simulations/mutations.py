@@ -547,15 +547,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "gaussian-calibration-ignores-the-label-cost",
         "fed/privacy/calibration.py",
-        "other = {e: n for e, n in (other_events or {}).items() if n > 0}",
-        "other = {}",
+        "return compose_epsilon({**other, GaussianEvent(sensitivity, sigma): releases}, delta)",
+        "return compose_epsilon({GaussianEvent(sensitivity, sigma): releases}, delta)",
         (f"{PC}test_calibration_with_label_cost_meets_target",),
         "Gaussian noise is calibrated as if the labels' randomized response cost nothing",
         fast=True,
     ),
     Mutation(
         "noise-calibration-ignores-the-label-cost",
-        "fed/randomizers/_common.py",
+        "fed/privacy/calibration.py",
         "return compose_epsilon({**other, make_event(x): releases}, delta)",
         "return compose_epsilon({make_event(x): releases}, delta)",
         (f"{EXTRA}test_a_calibration_with_the_labels_cost_meets_the_target_with_it",),

@@ -36,8 +36,8 @@ import numpy as np
 
 from fed.encoders.base import check_pairs
 from fed.encoders.hf import HFEncoder
-from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import positive_int
+from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent
+from fed.privacy.validators import check_int, check_positive
 from fed.randomizers.base import check_params
 from fed.noise import add_gaussian
 from fed.randomizers.metric import dchi_noise
@@ -85,18 +85,18 @@ class TokenLevelRandomizer:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         self.encoder, self.kind = encoder, kind
-        self.length = positive_int("length", length, minimum=2)
+        self.length = check_int("length", length, minimum=2)
         self.noise = check_positive("sigma" if kind == "token-gaussian" else "eta", noise)
         if clip is None and kind != "text2text":
             raise ValueError(f"{kind} needs a clip radius for its token vectors")
         self.clip = None if clip is None else check_positive("clip", clip)
-        self.layer = positive_int("layer", layer, minimum=0)
+        self.layer = check_int("layer", layer, minimum=0)
         if kind == "text2text" and self.layer:
             raise ValueError("text2text replaces tokens before the encoder; layer must be 0")
         if post_clip is not None and kind != "token-dchi":
             raise ValueError("post_clip applies to token-dchi only")
         self.post_clip = None if post_clip is None else check_positive("post_clip", post_clip)
-        self.batch_size = positive_int("batch_size", batch_size)
+        self.batch_size = check_int("batch_size", batch_size)
 
     # -- construction --------------------------------------------------------------------
     @classmethod

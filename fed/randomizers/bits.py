@@ -31,8 +31,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.privacy.events import BitFlipEvent, check_positive
-from fed.randomizers._common import positive_int
+from fed.privacy.events import BitFlipEvent
+from fed.privacy.validators import check_int, check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.target import CalibrationTarget
 
@@ -115,9 +115,9 @@ class BitEncodingRandomizer(Randomizer):
         fraction_bits: int = PUBLISHED_FRACTION_BITS,
     ) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
-        self.dim = positive_int("dim", dim)
-        self.integer_bits = positive_int("integer_bits", integer_bits, minimum=0)
-        self.fraction_bits = positive_int("fraction_bits", fraction_bits, minimum=0)
+        self.dim = check_int("dim", dim)
+        self.integer_bits = check_int("integer_bits", integer_bits, minimum=0)
+        self.fraction_bits = check_int("fraction_bits", fraction_bits, minimum=0)
         if self.integer_bits + self.fraction_bits < 1 or self.integer_bits + self.fraction_bits > 30:
             raise ValueError("integer_bits + fraction_bits must lie in [1, 30]")
         self.mean = _stat("mean", mean, self.dim, positive=False)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fed.noise import add_gaussian, add_laplace
-from fed.privacy.events import check_positive
+from fed.privacy.validators import check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params
 
 

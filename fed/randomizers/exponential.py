@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import PrivacyEvent, PureEpsilonEvent, RandomizedResponseEvent, check_positive
+from fed.privacy.events import PrivacyEvent, PureEpsilonEvent, RandomizedResponseEvent
+from fed.privacy.validators import check_int, check_positive
 from fed.randomizers.labels import PublicLabels, RandomizedResponse, check_labels, make_label_release
 
 
@@ -36,9 +37,7 @@ class ExponentialMechanism:
 
     def __init__(self, epsilon: float, num_values: int, utility: Sequence[Sequence[float]] | None = None) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
-        if int(num_values) != num_values or num_values < 2:
-            raise ValueError(f"num_values must be an integer >= 2, got {num_values!r}")
-        self.num_values = int(num_values)
+        self.num_values = check_int("num_values", num_values, 2)
         k = self.num_values
         self.utility = None if utility is None else np.asarray(utility, dtype=np.float64)
         u = np.eye(k) if self.utility is None else self.utility

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fed.privacy.events import GaussianEvent, check_positive
+from fed.privacy.events import GaussianEvent
+from fed.privacy.validators import check_positive
 from fed.randomizers.base import register
 from fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, ClipAndNoise, clip_l2
 from fed.randomizers.target import CalibrationTarget

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent, PrivacyEvent
-from fed.randomizers._common import positive_int
+from fed.privacy.validators import check_int
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, LAPLACE_NOISE, ClipAndNoise
 from fed.randomizers.target import CalibrationTarget
@@ -66,11 +66,11 @@ class Mixup:
     """The mixing step shared by DP instance encoding and TextHide."""
 
     def __init__(self, k: int, max_coefficient: float, masks: int) -> None:
-        self.k = positive_int("k", k)
+        self.k = check_int("k", k)
         self.max_coefficient = float(max_coefficient)
         if not 1.0 / self.k - 1e-12 <= self.max_coefficient <= 1.0:
             raise ValueError(f"max_coefficient must lie in [1/k, 1] = [{1 / self.k:.4g}, 1], got {max_coefficient!r}")
-        self.masks = positive_int("masks", masks, minimum=0)
+        self.masks = check_int("masks", masks, minimum=0)
 
     def coefficients(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         """Random coefficients of shape (*shape, k) on the simplex, each at most max_coefficient."""
@@ -255,7 +255,7 @@ class TextHideRandomizer(_Mixing):
         return {"mechanism": cls.name, **options}
 
     def __init__(self, k: int, masks: int) -> None:
-        self.mixup = Mixup(k, 1.0, positive_int("masks", masks))
+        self.mixup = Mixup(k, 1.0, check_int("masks", masks))
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "TextHideRandomizer":

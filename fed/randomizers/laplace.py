@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from fed.noise import add_laplace
-from fed.privacy.events import LaplaceEvent, check_positive
-from fed.randomizers._common import positive_int
+from fed.privacy.events import LaplaceEvent
+from fed.privacy.validators import check_int, check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import LAPLACE_NOISE, ClipAndNoise, clip_l1, clip_l2
 from fed.randomizers.target import CalibrationTarget
@@ -75,7 +75,7 @@ class Seed002LaplaceRandomizer(Randomizer):
             )
         self.clip = check_positive("clip", clip)
         self.stated_epsilon = check_positive("stated_epsilon", stated_epsilon)
-        self.dim = positive_int("dim", dim)
+        self.dim = check_int("dim", dim)
 
     @property
     def scale(self) -> float:

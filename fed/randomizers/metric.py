@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import MetricDPEvent, check_positive
+from fed.privacy.events import MetricDPEvent
+from fed.privacy.validators import check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import clip_l2
 from fed.randomizers.target import CalibrationTarget

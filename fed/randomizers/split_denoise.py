@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import MetricDPEvent, check_positive
-from fed.randomizers._common import positive_int
+from fed.privacy.events import MetricDPEvent
+from fed.privacy.validators import check_int, check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import clip_l2
 from fed.randomizers.metric import dchi_noise
@@ -79,7 +79,7 @@ class SplitDenoiseRandomizer(Randomizer):
     def __init__(self, clip: float, eta: float, length: int, encoder: str, post_clip: float | None = None) -> None:
         self.clip = check_positive("clip", clip)
         self.eta = check_positive("eta", eta)
-        self.length = positive_int("length", length, minimum=2)
+        self.length = check_int("length", length, minimum=2)
         if not isinstance(encoder, str) or not encoder:
             raise ValueError("snd needs the encoder's spec (a non-empty string)")
         self.encoder = encoder
@@ -107,7 +107,7 @@ class SplitDenoiseRandomizer(Randomizer):
     @classmethod
     def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "SplitDenoiseRandomizer":
         clip = check_positive("clip", options["clip"])
-        length = positive_int("length", options["length"], minimum=2)
+        length = check_int("length", options["length"], minimum=2)
         start = target.epsilon / (2 * clip * length * target.releases)
         eta = target.largest(lambda e: MetricDPEvent(e, 2 * clip, length), start)
         return cls(clip, eta, length, options["encoder"], options.get("post_clip"))
