@@ -17,6 +17,7 @@ from fed.classifier import SCREENING, WEIGHTINGS
 from fed.device_speed import DeviceSpeed
 from fed.device_tiers import DeviceTiers
 from fed.policy import MAX_DELTA, MAX_RR_EPSILON
+from fed.randomizers import RANDOMIZERS
 from fed.sampling import TrainSampling, UpSampling
 
 
@@ -295,12 +296,8 @@ class RunConfig:
 PRIVACY_MODELS = ("local", "shuffle", "central")
 """--privacy-model: local reports (the default), the same reports through a shuffler, or central DP-FedAvg."""
 
-MECHANISMS: tuple[str, ...] = (
-    "gaussian", "gaussian-classical", "gaussian-analytic", "laplace", "laplace-seed002", "dchi",
-    "sue", "oue", "ome", "dpie-gaussian", "dpie-laplace", "texthide", "snd",
-)
-"""The names in fed.randomizers.RANDOMIZERS, for --help only (importing the registry costs
-about 0.5 s more than this module; a test checks the two match)."""
+MECHANISMS: tuple[str, ...] = tuple(RANDOMIZERS)
+"""The names in the randomizer registry (fed.randomizers.RANDOMIZERS), in its order, for --help."""
 
 HELP: dict[str, str] = {
     "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV), or a Hugging Face id",

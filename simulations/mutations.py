@@ -296,9 +296,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "dchi-among-device-defaults",
-        "fed/policy.py",
-        '"dpie-gaussian", "dpie-laplace",\n)',
-        '"dpie-gaussian", "dpie-laplace", "dchi",\n)',
+        "fed/randomizers/base.py",
+        "return cls.private and not cls.invalid and cls.float_safe",
+        "return cls.private and not cls.invalid",
         (f"{ADV}test_textbook_float_dchi_runs_on_a_device_only_if_its_owner_names_it",),
         "the strict device defaults allow dchi, whose sampler is textbook floating point",
     ),

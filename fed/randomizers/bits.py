@@ -33,6 +33,7 @@ import numpy as np
 
 from fed.privacy.events import BitFlipEvent
 from fed.privacy.validators import check_int, check_positive
+from fed.randomizers.audit_pairs import Scores, pair_scores
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.target import CalibrationTarget
 
@@ -215,6 +216,17 @@ class BitEncodingRandomizer(Randomizer):
     def claimed_epsilon(self) -> float:
         """The published epsilon (the protocol's parameter)."""
         return self.epsilon
+
+    def audit_scores(self, dim: int) -> Scores:
+        """The inputs whose bit vectors are all 0 and all 1 (z = 0 and the most negative representable
+        value), which differ in every bit; scored by the bit-flip log-likelihood ratio."""
+        from fed.privacy.audit import bitflip_llr  # SciPy on use: device messages audit nothing
+
+        x0 = self.mean[None, :].copy()
+        x1 = (self.mean - self.std * 2.0**self.integer_bits)[None, :]
+        b0, b1 = self.preprocess(x0)[0], self.preprocess(x1)[0]
+        p, q = self.p, self.q
+        return pair_scores(self, x0, x1, lambda y: bitflip_llr(y, b0, b1, p, q), self.num_bits)
 
     # -- data path ------------------------------------------------------------------------
     def preprocess(self, x: np.ndarray) -> np.ndarray:

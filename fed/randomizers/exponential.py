@@ -19,6 +19,7 @@ import numpy as np
 
 from fed.privacy.events import PrivacyEvent, PureEpsilonEvent, RandomizedResponseEvent
 from fed.privacy.validators import check_int, check_positive
+from fed.randomizers.audit_pairs import Scores, label_scores
 from fed.randomizers.labels import PublicLabels, RandomizedResponse, check_labels, make_label_release
 
 
@@ -34,6 +35,9 @@ class ExponentialMechanism:
     utility:
         k x k utility matrix; None means the 0/1 utility (identity).
     """
+
+    name = "exponential"
+    """Its name in the audit (fed.randomizers.auditing)."""
 
     def __init__(self, epsilon: float, num_values: int, utility: Sequence[Sequence[float]] | None = None) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
@@ -69,6 +73,10 @@ class ExponentialMechanism:
         cumulative = np.cumsum(self._matrix, axis=1)[labels]
         u = rng.random(labels.size)[:, None]
         return np.minimum((u > cumulative).sum(axis=1), self.num_values - 1).astype(np.int64)
+
+    def audit_scores(self, dim: int) -> Scores:
+        """Labels 0 and 1, scored by the log ratio of the transition matrix (``dim`` is not used)."""
+        return label_scores(self)
 
     def transition_matrix(self) -> np.ndarray:
         """P[reported = j | true = i]."""

@@ -32,10 +32,14 @@ _TOL = {"xtol": 1e-14, "rel_tol": 1e-14}
 """Brent's tolerances for the analytic calibration's roots."""
 
 
+CLASSICAL_MAX_EPSILON = 1.0
+"""The classical calibration (Dwork & Roth 2014, Thm A.1) holds for epsilon below this only."""
+
+
 def classical_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """sqrt(2 ln(1.25/delta)) * sensitivity / epsilon; ValueError unless 0 < epsilon < 1."""
     epsilon, delta = check_target(epsilon, delta)
-    if epsilon >= 1:
+    if epsilon >= CLASSICAL_MAX_EPSILON:
         raise ValueError(
             f"the classical Gaussian calibration (Dwork & Roth 2014, Thm A.1) holds only for "
             f"epsilon < 1, got {epsilon}; use gaussian-analytic or gaussian"
@@ -100,6 +104,11 @@ class ClassicalGaussianRandomizer(GaussianRandomizer):
     """
 
     name = "gaussian-classical"
+
+    @classmethod
+    def calibrates(cls, epsilon: float) -> bool:
+        """The classical formula holds for epsilon < 1 only."""
+        return epsilon < CLASSICAL_MAX_EPSILON
 
     @classmethod
     def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "ClassicalGaussianRandomizer":

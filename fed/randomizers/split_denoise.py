@@ -27,6 +27,7 @@ import numpy as np
 
 from fed.privacy.events import MetricDPEvent
 from fed.privacy.validators import check_int, check_positive
+from fed.randomizers.audit_pairs import Scores, pair_scores
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import clip_l2
 from fed.randomizers.metric import dchi_noise
@@ -140,6 +141,22 @@ class SplitDenoiseRandomizer(Randomizer):
         n, d = len(clean), clean.shape[1] // self.length
         noisy = clean.reshape(-1, d) + dchi_noise(n * self.length, d, self.eta, rng)
         return clip_l2(noisy, self.post_clip).reshape(n, -1)
+
+    def audit_scores(self, dim: int) -> Scores:
+        """Every one of the L token vectors (``dim``: a token's width) at +-C e_1; the score sums the d_chi
+        log-likelihood ratio over tokens (optimal without the post-noise clip, valid with it)."""
+        from fed.privacy.audit import dchi_llr  # SciPy on use: device messages audit nothing
+
+        tokens = self.length
+        x0 = np.zeros((1, dim * tokens))
+        x0[0, ::dim] = self.clip
+        x1 = -x0
+
+        def token_llr(y: np.ndarray) -> np.ndarray:
+            per_token = dchi_llr(y.reshape(-1, dim), x0[0, :dim], x1[0, :dim], self.eta)
+            return per_token.reshape(len(y), tokens).sum(axis=1)
+
+        return pair_scores(self, x0, x1, token_llr, tokens * dim)
 
     # -- server side ---------------------------------------------------------------------
     @cached_property
