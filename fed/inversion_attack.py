@@ -227,7 +227,7 @@ def token_inversion_sweep(
     The epsilon is the randomizer's own MetricDPEvent: eta * 2C per token, composed over the
     L tokens of one release (``event.epsilon``). Every eta attacks a fresh release of ``texts``.
     """
-    from fed.encoders.token_level import TokenLevelRandomizer
+    from fed.randomizers.token_level import TokenLevelRandomizer
 
     if len(etas) == 0:
         raise ValueError("no eta to sweep")

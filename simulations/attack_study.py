@@ -173,7 +173,7 @@ TOKEN_CLIP, TOKEN_LENGTH = 12.3, 32
 
 def token_sweep(encoder, texts: list[str], etas: list[float], seed: int) -> list[dict]:  # noqa: ANN001
     """Seed 003's figure 2: token inversion success and I(X; X~) per token vector, for each eta."""
-    from fed.encoders.token_level import TokenLevelRandomizer
+    from fed.randomizers.token_level import TokenLevelRandomizer
     from fed.inversion_attack import token_inversion_sweep
     from fed.mutual_information import knn_mutual_information
 

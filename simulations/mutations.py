@@ -176,9 +176,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "token-level-gaussian-half-noise",
-        "fed/encoders/token_level.py",
-        "noisy = add_gaussian(clean.cpu().numpy(), self.noise, self.diameter, rng)",
-        "noisy = add_gaussian(clean.cpu().numpy(), self.noise / 2, self.diameter, rng)",
+        "fed/randomizers/token_level.py",
+        "return add_gaussian(clean, self.noise, self.diameter, rng)",
+        "return add_gaussian(clean, self.noise / 2, self.diameter, rng)",
         ("tests/test_randomizers_token_level.py::test_audit_of_the_token_noise_step_stays_within_the_claim",),
         "the token-level Gaussian noise step adds half its stated noise",
         issue=True,

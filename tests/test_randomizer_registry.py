@@ -178,3 +178,25 @@ def test_only_the_classical_gaussian_refuses_some_claims() -> None:
     assert RANDOMIZERS["gaussian-classical"].calibrates(0.9)
     with pytest.raises(ValueError, match="epsilon < 1"):
         RANDOMIZERS["gaussian-classical"].calibrated(3.0, DELTA, 1, {"clip": 1.0})
+
+
+def test_token_level_randomizers_are_registered_classes() -> None:
+    """Each token-level kind is a class filed by ``@register`` (no switch over kinds): its noise key and event on it."""
+    from fed.privacy.events import GaussianEvent, MetricDPEvent
+    from fed.randomizers.token_level import TOKEN_RANDOMIZERS, TokenLevelRandomizer
+
+    assert set(TOKEN_RANDOMIZERS) == {"token-gaussian", "token-dchi", "text2text"}
+    assert {name: cls.noise_key for name, cls in TOKEN_RANDOMIZERS.items()} == {
+        "token-gaussian": "sigma", "token-dchi": "eta", "text2text": "eta",
+    }
+    assert not set(TOKEN_RANDOMIZERS) & set(RANDOMIZERS)
+    encoder = object()  # the noise step is not run: building and the event read no model
+    gaussian = TokenLevelRandomizer(encoder, "token-gaussian", 4, 2.0, clip=1.0)
+    dchi = TokenLevelRandomizer(encoder, "token-dchi", 4, 2.0, clip=1.0, post_clip=1.0)
+    assert type(gaussian) is TOKEN_RANDOMIZERS["token-gaussian"] and type(dchi) is TOKEN_RANDOMIZERS["token-dchi"]
+    assert gaussian.event == GaussianEvent(sensitivity=4.0, sigma=2.0)  # 2C sqrt(L)
+    assert dchi.event == MetricDPEvent(eta=2.0, diameter=2.0, tokens=4)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        TokenLevelRandomizer(encoder, "token-laplace", 4, 2.0, clip=1.0)
+    with pytest.raises(ValueError, match="post_clip applies to token-dchi only"):
+        TokenLevelRandomizer(encoder, "token-gaussian", 4, 2.0, clip=1.0, post_clip=1.0)

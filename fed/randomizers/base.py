@@ -22,6 +22,10 @@ from fed.randomizers.audit_pairs import Scores
 from fed.randomizers.target import CalibrationTarget
 
 
+RANDOMIZERS: dict[str, type[Randomizer]] = {}
+"""The randomizers of representations by name, filled by :func:`register`."""
+
+
 class Randomizer(ABC):
     """Turns clean inputs into reports; one call is one run per row.
 
@@ -31,6 +35,8 @@ class Randomizer(ABC):
     how many records one report mixes and what one report costs at user level.
     """
 
+    registry: ClassVar[dict[str, type[Randomizer]]] = RANDOMIZERS
+    """Where :func:`register` files the class (token-level randomizers have their own, fed.randomizers.token_level)."""
     name: ClassVar[str]
     noise_key: ClassVar[str | None] = None
     """The parameter that sets the noise (sigma, scale, eta): given in a run's options, it is used as is."""
@@ -216,12 +222,9 @@ class Randomizer(ABC):
         coordinate (one number, or one per coordinate when it differs between coordinates)."""
 
 
-RANDOMIZERS: dict[str, type[Randomizer]] = {}
-
-
-def register(cls: type[Randomizer]) -> type[Randomizer]:
-    """Class decorator making a randomizer selectable by its ``name``."""
-    RANDOMIZERS[cls.name] = cls
+def register(cls: type) -> type:
+    """Class decorator making a randomizer selectable by its ``name`` in its family's ``registry``."""
+    cls.registry[cls.name] = cls
     return cls
 
 

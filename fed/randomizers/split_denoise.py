@@ -5,7 +5,7 @@ A record is its token matrix X (L token vectors of width d, flattened: fed.encod
 The user clips each token vector to L2 radius C, adds d_chi noise with parameter eta to each, and
 clips the noisy vectors to ``post_clip`` (C unless given; seed 003 eq. 3): X~. A replaced record
 moves each clipped token by at most 2C, so one release is L pure (eta * 2C)-DP token releases:
-MetricDPEvent(eta, 2C, tokens=L), as ``token-dchi`` (fed.encoders.token_level).
+MetricDPEvent(eta, 2C, tokens=L), as ``token-dchi`` (fed.randomizers.token_level).
 
 The server's half (:meth:`decode`) is the transformer's layers above the embedding layer on X~,
 with full attention over all L positions, mean-pooled: e_n, a sentence vector computed from the
@@ -161,8 +161,8 @@ class SplitDenoiseRandomizer(Randomizer):
     # -- server side ---------------------------------------------------------------------
     @cached_property
     def _server(self) -> Any:
-        """The token-level pipeline of fed.encoders.token_level around the pinned encoder (its server_pass)."""
-        from fed.encoders.token_level import TokenLevelRandomizer
+        """The token-level pipeline of fed.randomizers.token_level around the pinned encoder (its server_pass)."""
+        from fed.randomizers.token_level import TokenLevelRandomizer
 
         return TokenLevelRandomizer(_transformer(self.encoder), "token-dchi", self.length, self.eta, self.clip, post_clip=self.post_clip)
 
