@@ -562,4 +562,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Laplace, d_chi, bit-encoding and mixup noise is calibrated as if the labels cost nothing",
         fast=True,
     ),
+    Mutation(
+        "solver-answer-unchecked",
+        "fed/privacy/solver.py",
+        "    return _step_inside(inside, x, lo if increasing else hi, step)",
+        "    return x",
+        ("tests/test_calibration_solver.py::test_within_answers_inside_the_budget_even_for_a_step_cost",
+         "tests/test_calibration_solver.py::test_gdp_conversions_round_toward_privacy"),
+        "the root solver returns Brent's root unchecked, which may lie a hair outside the target (too little noise)",
+        fast=True,
+    ),
 )
