@@ -60,7 +60,7 @@ def within(
         return lo
     from scipy.optimize import brentq  # SciPy on use: device messages calibrate nothing
 
-    tol = rel_tol * lo if xtol is None else xtol
+    tol = rel_tol * (lo if lo > 0 else hi) if xtol is None else xtol
     x = float(brentq(lambda v: cost(v) - budget, lo, hi, xtol=tol, rtol=rel_tol, maxiter=200))
     step = max(rel_tol, tol / abs(x)) if x else rel_tol
     return _step_inside(inside, x, lo if increasing else hi, step)
