@@ -71,6 +71,7 @@ def default_mechanisms() -> tuple[str, ...]:
     sample d_chi noise in textbook floating point, which an owner may accept by naming them in ``mechanisms``)."""
     return tuple(name for name, cls in RANDOMIZERS.items() if cls.device_default())
 
+
 EVALUATION_OFF = "none"
 MAX_BUNDLE_BYTES = 64 * 2**20
 """Largest setup bundle a node takes (a policy's max_bundle_bytes may only lower it)."""
