@@ -9,6 +9,7 @@ import numpy as np
 
 from fed.classifier import LinearModel, NoiseAwareLDA
 from fed.privacy.composition import compose_epsilon
+from fed.privacy.validators import check_delta
 from fed.randomizers import Randomizer, make_randomizer
 from fed.report_sums import ReportSums
 
@@ -43,8 +44,7 @@ class ReportAggregator:
         weighting: str = "inverse-variance",
         delta: float = 1e-5,
     ) -> None:
-        if not 0 < delta < 1:
-            raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+        check_delta(delta)
         self.lda = NoiseAwareLDA(dim, num_classes, shrinkage, target, public_means, screening, weighting)
         self.delta = delta
         self.reports = 0

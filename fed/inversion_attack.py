@@ -80,9 +80,9 @@ class TokenSweepPoint:
 
 def _token_model(randomizer: Any) -> tuple[Any, Any]:
     """Tokenizer and model of a token-level randomizer that noises layer-0 vectors; ValueError otherwise."""
-    kind = getattr(randomizer, "kind", None)
-    if kind not in ("token-dchi", "token-gaussian"):
-        raise ValueError(f"the token inversion attacks token-dchi or token-gaussian reports, got {kind!r}")
+    if not getattr(randomizer, "token_vectors", False):  # token-dchi, token-gaussian (fed.randomizers.token_level)
+        name = getattr(randomizer, "name", None)
+        raise ValueError(f"the token inversion attacks token-dchi or token-gaussian reports, got {name!r}")
     if getattr(randomizer, "layer", None) != 0:
         raise ValueError(
             f"the token inversion compares with the embedding layer's output; the randomizer noises "
@@ -227,7 +227,7 @@ def token_inversion_sweep(
     The epsilon is the randomizer's own MetricDPEvent: eta * 2C per token, composed over the
     L tokens of one release (``event.epsilon``). Every eta attacks a fresh release of ``texts``.
     """
-    from fed.encoders.token_level import TokenLevelRandomizer
+    from fed.randomizers.token_level import TokenLevelRandomizer
 
     if len(etas) == 0:
         raise ValueError("no eta to sweep")

@@ -64,32 +64,14 @@ def gaussian_mutual_information(dim: int, signal_std: float, noise_std: float) -
     return dim / 2 * math.log1p(signal_std**2 / noise_std**2)
 
 
-def is_additive(randomizer: Randomizer) -> bool:
-    """Whether a release is ``preprocess(x)`` plus noise drawn independently of x.
-
-    Clip-and-noise randomizers (Gaussian and its variants, Laplace, laplace-seed002) and
-    d_chi without a post-noise clip. Not: bit encodings, instance encodings (they mix records),
-    d_chi with ``post_clip`` (the clip after the noise is not additive).
-    """
-    from fed.randomizers.clip_and_noise import ClipAndNoise
-    from fed.randomizers.instance_encoding import _Mixing
-    from fed.randomizers.laplace import Seed002LaplaceRandomizer
-    from fed.randomizers.metric import DChiRandomizer
-
-    if isinstance(randomizer, _Mixing):
-        return False
-    if isinstance(randomizer, DChiRandomizer):
-        return randomizer.post_clip is None
-    return isinstance(randomizer, (ClipAndNoise, Seed002LaplaceRandomizer))
-
-
 def randomizer_mutual_information(x: np.ndarray, randomizer: Randomizer, rng: np.random.Generator, k: int = 3) -> float:
-    """kNN estimate of I(X; X~) (nats) for one release of the rows of ``x`` through an additive ``randomizer``.
+    """kNN estimate of I(X; X~) (nats) for one release of the rows of ``x`` through an additive ``randomizer``
+    (:attr:`~fed.randomizers.base.Randomizer.additive`).
 
     X is the clipped input ``preprocess(x)`` (clipping is deterministic, so I(x; X~) is the same),
     the noise Z = release(x) - preprocess(x). See the module's caveat on high dimensions.
     """
-    if not is_additive(randomizer):
+    if not randomizer.additive:
         raise ValueError(
             f"{randomizer.params().get('mechanism')!r} does not add noise independent of its input; "
             "the estimate I = h(X + Z) - h(Z) applies to additive-noise randomizers only"

@@ -15,7 +15,7 @@ with the key named)::
     epsilon_user = 10.0         # budget of all releases of the device's records (user level); > 0, or inf
     delta = 1e-5                # delta at which every cost is measured; in (0, 1e-2]
     max_release_epsilon = 1.0   # most one release of one record may cost (default: epsilon_sentence); > 0, or inf
-    mechanisms = ["gaussian", ...]  # randomizers the device runs (default: DEFAULT_MECHANISMS); known names
+    mechanisms = ["gaussian", ...]  # randomizers the device runs (default: default_mechanisms()); known names
     allow_invalid = false       # run randomizers whose paper's guarantee is wrong (laplace-seed002); true/false
     labels = "rr:1.0"           # label channel: randomized response at epsilon in (0, 20], or "public"
     evaluation = "none"         # local-evaluation outcomes: "none", or "rr:<eps>" (eps in (0, 20]) per query and model
@@ -60,15 +60,17 @@ from typing import Any
 
 import tomli_w
 
+from fed.randomizers import RANDOMIZERS
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
 
-DEFAULT_MECHANISMS: tuple[str, ...] = (
-    "gaussian", "gaussian-classical", "gaussian-analytic", "laplace", "sue", "oue", "ome",
-    "dpie-gaussian", "dpie-laplace",
-)
-"""Every registered randomizer with a DP guarantee and a floating-point-safe sampler on devices
-(texthide has no guarantee; laplace-seed002's is wrong; dchi samples d_chi noise in textbook
-floating point, which an owner may accept by naming it in ``mechanisms``)."""
+
+def default_mechanisms() -> tuple[str, ...]:
+    """Every registered randomizer whose class says a device runs it by default
+    (:meth:`~fed.randomizers.base.Randomizer.device_default`: a guarantee that holds as published and a
+    floating-point-safe sampler; texthide has no guarantee, laplace-seed002's is wrong, dchi and snd
+    sample d_chi noise in textbook floating point, which an owner may accept by naming them in ``mechanisms``)."""
+    return tuple(name for name, cls in RANDOMIZERS.items() if cls.device_default())
+
 
 EVALUATION_OFF = "none"
 MAX_BUNDLE_BYTES = 64 * 2**20
@@ -148,7 +150,7 @@ class DevicePolicy:
     epsilon_user: float = 10.0
     delta: float = 1e-5
     max_release_epsilon: float | None = None
-    mechanisms: tuple[str, ...] = DEFAULT_MECHANISMS
+    mechanisms: tuple[str, ...] = field(default_factory=default_mechanisms)
     allow_invalid: bool = False
     labels: str = "rr:1.0"
     evaluation: str = EVALUATION_OFF
@@ -169,8 +171,6 @@ class DevicePolicy:
             if not valid(value):
                 shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:30]}... ({len(repr(value))} characters)"
                 raise ValueError(f"policy: {name} must be {accepted}, got {shown}")
-        from fed.randomizers import RANDOMIZERS
-
         unknown = sorted(set(self.mechanisms) - set(RANDOMIZERS))
         if unknown:
             raise ValueError(f"policy: mechanisms: unknown {unknown}; available: {sorted(RANDOMIZERS)}")

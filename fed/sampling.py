@@ -18,6 +18,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from fed.privacy.solver import least_integer
+from fed.privacy.validators import check_int
+
 # Planned inference steps: every true query of the largest user gets k answers with at least
 # this probability (the rest of the time a user runs past the plan and its budget stops it).
 PLAN_CONFIDENCE = 0.99
@@ -94,8 +97,7 @@ class UpSampling:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 < value <= 1):
                 raise ValueError(f"up-sampling {name} must lie in (0, 1], got {value!r}")
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"up-sampling k (answers per true query) must be an integer >= 1, got {self.k!r}")
+        object.__setattr__(self, "k", check_int("up-sampling k", self.k, meaning="answers per true query"))
 
     @classmethod
     def parse(cls, spec: str) -> "UpSampling":
@@ -142,17 +144,8 @@ def _planned_steps(p: float, k: int, n: int, confidence: float) -> int:
 
         return float(binom.sf(k - 1, t, p)) ** n >= confidence
 
-    hi = max(k, int(math.ceil(k / p)))
-    while not ok(hi):
-        hi *= 2
-    lo = k - 1  # not ok: fewer than k steps cannot give k answers
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    # fewer than k steps cannot give k answers: k - 1 is not ok
+    return least_integer(ok, k - 1, max(k, int(math.ceil(k / p))), grow=True)
 
 
 def amplified_rate(spec: str) -> float:

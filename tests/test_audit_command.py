@@ -15,7 +15,7 @@ from scipy.stats import ks_2samp
 
 from fed.spec.run_spec import RunSpec
 from fed.plan import make_plan
-from fed.randomizers.auditing import AUDITABLE, build_for_audit, dimension_free
+from fed.randomizers.auditing import auditable, build_for_audit, dimension_free
 from simulations.cli import main
 from simulations.commands.audit import DEVICE_DIM, RUN_DIM, default_dim
 
@@ -108,7 +108,7 @@ def test_a_device_audit_prints_its_estimate_then_a_progress_bar(capsys: pytest.C
 
 
 def test_the_default_dimension_depends_on_the_sampler_and_the_mechanism(capsys: pytest.CaptureFixture[str]) -> None:
-    assert {default_dim(name, "engine") for name in AUDITABLE} == {RUN_DIM} == {384}
+    assert {default_dim(name, "engine") for name in auditable()} == {RUN_DIM} == {384}
     for name in ("gaussian", "laplace", "dpie-gaussian", "randomized-response"):
         assert default_dim(name, "device") == DEVICE_DIM, name
     for name in ("dchi", "sue", "laplace-seed002", "snd"):
@@ -117,7 +117,7 @@ def test_the_default_dimension_depends_on_the_sampler_and_the_mechanism(capsys: 
     assert row["dim"] == RUN_DIM and row["sampler"] == "numpy SFC64 (seeded)"
 
 
-@pytest.mark.parametrize("mechanism", [name for name in AUDITABLE if name != "gaussian-classical"])
+@pytest.mark.parametrize("mechanism", [name for name in auditable() if name != "gaussian-classical"])
 def test_a_dimension_free_audit_is_the_same_test_at_every_dimension(mechanism: str) -> None:
     """What lets the device sampler audit at dim 2: the same event and the same score distribution as at 64.
 

@@ -16,7 +16,7 @@ from scipy import stats
 from fed import noise
 from fed.entropy import generator, simulation_engine
 from fed.noise import SecureGenerator, add_gaussian, add_laplace
-from fed.policy import DEFAULT_MECHANISMS
+from fed.policy import default_mechanisms
 from fed.privacy.float_attack import float_attack_epsilon, is_numpy_laplace_draw
 from fed.randomizers import RANDOMIZERS, make_randomizer
 from fed.randomizers.auditing import audit, build_for_audit
@@ -133,7 +133,7 @@ def test_the_distinguishing_audit_of_the_device_sampler_stays_within_the_claim(m
 
 
 def test_every_default_device_mechanism_has_a_float_safe_sampler() -> None:
-    assert all(RANDOMIZERS[name].float_safe for name in DEFAULT_MECHANISMS)
+    assert all(RANDOMIZERS[name].float_safe for name in default_mechanisms())
     unsafe = {name for name, cls in RANDOMIZERS.items() if not cls.float_safe}
     assert unsafe == {"dchi", "snd"} and Randomizer.float_safe
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fed.encoders.factory import make_encoder
-from fed.encoders.token_level import TokenLevelRandomizer
+from fed.randomizers.token_level import TokenLevelRandomizer
 from fed.inversion_attack import (
     STOPWORDS,
     attack_tokens,

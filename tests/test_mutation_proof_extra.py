@@ -106,7 +106,7 @@ def test_bit_flip_true_epsilon_is_the_worst_log_ratio_over_every_output(randomiz
     ],
 )
 def test_a_calibration_with_the_labels_cost_meets_the_target_with_it(mechanism: str, options: dict) -> None:
-    """Mechanisms solved by fed.randomizers._common (not the Gaussian's own solver) count the label
+    """Mechanisms solved for a privacy parameter (fed.privacy.calibration.calibrate_parameter) count the label
     releases charged beside them."""
     from fed.privacy.composition import compose_epsilon
     from fed.privacy.events import RandomizedResponseEvent

@@ -9,7 +9,6 @@ from scipy.stats import norm
 
 from fed.mutual_information import (
     gaussian_mutual_information,
-    is_additive,
     knn_entropy,
     knn_mutual_information,
     randomizer_mutual_information,
@@ -72,7 +71,7 @@ def test_randomizer_estimate_falls_as_noise_grows_and_matches_the_closed_form() 
 def test_non_additive_randomizers_and_bad_samples_are_refused() -> None:
     x = np.random.default_rng(0).normal(size=(50, 4))
     post_clipped = make_randomizer({"mechanism": "dchi", "clip": 1.0, "eta": 5.0, "post_clip": 1.0})
-    assert not is_additive(post_clipped) and is_additive(make_randomizer({"mechanism": "laplace", "clip": 1.0, "scale": 1.0}))
+    assert not post_clipped.additive and make_randomizer({"mechanism": "laplace", "clip": 1.0, "scale": 1.0}).additive
     with pytest.raises(ValueError, match="additive-noise randomizers only"):
         randomizer_mutual_information(x, post_clipped, np.random.default_rng(0))
     with pytest.raises(ValueError, match="duplicates"):

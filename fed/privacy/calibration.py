@@ -1,7 +1,8 @@
-"""Noise calibration: the noise scale that meets a target (epsilon, delta).
+"""Noise calibration: the noise that meets a target (epsilon, delta) after a planned number of releases.
 
-Solved against the same composition that the ledger enforces, so a calibrated run never
-trips its own budget.
+Solved against the same composition that the ledger enforces (:func:`compose_epsilon`), so a
+calibrated run never trips its own budget, and by the one root solver (fed.privacy.solver),
+which answers on the private side: never less noise than the target needs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from fed.privacy import gdp
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent, PrivacyEvent
 from fed.privacy.figure_cache import cached_figure
+from fed.privacy.solver import nudge, within
+from fed.privacy.validators import check_int, check_target
 
 
 def calibrate_gaussian_sigma(
@@ -36,8 +39,7 @@ def calibrate_gaussian_sigma(
     other_events:
         Events charged alongside (e.g. randomized-response labels), composed in.
     """
-    if int(releases) != releases or releases < 1:
-        raise ValueError(f"releases must be a positive integer, got {releases!r}")
+    releases = check_int("releases", releases)
     other = {e: n for e, n in (other_events or {}).items() if n > 0}
     params = {
         "epsilon": float(epsilon), "delta": float(delta), "releases": int(releases), "sensitivity": float(sensitivity),
@@ -49,41 +51,39 @@ def calibrate_gaussian_sigma(
 def _calibrate_gaussian_sigma(
     epsilon: float, delta: float, releases: int, sensitivity: float, other: Mapping[PrivacyEvent, int]
 ) -> float:
-    # The Gaussian-only answer is a lower bound: other events only add cost.
+    def cost(sigma: float) -> float:
+        return compose_epsilon({**other, GaussianEvent(sensitivity, sigma): releases}, delta)
+
+    # The Gaussian-only answer (exact GDP) is a lower bound: other events only add cost.
     sigma = sensitivity * math.sqrt(releases) / gdp.mu_for_epsilon(epsilon, delta)
-    if other:
-        if compose_epsilon(other, delta) >= epsilon:
-            raise ValueError(
-                f"the other events alone already cost epsilon >= {epsilon}; no sigma meets the target"
-            )
-        sigma = solve_increasing(
-            lambda s: -compose_epsilon({**other, GaussianEvent(sensitivity, s): releases}, delta),
-            -epsilon,
-            lo=sigma,
-        )
-    return _make_safe(sigma, lambda s: compose_epsilon({**other, GaussianEvent(sensitivity, s): releases}, delta), epsilon)
+    if not other:
+        return nudge(cost, epsilon, sigma, increasing=False)  # checked against the ledger's own figure
+    _check_others(other, epsilon, delta)
+    return within(cost, epsilon, 1.25 * sigma, increasing=False, floor=sigma, name="sigma")
 
 
-def solve_increasing(f: Callable[[float], float], target: float, lo: float, rel_tol: float = 1e-6) -> float:
-    """Smallest x >= lo with f(x) >= target for a non-decreasing f, by bracketing and bisection."""
-    hi = lo * 1.25
-    while f(hi) < target:
-        lo, hi = hi, hi * 2
-        if hi > 1e12:
-            raise ValueError("no solution below 1e12")
-    while hi - lo > rel_tol * hi:
-        mid = (lo + hi) / 2
-        if f(mid) >= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+def calibrate_parameter(
+    make_event: Callable[[float], PrivacyEvent],
+    epsilon: float,
+    delta: float,
+    releases: int,
+    other_events: Mapping[PrivacyEvent, int] | None,
+    start: float,
+) -> float:
+    """Largest privacy parameter x (1/scale, eta, a published epsilon) whose ``releases`` runs of
+    ``make_event(x)`` (plus ``other_events``) meet the target; ``start`` is any positive guess."""
+    epsilon, delta = check_target(epsilon, delta)
+    releases = check_int("releases", releases)
+    other = {e: n for e, n in (other_events or {}).items() if n > 0}
+    _check_others(other, epsilon, delta)
+
+    def cost(x: float) -> float:
+        return compose_epsilon({**other, make_event(x): releases}, delta)
+
+    return within(cost, epsilon, start, increasing=True, growth=1.5, name="privacy parameter (1/noise)")
 
 
-def _make_safe(sigma: float, epsilon_of: Callable[[float], float], target: float) -> float:
-    """Nudge sigma up until the recomputed epsilon is at or below the target."""
-    for attempt in range(60):
-        if epsilon_of(sigma) <= target:
-            return sigma
-        sigma *= 1 + 1e-9 * 2**attempt
-    raise RuntimeError("calibration did not converge")
+def _check_others(other: Mapping[PrivacyEvent, int], epsilon: float, delta: float) -> None:
+    """ValueError where the events charged alongside already spend the whole target."""
+    if other and compose_epsilon(other, delta) >= epsilon:
+        raise ValueError(f"the other events alone already cost epsilon >= {epsilon}; no noise meets the target")

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fed.privacy.validators import check_int, check_positive
+
 if TYPE_CHECKING:
     import dp_accounting
     from dp_accounting.pld import privacy_loss_distribution as pld
@@ -37,13 +39,6 @@ if not TYPE_CHECKING:
 PLD_SMALLEST_LOSS = 1e-100
 """Smallest mu (Gaussian) or epsilon (Laplace) a PLD is built at; a smaller one is stated as this
 (an over-statement, so a valid bound; no real release is this noisy, but a request may ask for it)."""
-
-
-def check_positive(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -109,8 +104,7 @@ class RandomizedResponseEvent(PrivacyEvent):
 
     def __post_init__(self) -> None:
         check_positive("epsilon", self.epsilon)
-        if int(self.num_values) != self.num_values or self.num_values < 2:
-            raise ValueError(f"num_values must be an integer >= 2, got {self.num_values!r}")
+        check_int("num_values", self.num_values, 2)
 
     @property
     def noise_parameter(self) -> float:
@@ -194,11 +188,6 @@ def _pure_dp_event(epsilon: float) -> dp_accounting.DpEvent:
     return dp_accounting.RandomizedResponseDpEvent(
         noise_parameter=2.0 / (math.exp(min(epsilon, 700.0)) + 1.0), num_buckets=2
     )
-
-
-def _check_nonnegative_int(name: str, value: int, minimum: int = 1) -> None:
-    if int(value) != value or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 class PureEvent(PrivacyEvent):
@@ -291,7 +280,7 @@ class MetricDPEvent(PureEvent):
     def __post_init__(self) -> None:
         check_positive("eta", self.eta)
         check_positive("diameter", self.diameter)
-        _check_nonnegative_int("tokens", self.tokens)
+        check_int("tokens", self.tokens)
 
     @property
     def epsilon_per_token(self) -> float:
@@ -346,7 +335,7 @@ class BitFlipEvent(PureEvent):
     def __post_init__(self) -> None:
         check_positive("epsilon", self.epsilon)
         check_positive("claimed_epsilon", self.claimed_epsilon)
-        _check_nonnegative_int("bits", self.bits)
+        check_int("bits", self.bits)
 
 
 

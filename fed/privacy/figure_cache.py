@@ -44,7 +44,9 @@ FIGURES_FILE = "figures.json"
 """The cache's file inside a device's state folder."""
 MAX_ENTRIES = 4096
 """Most entries the file keeps (the oldest go first); a few hundred bytes each."""
-ACCOUNTING_SOURCES = ("composition.py", "events.py", "gdp.py", "calibration.py", "figure_cache.py")
+ACCOUNTING_SOURCES = (
+    "composition.py", "events.py", "gdp.py", "calibration.py", "solver.py", "validators.py", "figure_cache.py",
+)
 """The modules of fed/privacy whose code a figure depends on: part of every key."""
 ACCOUNTING_LIBRARIES = ("dp-accounting", "scipy", "numpy")
 _MAC_LABEL = b"ldpfed accounting figure cache v1"

@@ -8,6 +8,14 @@ from __future__ import annotations
 
 import math
 
+from fed.privacy.solver import within
+from fed.privacy.validators import check_delta, check_epsilon
+
+_LARGEST = 2.0**1023
+"""The largest power of two a float holds: an epsilon not reached below it is infinite."""
+_RTOL = 4 * 2.0**-52
+"""Brent's least relative tolerance (four machine epsilons)."""
+
 
 def delta_for_epsilon(mu: float, epsilon: float) -> float:
     """delta(eps) of a mu-GDP mechanism (seed 000 eq. 5)."""
@@ -25,37 +33,23 @@ def delta_for_epsilon(mu: float, epsilon: float) -> float:
 
 
 def epsilon_for_delta(mu: float, delta: float) -> float:
-    """Smallest epsilon at which a mu-GDP mechanism is (epsilon, delta)-DP."""
-    _check_delta(delta)
+    """Smallest epsilon at which a mu-GDP mechanism is (epsilon, delta)-DP (rounded up, never down)."""
+    check_delta(delta)
     if mu <= 0:
         return 0.0
-    if math.isinf(mu):
+    if math.isinf(mu) or delta_for_epsilon(mu, _LARGEST) > delta:
         return math.inf
-    if delta_for_epsilon(mu, 0.0) <= delta:
-        return 0.0
-    upper = 1.0
-    while delta_for_epsilon(mu, upper) > delta:
-        upper *= 2
-        if math.isinf(upper):
-            return math.inf
-    from scipy.optimize import brentq  # imported on use: a device message that composes nothing skips it
-
-    return float(brentq(lambda e: delta_for_epsilon(mu, e) - delta, 0.0, upper, xtol=1e-12))
+    return within(
+        lambda e: delta_for_epsilon(mu, e), delta, 1.0, increasing=False, floor=0.0, xtol=1e-12, rel_tol=_RTOL,
+        high=_LARGEST, name="epsilon",
+    )
 
 
 def mu_for_epsilon(epsilon: float, delta: float) -> float:
-    """Largest mu whose mu-GDP mechanism is (epsilon, delta)-DP."""
-    _check_delta(delta)
-    if not epsilon > 0 or math.isinf(epsilon):
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
-    upper = 1.0
-    while delta_for_epsilon(upper, epsilon) < delta:
-        upper *= 2
-    from scipy.optimize import brentq  # imported on use: a device message that composes nothing skips it
-
-    return float(brentq(lambda m: delta_for_epsilon(m, epsilon) - delta, 1e-12, upper, xtol=1e-14))
-
-
-def _check_delta(delta: float) -> None:
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    """Largest mu whose mu-GDP mechanism is (epsilon, delta)-DP (rounded down, never up)."""
+    check_delta(delta)
+    check_epsilon(epsilon)
+    return within(
+        lambda m: delta_for_epsilon(m, epsilon), delta, 1.0, increasing=True, floor=1e-12, xtol=1e-14, rel_tol=_RTOL,
+        name="mu",
+    )

@@ -24,6 +24,7 @@ import numpy as np
 
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent, event_from_json
+from fed.privacy.validators import check_delta
 
 LABELS, EVALUATION, REPORTS = "labels", "evaluate", "reports"
 """Step-log kinds beside "train" and "query": a training step's label release, one model's randomized
@@ -48,8 +49,7 @@ class Budget:
             value = getattr(self, name)
             if math.isnan(value) or value <= 0:
                 raise ValueError(f"{name} budget must be positive, got {value!r}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        check_delta(self.delta)
 
 
 class EventCapReached(ValueError):

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from fed.privacy.validators import check_delta, check_int
+
 BISECTION_STEPS = 40
 """Bisection steps on epsilon: the bracket [0, eps0] shrinks to eps0 * 2^-40."""
 
@@ -56,8 +58,7 @@ def shuffled_delta(n: int, eps0: float, epsilon: float) -> float:
 def shuffled_epsilon(n: int, eps0: float, delta: float) -> float:
     """Smallest epsilon (rounded up) whose :func:`shuffled_delta` is at most ``delta``; eps0 if none below."""
     _check(n, eps0)
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    check_delta(delta)
     lo, hi = 0.0, eps0
     if shuffled_delta(n, eps0, lo) <= delta:
         return 0.0
@@ -109,7 +110,6 @@ def composed(batches: list[int], eps0: float | None, delta: float) -> ShuffledFi
 
 
 def _check(n: int, eps0: float) -> None:
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise ValueError(f"n must be a positive integer (reports in the shuffled batch), got {n!r}")
+    check_int("n", n, meaning="reports in the shuffled batch")
     if not (math.isfinite(eps0) and eps0 > 0):
         raise ValueError(f"eps0 must be a positive finite local epsilon, got {eps0!r}")

@@ -6,21 +6,10 @@ release by the log-likelihood ratio log p(y | x1) / p(y | x0) (the Neyman-Pearso
 test for that pair) and turns the test's false-positive and false-negative rates into an
 epsilon lower bound with Clopper-Pearson intervals (:func:`fed.privacy.audit.lr_epsilon_lower_bound`).
 
-Worst pairs (C: the clip radius, d: the dimension):
-
-- gaussian family: +-C e_1 (L2 distance 2C); laplace: +-C1 e_1 (L1 distance 2*C1);
-- laplace-seed002: +-(C / sqrt d) (1, ..., 1), the L1 diameter 2*C*sqrt(d) of the L2 ball;
-- dchi: +-C e_1 (distance 2C);
-- snd: every one of the L token vectors at +-C e_1 (``dim`` is a token's width); the score sums
-  the d_chi log-likelihood ratio over tokens (optimal without the post-noise clip, valid with it);
-- sue / oue / ome: the inputs whose bit vectors are all 0 and all 1 (z = 0 and the most
-  negative representable value), which differ in every bit;
-- dpie-*: one record at +-C e_1 beside k-1 zero records in a batch of k (it enters all k
-  reports). The mixing coefficients and masks are secret, so the score is a valid but not
-  optimal statistic (sum of the first coordinate without masks; with masks, which hide
-  signs, the pair is C e_1 versus C e_2 and the score compares squared coordinates);
-- texthide: the same with no noise at all;
-- label channels: labels 0 and 1.
+Each randomizer and label channel states its own worst pair and score (``audit_scores``:
+e.g. +-C e_1 for the clip-and-noise family, all-0 against all-1 bit vectors for sue, oue and
+ome, one record mixed beside k-1 zero records for the mixups); a mechanism is audited here
+without this module knowing its class.
 
 :func:`build_for_audit` builds a registry mechanism exactly as a run does
 (:meth:`~fed.randomizers.base.Randomizer.run_options` with the class's default options,
@@ -31,44 +20,33 @@ Its claimed epsilon is the calibration target, or what fixed (published) paramet
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from fed.privacy.audit import (
-    AuditResult,
-    bitflip_llr,
-    dchi_llr,
-    gaussian_llr,
-    laplace_llr,
-    lr_epsilon_lower_bound,
-)
+from fed.privacy.audit import AuditResult, lr_epsilon_lower_bound
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
 from fed.randomizers import RANDOMIZERS
-from fed.randomizers.bits import BitEncodingRandomizer
+from fed.randomizers.audit_pairs import Scores
 from fed.randomizers.clip_and_noise import ClipAndNoise
 from fed.randomizers.exponential import ExponentialMechanism
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.instance_encoding import _Mixing
 from fed.randomizers.labels import RandomizedResponse
-from fed.randomizers.laplace import LaplaceRandomizer, Seed002LaplaceRandomizer
-from fed.randomizers.metric import DChiRandomizer
-from fed.randomizers.split_denoise import SplitDenoiseRandomizer
 
-Scores = Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 AUDIT_ENCODER = "minilm"
 """The encoder a class that names one (snd) is built with; the audit never loads it."""
-_CHUNK_ELEMENTS = 1 << 22
 
 LABEL_CHANNELS: dict[str, Callable[[float, int], RandomizedResponse | ExponentialMechanism]] = {
     "randomized-response": RandomizedResponse,
     "exponential": ExponentialMechanism,
 }
-AUDITABLE: tuple[str, ...] = (*RANDOMIZERS, *LABEL_CHANNELS)
+
+
+def auditable() -> tuple[str, ...]:
+    """Every mechanism the audit knows: the registered randomizers, in the registry's order, then the label channels."""
+    return (*RANDOMIZERS, *LABEL_CHANNELS)
 
 
 @dataclass
@@ -86,122 +64,9 @@ class AuditCase:
         return self.randomizer.event
 
 
-def _repeated_scores(
-    release: Callable[[np.ndarray, np.random.Generator], np.ndarray],
-    x: np.ndarray,
-    score: Callable[[np.ndarray], np.ndarray],
-    n: int,
-    rng: np.random.Generator,
-    width: int,
-) -> np.ndarray:
-    """Scores of ``n`` releases of the single row ``x``, drawn in memory-bounded chunks."""
-    step = max(1, _CHUNK_ELEMENTS // max(1, width))
-    out = []
-    for start in range(0, n, step):
-        rows = min(step, n - start)
-        out.append(score(release(np.repeat(x, rows, axis=0), rng)))
-    return np.concatenate(out)
-
-
-def _pair_case(randomizer: Any, x0: np.ndarray, x1: np.ndarray, llr: Callable[[np.ndarray], np.ndarray], width: int) -> Scores:
-    def scores(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        null = _repeated_scores(randomizer.release, x0, llr, n, rng, width)
-        alt = _repeated_scores(randomizer.release, x1, llr, n, rng, width)
-        return null, alt
-
-    return scores
-
-
-def _antipodal_llr(randomizer: Any) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
-    """The log-likelihood ratio of a clip-ball randomizer whose worst pair is +-clip on one axis."""
-    if isinstance(randomizer, GaussianRandomizer):
-        return lambda y, x0, x1: gaussian_llr(y, x0, x1, randomizer.sigma)
-    if isinstance(randomizer, LaplaceRandomizer):
-        return lambda y, x0, x1: laplace_llr(y, x0, x1, randomizer.scale)
-    if isinstance(randomizer, DChiRandomizer):
-        return lambda y, x0, x1: dchi_llr(y, x0, x1, randomizer.eta)
-    return None
-
-
 def case_for(randomizer: Any, dim: int, claimed_epsilon: float) -> AuditCase:
-    """The worst pair and likelihood-ratio score of a randomizer (or label channel)."""
-    name = getattr(randomizer, "name", None) or randomizer.params()["mechanism"]
-    e1 = np.zeros((1, dim))
-    e1[0, 0] = 1.0
-    llr = _antipodal_llr(randomizer)
-    if llr is not None:  # the worst pair: opposite points of the clip ball along one axis
-        x0, x1 = randomizer.clip * e1, -randomizer.clip * e1
-        scores = _pair_case(randomizer, x0, x1, lambda y: llr(y, x0, x1), dim)
-    elif isinstance(randomizer, SplitDenoiseRandomizer):
-        tokens = randomizer.length
-        x0 = np.tile(randomizer.clip * e1, (1, tokens))
-        x1 = -x0
-
-        def token_llr(y: np.ndarray) -> np.ndarray:
-            per_token = dchi_llr(y.reshape(-1, dim), x0[0, :dim], x1[0, :dim], randomizer.eta)
-            return per_token.reshape(len(y), tokens).sum(axis=1)
-
-        scores = _pair_case(randomizer, x0, x1, token_llr, tokens * dim)
-    elif isinstance(randomizer, Seed002LaplaceRandomizer):
-        if dim != randomizer.dim:
-            raise ValueError(f"laplace-seed002 was built for dim {randomizer.dim}, audit asks for {dim}")
-        c, b = randomizer.clip, randomizer.scale
-        x0 = np.full((1, dim), c / math.sqrt(dim))
-        x1 = -x0
-        scores = _pair_case(randomizer, x0, x1, lambda y: laplace_llr(y, x0, x1, b), dim)
-    elif isinstance(randomizer, BitEncodingRandomizer):
-        x0 = randomizer.mean[None, :].copy()
-        x1 = (randomizer.mean - randomizer.std * 2.0**randomizer.integer_bits)[None, :]
-        b0, b1 = randomizer.preprocess(x0)[0], randomizer.preprocess(x1)[0]
-        p, q = randomizer.p, randomizer.q
-        scores = _pair_case(randomizer, x0, x1, lambda y: bitflip_llr(y, b0, b1, p, q), randomizer.num_bits)
-    elif isinstance(randomizer, _Mixing):
-        scores = _mixup_scores(randomizer, dim)
-    elif isinstance(randomizer, (RandomizedResponse, ExponentialMechanism)):
-        logt = np.log(randomizer.transition_matrix())
-        weights = logt[1] - logt[0]
-
-        def scores(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-            null = randomizer.release(np.zeros(n, dtype=np.int64), rng)
-            alt = randomizer.release(np.ones(n, dtype=np.int64), rng)
-            return weights[null], weights[alt]
-
-        name = "randomized-response" if isinstance(randomizer, RandomizedResponse) else "exponential"
-    else:
-        raise ValueError(f"no audit for {type(randomizer).__name__}")
-    return AuditCase(name, float(claimed_epsilon), randomizer, scores)
-
-
-def _mixup_scores(randomizer: _Mixing, dim: int) -> Scores:
-    k = randomizer.records_per_report
-    clip = getattr(randomizer, "clip", 1.0)
-    masked = randomizer.mixup.masks > 0
-    x0 = np.zeros((k, dim))
-    x1 = np.zeros((k, dim))
-    x0[0, 0] = clip
-    if masked:
-        x1[0, 1] = clip
-    else:
-        x1[0, 0] = -clip
-
-    def score(reports: np.ndarray) -> np.ndarray:  # (groups, k, dim) -> (groups,)
-        if masked:
-            return (reports[..., 1] ** 2 - reports[..., 0] ** 2).sum(axis=1)
-        return -reports[..., 0].sum(axis=1)
-
-    def draw(x: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-        step = max(1, _CHUNK_ELEMENTS // (k * dim))
-        out = []
-        for start in range(0, n, step):
-            groups = min(step, n - start)
-            reports, _, _ = randomizer.release_groups(np.broadcast_to(x, (groups, k, dim)), rng)
-            out.append(score(reports))
-        return np.concatenate(out)
-
-    def scores(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        return draw(x0, n, rng), draw(x1, n, rng)
-
-    return scores
+    """The worst pair and likelihood-ratio score of a randomizer (or label channel): its own ``audit_scores``."""
+    return AuditCase(randomizer.name, float(claimed_epsilon), randomizer, randomizer.audit_scores(dim))
 
 
 def audit(
@@ -218,22 +83,16 @@ def judge(case: AuditCase, delta: float, null: np.ndarray, alt: np.ndarray, conf
     return AuditResult(case.mechanism, case.claimed_epsilon, accounted, delta, bound, len(null), confidence)
 
 
-def dimension_free(mechanism: str) -> bool:
-    """Whether the audit of ``mechanism`` is the same test at every dimension of at least 2.
+def calibrates(mechanism: str, epsilon: float) -> bool:
+    """Whether ``mechanism`` can be built for a claim of ``epsilon`` (its class's
+    :meth:`~fed.randomizers.base.Randomizer.calibrates`; a label channel: always)."""
+    return mechanism in LABEL_CHANNELS or RANDOMIZERS[mechanism].calibrates(epsilon)
 
-    True for the gaussian family and laplace: their noise is i.i.d. per coordinate with a
-    scale calibrated to a sensitivity the clip alone fixes (2C); the worst pair +-C e_1
-    differs on the first axis only, where the log-likelihood ratio reads it (``gaussian_llr``,
-    ``laplace_llr``: every other coordinate has the same mean under both inputs and adds
-    exactly 0), so the score's distribution, and the event audited, do not depend on the
-    dimension. Likewise dpie-* and texthide (mixing, masks and noise act on each coordinate
-    alone; the statistic reads the first two) and the label channels (no dimension). Not
-    dchi or snd (noise shaped by the norm of the whole vector), laplace-seed002 (its
-    violation grows with sqrt(d)) or sue, oue and ome (the pair differs in every bit).
-    """
-    if mechanism in LABEL_CHANNELS:
-        return True
-    return issubclass(RANDOMIZERS[mechanism], (GaussianRandomizer, LaplaceRandomizer, _Mixing))
+
+def dimension_free(mechanism: str) -> bool:
+    """Whether the audit of ``mechanism`` is the same test at every dimension of at least 2: a label
+    channel (no dimension), or a class that says so (:attr:`~fed.randomizers.base.Randomizer.audit_dimension_free`)."""
+    return mechanism in LABEL_CHANNELS or RANDOMIZERS[mechanism].audit_dimension_free
 
 
 def accounted_epsilon(event: PrivacyEvent, delta: float) -> float:
@@ -268,8 +127,8 @@ def build_for_audit(
     clip-and-noise mechanism multiplied by it, the claim kept (below 1 the claim is false).
     """
     opts = dict(options or {})
-    if mechanism not in AUDITABLE:
-        raise ValueError(f"unknown mechanism {mechanism!r}; auditable: {', '.join(AUDITABLE)}")
+    if mechanism not in auditable():
+        raise ValueError(f"unknown mechanism {mechanism!r}; auditable: {', '.join(auditable())}")
     if noise_factor != 1.0 and not issubclass(RANDOMIZERS.get(mechanism, object), ClipAndNoise):
         raise ValueError(f"noise factor: {mechanism} has no clip-and-noise scale to multiply")
     if mechanism in LABEL_CHANNELS:

@@ -1,7 +1,11 @@
 """The randomizer interface and its registry.
 
 A randomizer is built from plain parameters (what a server's request carries), adds its
-noise, states its privacy event, and tells the server how to read its reports.
+noise, states its privacy event, and tells the server how to read its reports. Everything
+else the project needs to know about a mechanism is on its class too: how it calibrates,
+how it is audited (its worst pair and likelihood ratio), whether its noise is additive,
+whether it batches, whether its sampler is float-safe on a device and so whether a device
+runs it by default. Adding a mechanism is one module with one class and ``@register``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fed.privacy.events import PrivacyEvent
+from fed.randomizers.audit_pairs import Scores
 from fed.randomizers.target import CalibrationTarget
+
+
+RANDOMIZERS: dict[str, type[Randomizer]] = {}
+"""The randomizers of representations by name, filled by :func:`register`."""
 
 
 class Randomizer(ABC):
@@ -26,6 +35,8 @@ class Randomizer(ABC):
     how many records one report mixes and what one report costs at user level.
     """
 
+    registry: ClassVar[dict[str, type[Randomizer]]] = RANDOMIZERS
+    """Where :func:`register` files the class (token-level randomizers have their own, fed.randomizers.token_level)."""
     name: ClassVar[str]
     noise_key: ClassVar[str | None] = None
     """The parameter that sets the noise (sigma, scale, eta): given in a run's options, it is used as is."""
@@ -42,6 +53,11 @@ class Randomizer(ABC):
     """:meth:`decode` returns the reports themselves (as float64), so their sums need no decoding."""
     invalid: ClassVar[bool] = False
     """A published-but-wrong mechanism: built only when asked for (``allow_invalid``); a client may refuse it."""
+    private: ClassVar[bool] = True
+    """It has a differential-privacy guarantee (texthide has none: its event is NoPrivacyEvent)."""
+    audit_dimension_free: ClassVar[bool] = False
+    """Its audit (:meth:`audit_scores`) is the same test at every dimension of at least 2, so the
+    device sampler may be audited at dimension 2 (fed.randomizers.auditing.dimension_free)."""
     pinned: ClassVar[frozenset[str]] = frozenset()
     """Parameters a request must give exactly as the user's own plan does (they name what the user
     loads, e.g. a model): the server may choose the noise, never these (fed.requests)."""
@@ -83,6 +99,18 @@ class Randomizer(ABC):
     @abstractmethod
     def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "Randomizer":
         """The instance for a validated ``target`` and checked ``options``."""
+
+    @classmethod
+    def calibrates(cls, epsilon: float) -> bool:
+        """Whether :meth:`calibrated` can meet a target of ``epsilon`` at all (e.g. the classical
+        Gaussian formula holds for epsilon < 1 only); the audit of every mechanism skips the rest."""
+        return True
+
+    @classmethod
+    def device_default(cls) -> bool:
+        """Whether a device runs it unless its owner's policy says otherwise (fed.policy): a guarantee
+        (:attr:`private`) that holds as published (not :attr:`invalid`) and a float-safe sampler."""
+        return cls.private and not cls.invalid and cls.float_safe
 
     @classmethod
     def run_options(cls, clip: float, dim: int, options: Mapping[str, Any], encoder: str = "") -> dict[str, Any]:
@@ -177,18 +205,26 @@ class Randomizer(ABC):
         """The epsilon that fixed (published) parameters state per release; None where they state none."""
         return None
 
+    @property
+    def additive(self) -> bool:
+        """Whether a release is :meth:`preprocess` of the rows plus noise drawn independently of them
+        (what the mutual-information estimate needs, fed.mutual_information)."""
+        return False
+
+    def audit_scores(self, dim: int) -> Scores:
+        """Its distinguishing audit at input width ``dim``: the worst neighbouring pair its sensitivity
+        allows and a likelihood-ratio score of releases on each (fed.randomizers.audit_pairs)."""
+        raise ValueError(f"no audit for {type(self).__name__}")
+
     @abstractmethod
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float | np.ndarray]:
         """Server side: unbiased estimates of the (clipped) inputs, and the noise variance per
         coordinate (one number, or one per coordinate when it differs between coordinates)."""
 
 
-RANDOMIZERS: dict[str, type[Randomizer]] = {}
-
-
-def register(cls: type[Randomizer]) -> type[Randomizer]:
-    """Class decorator making a randomizer selectable by its ``name``."""
-    RANDOMIZERS[cls.name] = cls
+def register(cls: type) -> type:
+    """Class decorator making a randomizer selectable by its ``name`` in its family's ``registry``."""
+    cls.registry[cls.name] = cls
     return cls
 
 

@@ -31,8 +31,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.privacy.events import BitFlipEvent, check_positive
-from fed.randomizers._common import positive_int
+from fed.privacy.events import BitFlipEvent
+from fed.privacy.validators import check_int, check_positive
+from fed.randomizers.audit_pairs import Scores, pair_scores
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.target import CalibrationTarget
 
@@ -115,9 +116,9 @@ class BitEncodingRandomizer(Randomizer):
         fraction_bits: int = PUBLISHED_FRACTION_BITS,
     ) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
-        self.dim = positive_int("dim", dim)
-        self.integer_bits = positive_int("integer_bits", integer_bits, minimum=0)
-        self.fraction_bits = positive_int("fraction_bits", fraction_bits, minimum=0)
+        self.dim = check_int("dim", dim)
+        self.integer_bits = check_int("integer_bits", integer_bits, minimum=0)
+        self.fraction_bits = check_int("fraction_bits", fraction_bits, minimum=0)
         if self.integer_bits + self.fraction_bits < 1 or self.integer_bits + self.fraction_bits > 30:
             raise ValueError("integer_bits + fraction_bits must lie in [1, 30]")
         self.mean = _stat("mean", mean, self.dim, positive=False)
@@ -215,6 +216,17 @@ class BitEncodingRandomizer(Randomizer):
     def claimed_epsilon(self) -> float:
         """The published epsilon (the protocol's parameter)."""
         return self.epsilon
+
+    def audit_scores(self, dim: int) -> Scores:
+        """The inputs whose bit vectors are all 0 and all 1 (z = 0 and the most negative representable
+        value), which differ in every bit; scored by the bit-flip log-likelihood ratio."""
+        from fed.privacy.audit import bitflip_llr  # SciPy on use: device messages audit nothing
+
+        x0 = self.mean[None, :].copy()
+        x1 = (self.mean - self.std * 2.0**self.integer_bits)[None, :]
+        b0, b1 = self.preprocess(x0)[0], self.preprocess(x1)[0]
+        p, q = self.p, self.q
+        return pair_scores(self, x0, x1, lambda y: bitflip_llr(y, b0, b1, p, q), self.num_bits)
 
     # -- data path ------------------------------------------------------------------------
     def preprocess(self, x: np.ndarray) -> np.ndarray:

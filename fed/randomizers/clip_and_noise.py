@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from fed.noise import add_gaussian, add_laplace
-from fed.privacy.events import check_positive
+from fed.privacy.validators import check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params
 
 
@@ -58,6 +58,9 @@ class ClipAndNoise(Randomizer):
     required_options: ClassVar[frozenset[str]] = frozenset({"clip"})
     batch_release: ClassVar[bool] = True
     decoded_as_sent: ClassVar[bool] = True
+    audit_dimension_free: ClassVar[bool] = True
+    """i.i.d. noise per coordinate at a scale the clip alone fixes: the worst pair +-C e_1 differs on the
+    first axis only, where the likelihood ratio reads it; every other coordinate adds exactly 0."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -96,3 +99,7 @@ class ClipAndNoise(Randomizer):
 
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
         return np.asarray(reports, dtype=np.float64), self.noise_kind.variance(self.noise)
+
+    @property
+    def additive(self) -> bool:
+        return True

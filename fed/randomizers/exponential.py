@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import PrivacyEvent, PureEpsilonEvent, RandomizedResponseEvent, check_positive
+from fed.privacy.events import PrivacyEvent, PureEpsilonEvent, RandomizedResponseEvent
+from fed.privacy.validators import check_int, check_positive
+from fed.randomizers.audit_pairs import Scores, label_scores
 from fed.randomizers.labels import PublicLabels, RandomizedResponse, check_labels, make_label_release
 
 
@@ -34,11 +36,12 @@ class ExponentialMechanism:
         k x k utility matrix; None means the 0/1 utility (identity).
     """
 
+    name = "exponential"
+    """Its name in the audit (fed.randomizers.auditing)."""
+
     def __init__(self, epsilon: float, num_values: int, utility: Sequence[Sequence[float]] | None = None) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
-        if int(num_values) != num_values or num_values < 2:
-            raise ValueError(f"num_values must be an integer >= 2, got {num_values!r}")
-        self.num_values = int(num_values)
+        self.num_values = check_int("num_values", num_values, 2)
         k = self.num_values
         self.utility = None if utility is None else np.asarray(utility, dtype=np.float64)
         u = np.eye(k) if self.utility is None else self.utility
@@ -70,6 +73,10 @@ class ExponentialMechanism:
         cumulative = np.cumsum(self._matrix, axis=1)[labels]
         u = rng.random(labels.size)[:, None]
         return np.minimum((u > cumulative).sum(axis=1), self.num_values - 1).astype(np.int64)
+
+    def audit_scores(self, dim: int) -> Scores:
+        """Labels 0 and 1, scored by the log ratio of the transition matrix (``dim`` is not used)."""
+        return label_scores(self)
 
     def transition_matrix(self) -> np.ndarray:
         """P[reported = j | true = i]."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fed.privacy.events import GaussianEvent, check_positive
+from fed.privacy.events import GaussianEvent
+from fed.privacy.validators import check_positive
+from fed.randomizers.audit_pairs import Scores, antipodal_scores
 from fed.randomizers.base import register
 from fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, ClipAndNoise, clip_l2
 from fed.randomizers.target import CalibrationTarget
@@ -33,3 +35,9 @@ class GaussianRandomizer(ClipAndNoise):
     @property
     def event(self) -> GaussianEvent:
         return GaussianEvent(sensitivity=2 * self.clip, sigma=self.sigma)
+
+    def audit_scores(self, dim: int) -> Scores:
+        """+-C e_1 (L2 distance 2C), scored by the Gaussian log-likelihood ratio."""
+        from fed.privacy.audit import gaussian_llr  # SciPy on use: device messages audit nothing
+
+        return antipodal_scores(self, dim, lambda y, x0, x1: gaussian_llr(y, x0, x1, self.sigma))

@@ -20,17 +20,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import PrivacyEvent, check_positive
-from fed.randomizers._common import check_target
+from fed.privacy.events import PrivacyEvent
+from fed.privacy.solver import within
+from fed.privacy.validators import check_positive, check_target
 from fed.randomizers.base import register
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.target import CalibrationTarget
 
 
+_TOL = {"xtol": 1e-14, "rel_tol": 1e-14}
+"""Brent's tolerances for the analytic calibration's roots."""
+
+
+CLASSICAL_MAX_EPSILON = 1.0
+"""The classical calibration (Dwork & Roth 2014, Thm A.1) holds for epsilon below this only."""
+
+
 def classical_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """sqrt(2 ln(1.25/delta)) * sensitivity / epsilon; ValueError unless 0 < epsilon < 1."""
     epsilon, delta = check_target(epsilon, delta)
-    if epsilon >= 1:
+    if epsilon >= CLASSICAL_MAX_EPSILON:
         raise ValueError(
             f"the classical Gaussian calibration (Dwork & Roth 2014, Thm A.1) holds only for "
             f"epsilon < 1, got {epsilon}; use gaussian-analytic or gaussian"
@@ -45,9 +54,12 @@ def _exp_phi(epsilon: float, x: float) -> float:
 
 
 def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    """Least sigma of an (epsilon, delta)-DP Gaussian mechanism (Balle & Wang 2018, Algorithm 1)."""
-    from scipy.optimize import brentq  # SciPy on use: device messages calibrate nothing
-    from scipy.stats import norm
+    """Least sigma of an (epsilon, delta)-DP Gaussian mechanism (Balle & Wang 2018, Algorithm 1).
+
+    Each root is taken on its private side (a v no larger, a u no smaller than the exact one),
+    so the sigma returned is never below the least one.
+    """
+    from scipy.stats import norm  # SciPy on use: device messages calibrate nothing
 
     epsilon, delta = check_target(epsilon, delta)
     sensitivity = check_positive("sensitivity", sensitivity)
@@ -57,20 +69,14 @@ def analytic_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
         def b_plus(v: float) -> float:
             return norm.cdf(math.sqrt(epsilon * v)) - _exp_phi(epsilon, -math.sqrt(epsilon * (v + 2)))
 
-        upper = 1.0
-        while b_plus(upper) <= delta:
-            upper *= 2
-        v = brentq(lambda s: b_plus(s) - delta, 0.0, upper, xtol=1e-14, rtol=1e-14) if b_plus(0.0) < delta else 0.0
+        v = within(b_plus, delta, 1.0, increasing=True, floor=0.0, **_TOL) if b_plus(0.0) < delta else 0.0
         alpha = math.sqrt(1 + v / 2) - math.sqrt(v / 2)
     else:
         # B-(u) = Phi(-sqrt(eps u)) - e^eps Phi(-sqrt(eps (u + 2))), decreasing; u* = inf{B- <= delta}.
         def b_minus(u: float) -> float:
             return norm.cdf(-math.sqrt(epsilon * u)) - _exp_phi(epsilon, -math.sqrt(epsilon * (u + 2)))
 
-        upper = 1.0
-        while b_minus(upper) > delta:
-            upper *= 2
-        u = brentq(lambda s: b_minus(s) - delta, 0.0, upper, xtol=1e-14, rtol=1e-14)
+        u = within(b_minus, delta, 1.0, increasing=False, floor=0.0, **_TOL)
         alpha = math.sqrt(1 + u / 2) + math.sqrt(u / 2)
     return alpha * sensitivity / math.sqrt(2 * epsilon)
 
@@ -98,6 +104,11 @@ class ClassicalGaussianRandomizer(GaussianRandomizer):
     """
 
     name = "gaussian-classical"
+
+    @classmethod
+    def calibrates(cls, epsilon: float) -> bool:
+        """The classical formula holds for epsilon < 1 only."""
+        return epsilon < CLASSICAL_MAX_EPSILON
 
     @classmethod
     def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "ClassicalGaussianRandomizer":

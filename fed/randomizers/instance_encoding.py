@@ -51,7 +51,8 @@ from typing import Any
 import numpy as np
 
 from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent, PrivacyEvent
-from fed.randomizers._common import positive_int
+from fed.privacy.validators import check_int
+from fed.randomizers.audit_pairs import CHUNK_ELEMENTS, Scores
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, LAPLACE_NOISE, ClipAndNoise
 from fed.randomizers.target import CalibrationTarget
@@ -66,11 +67,11 @@ class Mixup:
     """The mixing step shared by DP instance encoding and TextHide."""
 
     def __init__(self, k: int, max_coefficient: float, masks: int) -> None:
-        self.k = positive_int("k", k)
+        self.k = check_int("k", k)
         self.max_coefficient = float(max_coefficient)
         if not 1.0 / self.k - 1e-12 <= self.max_coefficient <= 1.0:
             raise ValueError(f"max_coefficient must lie in [1/k, 1] = [{1 / self.k:.4g}, 1], got {max_coefficient!r}")
-        self.masks = positive_int("masks", masks, minimum=0)
+        self.masks = check_int("masks", masks, minimum=0)
 
     def coefficients(self, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         """Random coefficients of shape (*shape, k) on the simplex, each at most max_coefficient."""
@@ -112,6 +113,7 @@ class _Mixing(Randomizer):
     mixup: Mixup
     batch_release = False  # a report mixes k records of one user, and their labels
     size_params = ("masks",)  # a release draws a pool of this many sign masks
+    audit_dimension_free = True  # mixing, masks and noise act on each coordinate alone; the score reads two
 
     @abstractmethod
     def release_groups(self, x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -123,6 +125,47 @@ class _Mixing(Randomizer):
 
     def preprocess_key(self) -> None:
         return None  # reports mix several clipped rows before the noise
+
+    @property
+    def additive(self) -> bool:
+        return False  # a report mixes several records
+
+    def audit_scores(self, dim: int) -> Scores:
+        """One record at +-C e_1 beside k-1 zero records in a batch of k (it enters all k reports).
+
+        The coefficients and masks are secret, so the score is valid but not optimal: the sum of the
+        first coordinate without masks; with masks, which hide signs, the pair is C e_1 versus C e_2
+        and the score compares squared coordinates.
+        """
+        k = self.records_per_report
+        clip = getattr(self, "clip", 1.0)
+        masked = self.mixup.masks > 0
+        x0 = np.zeros((k, dim))
+        x1 = np.zeros((k, dim))
+        x0[0, 0] = clip
+        if masked:
+            x1[0, 1] = clip
+        else:
+            x1[0, 0] = -clip
+
+        def score(reports: np.ndarray) -> np.ndarray:  # (groups, k, dim) -> (groups,)
+            if masked:
+                return (reports[..., 1] ** 2 - reports[..., 0] ** 2).sum(axis=1)
+            return -reports[..., 0].sum(axis=1)
+
+        def draw(x: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+            step = max(1, CHUNK_ELEMENTS // (k * dim))
+            out = []
+            for start in range(0, n, step):
+                groups = min(step, n - start)
+                reports, _, _ = self.release_groups(np.broadcast_to(x, (groups, k, dim)), rng)
+                out.append(score(reports))
+            return np.concatenate(out)
+
+        def scores(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+            return draw(x0, n, rng), draw(x1, n, rng)
+
+        return scores
 
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self.release_groups(check_finite_matrix(x)[None], rng)[0][0]
@@ -246,6 +289,7 @@ class TextHideRandomizer(_Mixing):
     """
 
     name = "texthide"
+    private = False
     required_options = frozenset({"k", "masks"})
     default_options = MappingProxyType({"k": PUBLISHED_K, "masks": PUBLISHED_MASKS})
 
@@ -255,7 +299,7 @@ class TextHideRandomizer(_Mixing):
         return {"mechanism": cls.name, **options}
 
     def __init__(self, k: int, masks: int) -> None:
-        self.mixup = Mixup(k, 1.0, positive_int("masks", masks))
+        self.mixup = Mixup(k, 1.0, check_int("masks", masks))
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "TextHideRandomizer":

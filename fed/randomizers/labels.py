@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from fed.privacy.events import RandomizedResponseEvent
+from fed.randomizers.audit_pairs import Scores, label_scores
 
 
 def check_labels(labels: np.ndarray, num_values: int) -> np.ndarray:
@@ -21,6 +22,9 @@ def check_labels(labels: np.ndarray, num_values: int) -> np.ndarray:
 
 class RandomizedResponse:
     """k-ary randomized response with privacy ``epsilon`` per run."""
+
+    name = "randomized-response"
+    """Its name in the audit (fed.randomizers.auditing)."""
 
     def __init__(self, epsilon: float, num_values: int) -> None:
         self._event = RandomizedResponseEvent(epsilon=float(epsilon), num_values=int(num_values))
@@ -51,6 +55,10 @@ class RandomizedResponse:
     def params(self) -> dict[str, float | int | str]:
         """Plain-JSON description, as sent to the server with the labels."""
         return {"mechanism": "randomized_response", "epsilon": self._event.epsilon, "num_values": self._event.num_values}
+
+    def audit_scores(self, dim: int) -> Scores:
+        """Labels 0 and 1, scored by the log ratio of the transition matrix (``dim`` is not used)."""
+        return label_scores(self)
 
     def transition_matrix(self) -> np.ndarray:
         """P[reported = j | true = i]."""

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from fed.noise import add_laplace
-from fed.privacy.events import LaplaceEvent, check_positive
-from fed.randomizers._common import positive_int
+from fed.privacy.events import LaplaceEvent
+from fed.privacy.validators import check_int, check_positive
+from fed.randomizers.audit_pairs import Scores, antipodal_scores, pair_scores
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import LAPLACE_NOISE, ClipAndNoise, clip_l1, clip_l2
 from fed.randomizers.target import CalibrationTarget
@@ -52,6 +53,12 @@ class LaplaceRandomizer(ClipAndNoise):
     def event(self) -> LaplaceEvent:
         return LaplaceEvent(sensitivity=2 * self.clip, scale=self.scale)
 
+    def audit_scores(self, dim: int) -> Scores:
+        """+-C1 e_1 (L1 distance 2 C1), scored by the Laplace log-likelihood ratio."""
+        from fed.privacy.audit import laplace_llr  # SciPy on use: device messages audit nothing
+
+        return antipodal_scores(self, dim, lambda y, x0, x1: laplace_llr(y, x0, x1, self.scale))
+
 
 @register
 class Seed002LaplaceRandomizer(Randomizer):
@@ -75,7 +82,7 @@ class Seed002LaplaceRandomizer(Randomizer):
             )
         self.clip = check_positive("clip", clip)
         self.stated_epsilon = check_positive("stated_epsilon", stated_epsilon)
-        self.dim = positive_int("dim", dim)
+        self.dim = check_int("dim", dim)
 
     @property
     def scale(self) -> float:
@@ -130,3 +137,17 @@ class Seed002LaplaceRandomizer(Randomizer):
 
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
         return np.asarray(reports, dtype=np.float64), 2 * self.scale**2
+
+    @property
+    def additive(self) -> bool:
+        return True
+
+    def audit_scores(self, dim: int) -> Scores:
+        """+-(C / sqrt d) (1, ..., 1): the L1 diameter 2 C sqrt(d) of the L2 ball, scored by the Laplace ratio."""
+        from fed.privacy.audit import laplace_llr  # SciPy on use: device messages audit nothing
+
+        if dim != self.dim:
+            raise ValueError(f"laplace-seed002 was built for dim {self.dim}, audit asks for {dim}")
+        x0 = np.full((1, dim), self.clip / math.sqrt(dim))
+        x1 = -x0
+        return pair_scores(self, x0, x1, lambda y: laplace_llr(y, x0, x1, self.scale), dim)

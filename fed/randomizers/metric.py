@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import MetricDPEvent, check_positive
+from fed.privacy.events import MetricDPEvent
+from fed.privacy.validators import check_positive
+from fed.randomizers.audit_pairs import Scores, antipodal_scores
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import clip_l2
 from fed.randomizers.target import CalibrationTarget
@@ -89,6 +91,17 @@ class DChiRandomizer(Randomizer):
         x = self.preprocess(x)
         y = x + dchi_noise(x.shape[0], x.shape[1], self.eta, rng)
         return y if self.post_clip is None else clip_l2(y, self.post_clip)
+
+    @property
+    def additive(self) -> bool:
+        """Without a post-noise clip only (the clip after the noise is not additive)."""
+        return self.post_clip is None
+
+    def audit_scores(self, dim: int) -> Scores:
+        """+-C e_1 (distance 2C), scored by the d_chi log-likelihood ratio."""
+        from fed.privacy.audit import dchi_llr  # SciPy on use: device messages audit nothing
+
+        return antipodal_scores(self, dim, lambda y, x0, x1: dchi_llr(y, x0, x1, self.eta))
 
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
         """Reports as they are; the noise variance per coordinate is (d + 1) / eta^2.

@@ -5,7 +5,7 @@ A record is its token matrix X (L token vectors of width d, flattened: fed.encod
 The user clips each token vector to L2 radius C, adds d_chi noise with parameter eta to each, and
 clips the noisy vectors to ``post_clip`` (C unless given; seed 003 eq. 3): X~. A replaced record
 moves each clipped token by at most 2C, so one release is L pure (eta * 2C)-DP token releases:
-MetricDPEvent(eta, 2C, tokens=L), as ``token-dchi`` (fed.encoders.token_level).
+MetricDPEvent(eta, 2C, tokens=L), as ``token-dchi`` (fed.randomizers.token_level).
 
 The server's half (:meth:`decode`) is the transformer's layers above the embedding layer on X~,
 with full attention over all L positions, mean-pooled: e_n, a sentence vector computed from the
@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import MetricDPEvent, check_positive
-from fed.randomizers._common import positive_int
+from fed.privacy.events import MetricDPEvent
+from fed.privacy.validators import check_int, check_positive
+from fed.randomizers.audit_pairs import Scores, pair_scores
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 from fed.randomizers.clip_and_noise import clip_l2
 from fed.randomizers.metric import dchi_noise
@@ -79,7 +80,7 @@ class SplitDenoiseRandomizer(Randomizer):
     def __init__(self, clip: float, eta: float, length: int, encoder: str, post_clip: float | None = None) -> None:
         self.clip = check_positive("clip", clip)
         self.eta = check_positive("eta", eta)
-        self.length = positive_int("length", length, minimum=2)
+        self.length = check_int("length", length, minimum=2)
         if not isinstance(encoder, str) or not encoder:
             raise ValueError("snd needs the encoder's spec (a non-empty string)")
         self.encoder = encoder
@@ -107,7 +108,7 @@ class SplitDenoiseRandomizer(Randomizer):
     @classmethod
     def _calibrate(cls, target: CalibrationTarget, options: Mapping[str, Any]) -> "SplitDenoiseRandomizer":
         clip = check_positive("clip", options["clip"])
-        length = positive_int("length", options["length"], minimum=2)
+        length = check_int("length", options["length"], minimum=2)
         start = target.epsilon / (2 * clip * length * target.releases)
         eta = target.largest(lambda e: MetricDPEvent(e, 2 * clip, length), start)
         return cls(clip, eta, length, options["encoder"], options.get("post_clip"))
@@ -141,11 +142,27 @@ class SplitDenoiseRandomizer(Randomizer):
         noisy = clean.reshape(-1, d) + dchi_noise(n * self.length, d, self.eta, rng)
         return clip_l2(noisy, self.post_clip).reshape(n, -1)
 
+    def audit_scores(self, dim: int) -> Scores:
+        """Every one of the L token vectors (``dim``: a token's width) at +-C e_1; the score sums the d_chi
+        log-likelihood ratio over tokens (optimal without the post-noise clip, valid with it)."""
+        from fed.privacy.audit import dchi_llr  # SciPy on use: device messages audit nothing
+
+        tokens = self.length
+        x0 = np.zeros((1, dim * tokens))
+        x0[0, ::dim] = self.clip
+        x1 = -x0
+
+        def token_llr(y: np.ndarray) -> np.ndarray:
+            per_token = dchi_llr(y.reshape(-1, dim), x0[0, :dim], x1[0, :dim], self.eta)
+            return per_token.reshape(len(y), tokens).sum(axis=1)
+
+        return pair_scores(self, x0, x1, token_llr, tokens * dim)
+
     # -- server side ---------------------------------------------------------------------
     @cached_property
     def _server(self) -> Any:
-        """The token-level pipeline of fed.encoders.token_level around the pinned encoder (its server_pass)."""
-        from fed.encoders.token_level import TokenLevelRandomizer
+        """The token-level pipeline of fed.randomizers.token_level around the pinned encoder (its server_pass)."""
+        from fed.randomizers.token_level import TokenLevelRandomizer
 
         return TokenLevelRandomizer(_transformer(self.encoder), "token-dchi", self.length, self.eta, self.clip, post_clip=self.post_clip)
 

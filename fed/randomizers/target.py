@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from fed.privacy.calibration import calibrate_gaussian_sigma
+from fed.privacy.calibration import calibrate_gaussian_sigma, calibrate_parameter
 from fed.privacy.events import PrivacyEvent
-from fed.randomizers._common import calibrate_parameter, check_releases, check_target
+from fed.privacy.validators import check_int, check_target
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class CalibrationTarget:
         epsilon, delta = check_target(self.epsilon, self.delta)
         object.__setattr__(self, "epsilon", epsilon)
         object.__setattr__(self, "delta", delta)
-        object.__setattr__(self, "releases", check_releases(self.releases))
+        object.__setattr__(self, "releases", check_int("releases", self.releases))
         object.__setattr__(self, "other_events", {e: n for e, n in (self.other_events or {}).items() if n > 0})
 
     def gaussian_sigma(self, sensitivity: float) -> float:

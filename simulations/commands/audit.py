@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from fed.noise import SecureGenerator, sampler
-    from fed.randomizers.auditing import AUDITABLE, build_for_audit, judge
+    from fed.randomizers.auditing import auditable, build_for_audit, calibrates, judge
 
     if args.samples < 100:
         raise ValueError("--samples must be at least 100")
@@ -108,14 +108,13 @@ def run(args: argparse.Namespace) -> int:
         }.items()
         if value is not None
     }
-    if args.mechanism != "all" and args.mechanism not in AUDITABLE:
-        raise ValueError(f"unknown mechanism {args.mechanism!r}; auditable: {', '.join(AUDITABLE)}, all")
-    names = AUDITABLE if args.mechanism == "all" else (args.mechanism,)
+    if args.mechanism != "all" and args.mechanism not in auditable():
+        raise ValueError(f"unknown mechanism {args.mechanism!r}; auditable: {', '.join(auditable())}, all")
+    names = auditable() if args.mechanism == "all" else (args.mechanism,)
     rows = []
     for offset, name in enumerate(names):
-        if name == "gaussian-classical" and args.epsilon >= 1:
-            if args.mechanism == "all":
-                continue  # classical calibration is refused beyond epsilon < 1
+        if args.mechanism == "all" and not calibrates(name, args.epsilon):
+            continue  # e.g. the classical Gaussian formula, which holds for epsilon < 1 only
         started = time.perf_counter()
         dim = default_dim(name, args.sampler) if args.dim is None else args.dim
         case = build_for_audit(name, args.epsilon, args.delta, dim, options, args.noise_factor)

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     from fed.inversion_attack import STOPWORDS, learned_inversion
     from fed.loaders import read_tsv
     from fed.membership_attack import membership_game
-    from fed.mutual_information import is_additive, randomizer_mutual_information
+    from fed.mutual_information import randomizer_mutual_information
     from fed.texthide_attack import reconstruction_game
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 groups = att[: 16 * 32].reshape(16, 32, -1)
                 rec = reconstruction_game(groups, att[16 * 32 :], pub, randomizer, r)
                 row["reconstruction"] = {"success": rec.success, "chance": rec.chance, "recall": rec.recall}
-            if is_additive(randomizer):
+            if randomizer.additive:
                 row["mutual_information"] = {"success": randomizer_mutual_information(att, randomizer, r), "chance": 0.0}
             results["rows"].append(row)
             log(f"dim {dim} {mechanism} eps {epsilon:g}: " + ", ".join(
@@ -173,7 +173,7 @@ TOKEN_CLIP, TOKEN_LENGTH = 12.3, 32
 
 def token_sweep(encoder, texts: list[str], etas: list[float], seed: int) -> list[dict]:  # noqa: ANN001
     """Seed 003's figure 2: token inversion success and I(X; X~) per token vector, for each eta."""
-    from fed.encoders.token_level import TokenLevelRandomizer
+    from fed.randomizers.token_level import TokenLevelRandomizer
     from fed.inversion_attack import token_inversion_sweep
     from fed.mutual_information import knn_mutual_information
 

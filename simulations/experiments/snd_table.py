@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from fed.denoiser import DenoiserShape, train_denoiser
     from fed.encoders.factory import make_encoder
-    from fed.encoders.token_level import TokenLevelRandomizer
+    from fed.randomizers.token_level import TokenLevelRandomizer
 
     torch.set_num_threads(2)
     args.out.mkdir(parents=True, exist_ok=True)

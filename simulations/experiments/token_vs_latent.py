@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
     from fed.encoders.projection import PCAProjection
-    from fed.encoders.token_level import TokenLevelRandomizer
+    from fed.randomizers.token_level import TokenLevelRandomizer
     from fed.loaders import load_dataset
     from fed.privacy.ledger import Budget, Ledger
     from fed.randomizers import RANDOMIZERS

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from fed.privacy.events import PrivacyEvent
+from fed.privacy.validators import check_delta, check_in_range, check_int, check_positive
 
 Kind = Literal["enforced", "upper bound", "estimate", "lower bound"]
 
@@ -75,17 +76,17 @@ class Schedule:
     labels: PrivacyEvent | None = None
 
     def __post_init__(self) -> None:
-        _check_range("noise_multiplier", self.noise_multiplier, 0.0, math.inf, low_open=True)
-        _check_range("p", self.p, 0.0, 1.0, low_open=True)
-        _check_range("q", self.q, 0.0, 1.0, low_open=True)
-        _check_range("delta", self.delta, 0.0, 1.0, low_open=True, high_open=True)
-        _check_count("steps", self.steps, minimum=1)
+        check_positive("noise_multiplier", self.noise_multiplier)
+        check_in_range("p", self.p, 0.0, 1.0, low_open=True)
+        check_in_range("q", self.q, 0.0, 1.0, low_open=True)
+        check_delta(self.delta)
+        check_int("steps", self.steps, minimum=1)
         if self.releases is not None:
-            _check_count("releases", self.releases, minimum=0)
+            check_int("releases", self.releases, minimum=0)
             if self.releases > self.steps:
                 raise ValueError(f"releases ({self.releases}) cannot exceed steps ({self.steps})")
         if self.dataset_size is not None:
-            _check_count("dataset_size", self.dataset_size, minimum=1)
+            check_int("dataset_size", self.dataset_size, minimum=1)
 
     @property
     def rate(self) -> float:
@@ -138,18 +139,3 @@ def reports_only(figure: AccountantFigure, schedule: Schedule, reason: str) -> A
         note=f"labels excluded ({reason}), so this under-states the cost of the releases; {figure.note}".rstrip("; "),
     )
 
-
-def _check_range(
-    name: str, value: float, low: float, high: float, low_open: bool = False, high_open: bool = False
-) -> None:
-    value = float(value)
-    below = value <= low if low_open else value < low
-    above = value >= high if high_open else value > high
-    if math.isnan(value) or below or above or math.isinf(value):
-        left, right = "(" if low_open else "[", ")" if high_open else "]"
-        raise ValueError(f"{name} must be a finite number in {left}{low:g}, {high:g}{right}, got {value!r}")
-
-
-def _check_count(name: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or int(value) != value or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

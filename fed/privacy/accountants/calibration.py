@@ -6,14 +6,14 @@ epsilon from the result with that same accountant's figure code:
 - ``worst-case``: k Gaussian releases, exact GDP (k = the record's planned releases, or the
   (1 - delta)-quantile of Binomial(T, q*p) when not given);
 - ``clt``: seed 000 eqs. 8 and 9 inverted in closed form, Algs. 2 and 3 as published;
-- ``pld`` / ``rdp``: dp_accounting's ``calibrate_dp_mechanism`` on the Poisson-sampled Gaussian;
-  the PLD search runs at a coarse discretization (:data:`PLD_SEARCH_DISCRETIZATION`, faster and
-  more pessimistic) and the result is then verified at the figure's own discretization.
+- ``pld`` / ``rdp``: dp_accounting's accountant on the Poisson-sampled Gaussian, solved by the one
+  root solver (fed.privacy.solver); the PLD search runs at a coarse discretization
+  (:data:`PLD_SEARCH_DISCRETIZATION`, faster and more pessimistic) and the result is then
+  verified at the figure's own discretization.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from functools import cache
@@ -24,7 +24,9 @@ import dp_accounting
 from fed.privacy import gdp
 from fed.privacy.accountants import amplified, clt, worst_case
 from fed.privacy.accountants.base import Schedule
-from fed.privacy.calibration import _make_safe, calibrate_gaussian_sigma
+from fed.privacy.calibration import calibrate_gaussian_sigma
+from fed.privacy.solver import nudge, within
+from fed.privacy.validators import check_epsilon
 
 ACCOUNTANTS = ("worst-case", "clt", "pld", "rdp")
 
@@ -81,8 +83,7 @@ def calibrate_noise_multiplier(
     """
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"unknown accountant {accountant!r}; choose one of {ACCOUNTANTS}")
-    if math.isnan(epsilon) or math.isinf(epsilon) or epsilon <= 0:
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    check_epsilon(epsilon)
     # The noise multiplier 1.0 is a placeholder that lets Schedule validate the rest.
     if dataset_size is not None and accountant != "rdp":
         raise ValueError("dataset_size (fixed-size sampling) is calibrated with the rdp accountant only")
@@ -116,28 +117,9 @@ def calibrate_noise_multiplier(
         def event(z: float) -> dp_accounting.DpEvent:
             return sampled(replace(schedule, noise_multiplier=z))
 
-        lo, hi = _bracket(lambda z: make_accountant().compose(event(z)).get_epsilon(delta) > epsilon, guess)
-        z = dp_accounting.mechanism_calibration.calibrate_dp_mechanism(
-            make_accountant,
-            event,
-            epsilon,
-            delta,
-            bracket_interval=dp_accounting.mechanism_calibration.ExplicitBracketInterval(lo, hi),
-            tol=1e-4 * lo,
-        )
-    z = _make_safe(float(z), epsilon_of, epsilon)
+        def coarse(z: float) -> float:
+            return make_accountant().compose(event(z)).get_epsilon(delta)
+
+        z = within(coarse, epsilon, guess, increasing=False, rel_tol=1e-4, high=1e6, name="noise multiplier")
+    z = nudge(epsilon_of, epsilon, float(z), increasing=False)  # verified by the figure's own code
     return Calibration(accountant, z, epsilon_of(z), epsilon, delta, steps, schedule.rate, k)
-
-
-def _bracket(too_little_noise: Callable[[float], bool], guess: float) -> tuple[float, float]:
-    """(lo, hi) with too little noise at lo and enough at hi, by doubling or halving from ``guess``."""
-    lo, hi = guess, guess
-    if too_little_noise(guess):
-        while too_little_noise(hi):
-            lo, hi = hi, hi * 2
-            if hi > 1e6:
-                raise ValueError("no noise multiplier below 1e6 meets the budget")
-    else:
-        while not too_little_noise(lo):
-            lo, hi = lo / 2, lo
-    return lo, hi

@@ -33,6 +33,7 @@ from fed.privacy.accountants import amplified
 from fed.privacy.accountants.base import Schedule
 from fed.privacy.composition import PLD_DISCRETIZATION
 from fed.privacy.events import GaussianEvent, PrivacyEvent
+from fed.privacy.solver import least_integer
 from fed.sampling import amplified_rate
 
 Entry = tuple[float, float, int]  # (per-step rate, noise multiplier, steps)
@@ -92,15 +93,10 @@ def within_budget(groups: tuple[Entry, ...], delta: float, budget: float) -> boo
     if pld_epsilon(((rate, z, probe),), delta) <= budget:
         _KNOWN[key] = (probe, fail)
         return True
-    lo, hi = ok, probe  # lo within budget (0 trivially), hi above
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if pld_epsilon(((rate, z, mid),), delta) <= budget:
-            lo = mid
-        else:
-            hi = mid
-    _KNOWN[key] = (lo, hi)
-    return steps <= lo
+    # the fewest steps above budget, between ``ok`` (within, 0 trivially) and ``probe`` (above)
+    over = least_integer(lambda t: pld_epsilon(((rate, z, t),), delta) > budget, ok, probe)
+    _KNOWN[key] = (over - 1, over)
+    return steps < over
 
 
 def dp_event(groups: tuple[Entry, ...], delta: float) -> dp_accounting.DpEvent:

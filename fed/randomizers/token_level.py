@@ -23,30 +23,37 @@ token vectors, and one release costs what those L token releases cost:
 The released vectors carry non-additive noise (it went through the upper layers), so
 :meth:`TokenLevelRandomizer.decode` reports a noise variance of 0: the server's classifier
 treats them as data.
+
+Each kind is one class registered by name (``@register``, as every randomizer is): its noise
+parameter, its event and its calibration live on it. ``TokenLevelRandomizer(encoder, kind, ...)``
+builds the registered class ``kind`` names. They take text and a local encoder rather than
+representation rows, so they have their own registry, :data:`TOKEN_RANDOMIZERS`.
 """
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from fed.encoders.base import check_pairs
 from fed.encoders.hf import HFEncoder
-from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent, check_positive
-from fed.randomizers._common import positive_int
-from fed.randomizers.base import check_params
 from fed.noise import add_gaussian
+from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent
+from fed.privacy.validators import check_int, check_positive
+from fed.randomizers.base import check_params, register
 from fed.randomizers.metric import dchi_noise
 from fed.randomizers.target import CalibrationTarget
 
-KINDS = ("token-gaussian", "token-dchi", "text2text")
+TOKEN_RANDOMIZERS: dict[str, type[TokenLevelRandomizer]] = {}
+"""The token-level randomizers by name, filled by ``@register``."""
 
 
-class TokenLevelRandomizer:
+class TokenLevelRandomizer(ABC):
     """Token-level DP layer around an :class:`HFEncoder`; text in, one noisy sentence vector out.
 
     Parameters
@@ -71,6 +78,23 @@ class TokenLevelRandomizer:
         Records per forward pass.
     """
 
+    registry: ClassVar[dict[str, type[TokenLevelRandomizer]]] = TOKEN_RANDOMIZERS
+    name: ClassVar[str]
+    noise_key: ClassVar[str]
+    """The parameter that sets the noise: sigma or eta."""
+    needs_clip: ClassVar[bool] = True
+    """Token vectors are clipped to ``clip``, which must be given (text2text: optional, on the table)."""
+    token_vectors: ClassVar[bool] = True
+    """The noise acts on token vectors after ``layer`` layers (text2text: on token ids, before any layer)."""
+    takes_post_clip: ClassVar[bool] = False
+    """The noisy token vectors may be clipped again (token-dchi, seed 003 eq. 3)."""
+
+    def __new__(cls, encoder: HFEncoder, kind: str, *args: Any, **kwargs: Any) -> TokenLevelRandomizer:
+        """The registered class that ``kind`` names."""
+        if kind not in TOKEN_RANDOMIZERS or not issubclass(TOKEN_RANDOMIZERS[kind], cls):
+            raise ValueError(f"kind must be one of {tuple(TOKEN_RANDOMIZERS)}, got {kind!r}")
+        return super().__new__(TOKEN_RANDOMIZERS[kind])
+
     def __init__(
         self,
         encoder: HFEncoder,
@@ -82,30 +106,28 @@ class TokenLevelRandomizer:
         post_clip: float | None = None,
         batch_size: int = 32,
     ) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        self.encoder, self.kind = encoder, kind
-        self.length = positive_int("length", length, minimum=2)
-        self.noise = check_positive("sigma" if kind == "token-gaussian" else "eta", noise)
-        if clip is None and kind != "text2text":
+        self.encoder = encoder
+        self.length = check_int("length", length, minimum=2)
+        self.noise = check_positive(self.noise_key, noise)
+        if clip is None and self.needs_clip:
             raise ValueError(f"{kind} needs a clip radius for its token vectors")
         self.clip = None if clip is None else check_positive("clip", clip)
-        self.layer = positive_int("layer", layer, minimum=0)
-        if kind == "text2text" and self.layer:
-            raise ValueError("text2text replaces tokens before the encoder; layer must be 0")
-        if post_clip is not None and kind != "token-dchi":
+        self.layer = check_int("layer", layer, minimum=0)
+        if not self.token_vectors and self.layer:
+            raise ValueError(f"{kind} replaces tokens before the encoder; layer must be 0")
+        if post_clip is not None and not self.takes_post_clip:
             raise ValueError("post_clip applies to token-dchi only")
         self.post_clip = None if post_clip is None else check_positive("post_clip", post_clip)
-        self.batch_size = positive_int("batch_size", batch_size)
+        self.batch_size = check_int("batch_size", batch_size)
 
     # -- construction --------------------------------------------------------------------
     @classmethod
     def from_params(cls, params: Mapping[str, Any], encoder: HFEncoder) -> "TokenLevelRandomizer":
         """Rebuild from :meth:`params` output and the same local encoder."""
         kind = params.get("mechanism")
-        if kind not in KINDS:
-            raise ValueError(f"unknown token-level mechanism {kind!r}; available: {KINDS}")
-        key = "sigma" if kind == "token-gaussian" else "eta"
+        if kind not in TOKEN_RANDOMIZERS:
+            raise ValueError(f"unknown token-level mechanism {kind!r}; available: {tuple(TOKEN_RANDOMIZERS)}")
+        key = TOKEN_RANDOMIZERS[kind].noise_key
         check_params(params, {"length", key}, {"clip", "layer", "post_clip", "encoder", "epsilon_per_token", "diameter"})
         return cls(
             encoder,
@@ -134,25 +156,23 @@ class TokenLevelRandomizer:
         """
         check_params({"mechanism": kind, **options}, {"length"}, {"clip", "layer", "post_clip", "batch_size"})
         target = CalibrationTarget(epsilon, delta, releases, other_events or {})
-        fixed = dict(options)
-        probe = cls(encoder, kind, noise=1.0, **fixed)
-        if kind == "token-gaussian":
-            return cls(encoder, kind, noise=target.gaussian_sigma(probe.event.sensitivity), **fixed)
-        diameter, tokens = probe.diameter, probe.length
-        start = target.epsilon / (diameter * tokens * target.releases)
-        eta = target.largest(lambda e: MetricDPEvent(e, diameter, tokens), start)
-        return cls(encoder, kind, noise=eta, **fixed)
+        probe = cls(encoder, kind, noise=1.0, **options)
+        return cls(encoder, kind, noise=probe._calibrated_noise(target), **options)
+
+    @abstractmethod
+    def _calibrated_noise(self, target: CalibrationTarget) -> float:
+        """The least noise meeting ``target``, for this instance's other parameters (its own noise not read)."""
 
     def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mechanism": self.kind, "length": self.length, "encoder": self.encoder.name}
-        out["sigma" if self.kind == "token-gaussian" else "eta"] = self.noise
+        out: dict[str, Any] = {"mechanism": self.name, "length": self.length, "encoder": self.encoder.name}
+        out[self.noise_key] = self.noise
         if self.clip is not None:
             out["clip"] = self.clip
-        if self.kind != "text2text":
+        if self.token_vectors:
             out["layer"] = self.layer
         if self.post_clip is not None:
             out["post_clip"] = self.post_clip
-        if self.kind != "token-gaussian":
+        if isinstance(self.event, MetricDPEvent):
             out["diameter"] = self.diameter
             out["epsilon_per_token"] = self.noise * self.diameter
         return out
@@ -161,16 +181,12 @@ class TokenLevelRandomizer:
     @property
     def diameter(self) -> float:
         """L2 diameter of one token's input domain."""
-        if self.kind == "text2text":
-            return 2.0 * float(np.linalg.norm(self._table, axis=1).max())
         return 2.0 * float(self.clip)  # type: ignore[arg-type]
 
     @property
+    @abstractmethod
     def event(self) -> PrivacyEvent:
         """What one release of one record costs: all L token releases together."""
-        if self.kind == "token-gaussian":
-            return GaussianEvent(sensitivity=self.diameter * math.sqrt(self.length), sigma=self.noise)
-        return MetricDPEvent(eta=self.noise, diameter=self.diameter, tokens=self.length)
 
     # -- data path -----------------------------------------------------------------------
     @property
@@ -212,11 +228,7 @@ class TokenLevelRandomizer:
             stop = start + self.batch_size
             batch = self.encoder.fixed_length(texts[start:stop], None if texts2 is None else texts2[start:stop], self.length)
             with torch.inference_mode():
-                if self.kind == "text2text":
-                    states = self._text2text(batch["input_ids"], model, rng)
-                else:
-                    states = self._token_noise(batch, model, rng)
-                out[start:stop] = states.mean(dim=1).float().cpu().numpy()
+                out[start:stop] = self._states(batch, model, rng).mean(dim=1).float().cpu().numpy()
         return out
 
     def _lower(self, batch: Any, model: Any) -> Any:
@@ -286,8 +298,8 @@ class TokenLevelRandomizer:
 
     def _tokens(self, texts: Sequence[str], texts2: Sequence[str] | None) -> tuple[Any, Any]:
         """The tokenized batch (padded or cut to L) and the model; token-vector kinds only."""
-        if self.kind == "text2text":
-            raise ValueError("text2text releases token ids, not token vectors")
+        if not self.token_vectors:
+            raise ValueError(f"{self.name} releases token ids, not token vectors")
         check_pairs(texts, texts2)
         return self.encoder.fixed_length(texts, texts2, self.length), self.encoder._model[1]
 
@@ -302,27 +314,88 @@ class TokenLevelRandomizer:
         clean = flat * torch.clamp(self.clip / norms, max=1.0)
         flat = clean
         if rng is not None:
-            if self.kind == "token-gaussian":  # each token moves by at most the diameter (fed.noise)
-                noisy = add_gaussian(clean.cpu().numpy(), self.noise, self.diameter, rng)
-            else:
-                noisy = clean.cpu().numpy() + dchi_noise(n * length, d, self.noise, rng)
-            flat = torch.from_numpy(noisy).to(clean.device)
+            flat = torch.from_numpy(self._noisy(clean.cpu().numpy(), rng)).to(clean.device)
             if self.post_clip is not None:
                 norms = flat.norm(dim=1, keepdim=True).clamp(min=1e-300)
                 flat = flat * torch.clamp(self.post_clip / norms, max=1.0)
         return clean.reshape(n, length, d), flat.reshape(n, length, d)
 
-    def _token_noise(self, batch: Any, model: Any, rng: np.random.Generator | None) -> Any:
+    @abstractmethod
+    def _noisy(self, clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Clipped token vectors (rows of width d, float64) plus this kind's fresh noise."""
+
+    def _states(self, batch: Any, model: Any, rng: np.random.Generator | None) -> Any:
+        """The upper layers' token states of a tokenized batch, after the noise step (none without ``rng``)."""
         states = self._noisy_states(batch, model, rng)[1]
         return self._upper(states.to(model.dtype), model, self.layer)
 
-    def _text2text(self, ids: Any, model: Any, rng: np.random.Generator | None) -> Any:
+
+@register
+class TokenGaussian(TokenLevelRandomizer):
+    """N(0, sigma^2 I) per token: the L tokens form one Gaussian of L2 sensitivity 2C sqrt(L)."""
+
+    name = "token-gaussian"
+    noise_key = "sigma"
+
+    @property
+    def event(self) -> GaussianEvent:
+        return GaussianEvent(sensitivity=self.diameter * math.sqrt(self.length), sigma=self.noise)
+
+    def _calibrated_noise(self, target: CalibrationTarget) -> float:
+        return target.gaussian_sigma(self.event.sensitivity)
+
+    def _noisy(self, clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return add_gaussian(clean, self.noise, self.diameter, rng)  # each token moves by at most the diameter (fed.noise)
+
+
+class _MetricTokens(TokenLevelRandomizer):
+    """d_chi noise with parameter eta per token: MetricDPEvent(eta, diameter, tokens=L)."""
+
+    noise_key = "eta"
+
+    @property
+    def event(self) -> MetricDPEvent:
+        return MetricDPEvent(eta=self.noise, diameter=self.diameter, tokens=self.length)
+
+    def _calibrated_noise(self, target: CalibrationTarget) -> float:
+        diameter, tokens = self.diameter, self.length
+        start = target.epsilon / (diameter * tokens * target.releases)
+        return target.largest(lambda e: MetricDPEvent(e, diameter, tokens), start)
+
+    def _noisy(self, clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return clean + dchi_noise(clean.shape[0], clean.shape[1], self.noise, rng)
+
+
+@register
+class TokenDChi(_MetricTokens):
+    """TokEmbPriv (seed 003): d_chi noise per token vector, optionally clipped again (``post_clip``)."""
+
+    name = "token-dchi"
+    takes_post_clip = True
+
+
+@register
+class Text2Text(_MetricTokens):
+    """Seed 003's baseline: each token id's word embedding noised with d_chi noise and replaced by the
+    nearest vocabulary token; the domain is the embedding table (clipped to ``clip`` if given)."""
+
+    name = "text2text"
+    needs_clip = False
+    token_vectors = False
+
+    @property
+    def diameter(self) -> float:
+        """2 max ||E_v|| over the (clipped) embedding table."""
+        return 2.0 * float(np.linalg.norm(self._table, axis=1).max())
+
+    def _states(self, batch: Any, model: Any, rng: np.random.Generator | None) -> Any:
         import torch
 
+        ids = batch["input_ids"]
         if rng is not None:
             table = self._table
             flat = ids.reshape(-1).cpu().numpy()
-            noisy = table[flat] + dchi_noise(flat.size, table.shape[1], self.noise, rng)
+            noisy = self._noisy(table[flat], rng)
             sq = (table**2).sum(axis=1)
             new = np.empty(flat.size, dtype=np.int64)
             step = 256
