@@ -35,7 +35,7 @@ def test_report_from_results(tmp_path: Path) -> None:
     assert "INCOMPLETE: cells mr/stage1/1 not run" in text
     assert "| stage 1 (shipped) | 0.755 [0.750, 0.760] | 0.810 [0.810, 0.810] | 0.780 [0.770, 0.790] |" in text
     assert "| MiniLM (no stage 1) | 0.700 | 0.810 | 0.600 |" in text
-    assert "Combined above both public-only and private-only (stage 1): 2 of 6"  # eps 1 of each seed only in text
+    assert "Combined above both public-only and private-only (stage 1): 2 of 6" in text  # eps 1 of each seed only
     assert "Movie Review" not in text  # no cells, no section
     assert "ab" * 32 in text and "CMD" in text
     assert json.loads((tmp_path / "report" / "results.json").read_text()) == results

@@ -22,6 +22,9 @@ randomizer objects (so the script needs no flwr, opendp or dp_accounting).
     python3 simulations/reproductions/_seed000_stage1_run.py --input INPUT.json --model MINILM_DIR \\
         --data DATA_DIR --out OUT_DIR [--time-budget SECONDS]
 
+Optional input keys: ``public_tweets`` (that many TweetEval sentiment tweets added to the public
+set), ``encoders`` (a subset of ["base", "stage1"]); ``--seeds`` runs some of the seeds only.
+
 Imports only torch, transformers, safetensors, numpy and ldpfed modules that import nothing
 else. Checkpoints under OUT_DIR/checkpoint (encodings, shipped weights); results.json is
 rewritten after every finished cell, and a rerun with the same OUT_DIR resumes.
@@ -108,6 +111,30 @@ def limited(dataset: TextDataset, limit: int, seed: int) -> TextDataset:
     return dataset.subset(keep)
 
 
+def tweets(data: Path, count: int) -> TextDataset:
+    """``count`` positive/negative TweetEval sentiment tweets (its test split, neutral dropped; labels 0
+    negative, 1 positive), a seeded sample in file order: public data from another source than SST-2 and MR."""
+    tweet_data = load_dataset(str(data / "tweeteval" / "sentiment"), "test")
+    keep = np.flatnonzero(tweet_data.labels != 1)
+    if not 0 < count <= len(keep):
+        raise ValueError(f"public_tweets must be 1 to {len(keep)}, got {count}")
+    keep = np.sort(np.random.default_rng(0).choice(keep, count, replace=False))
+    labels = (tweet_data.labels[keep] == 2).astype(np.int64)
+    return TextDataset("tweeteval/sentiment", tuple(tweet_data.texts[i] for i in keep), None, labels, ("negative", "positive"))
+
+
+def public_set(data: Path, folder: str, extra_tweets: int = 0) -> TextDataset:
+    """The server's public labelled sentences: the train split of ``folder``, plus ``extra_tweets`` tweets."""
+    public = load_dataset(str(data / folder), "train")
+    if not extra_tweets:
+        return public
+    extra = tweets(data, extra_tweets)
+    return TextDataset(
+        f"{public.name}+tweets{extra_tweets}", public.texts + extra.texts, None,
+        np.concatenate([public.labels, extra.labels]), public.label_names,
+    )
+
+
 def clean_model(x: np.ndarray, y: np.ndarray, classes: int) -> NoiseAwareLDA:
     """The discriminant on clean rows (fed.aggregation.fit_clean's statistics)."""
     lda = NoiseAwareLDA(x.shape[1], classes, -1.0)
@@ -168,6 +195,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--time-budget", type=float, default=600.0, help="seconds; cells not started by then are skipped")
     parser.add_argument("--device", default="")
     parser.add_argument("--batch", type=int, default=256, help="sentences per encoding batch")
+    parser.add_argument("--seeds", default="", help="comma-separated seeds to run (default: 0 .. the input's seeds - 1)")
     args = parser.parse_args(argv)
     import torch
 
@@ -191,7 +219,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tmp.write_text(json.dumps(results, indent=1))
         tmp.replace(results_path)
 
-    public = load_dataset(str(args.data / config["public"]), "train")
+    public = public_set(args.data, config["public"], config.get("public_tweets", 0))
     tasks = {
         name: (
             limited(load_dataset(str(args.data / spec["folder"]), "train"), spec.get("train_limit", 0), 0),
@@ -207,8 +235,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return cached(checkpoint / f"{tag}-{name}-{len(dataset)}.npy", lambda: encode(tokenizer, model, dataset.texts, device, args.batch))
 
     skipped = []
-    for seed in range(config["seeds"]):
-        for encoder in ("base", "stage1"):
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else range(config["seeds"])
+    for seed in seeds:
+        for encoder in config.get("encoders", ("base", "stage1")):
             todo = [t for t in tasks if f"{t}/{encoder}/{seed}" not in results["cells"]]
             if not todo:
                 continue

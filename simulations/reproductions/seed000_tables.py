@@ -1,4 +1,4 @@
-"""Seed 000, Tables 4 and 5 on SST-2: DP layer on token versus latent representations, and the
+"""Seed 000, Tables 4 and 5 on SST-2 (or QQP, ``--dataset qqp``): DP layer on token versus latent representations, and the
 latent dimension, under the paper's accounting (GDP + CLT, amplified, sensitivity C) and
 ldpfed's strict one (worst case, sensitivity 2C, no amplification).
 
@@ -34,6 +34,10 @@ initialisation are seeded):
 - classifiers, both trained on the same reports: a linear softmax head trained by Adam with
   one step per sampled batch (the paper's server-side training), and ldpfed's NoiseAwareLDA
   (shrunk towards the server's own data). Test: SST-2 dev (872), clean inputs clipped alike.
+- QQP (``--dataset qqp``, report in the ``qqp`` subfolder): the 8,999-pair subset of GLUE QQP train
+  in ../shared/data (the official train is not there), split 10% / 90% alike; each pair is one
+  record, encoded by the BiLSTM as ``a <sep> b`` (one report per pair, as the paper protects each
+  pair); test: the 1,000-pair held-out subset (also from GLUE train, not GLUE dev).
 """
 
 from __future__ import annotations
@@ -51,14 +55,25 @@ from simulations.reproductions._cells import (
     Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table,
 )
 
-DESCRIPTION = "Seed 000 Tables 4-5: SST-2, DP layer on token vs latent (BiLSTM), dims 128/256/768, CLT vs strict accounting"
+DESCRIPTION = "Seed 000 Tables 4-5: SST-2 (or QQP), DP layer on token vs latent (BiLSTM), dims 128/256/768, CLT vs strict accounting"
 NAME = "seed000_tables"
 
-PAPER_TABLE4 = {1.0: (68.23, 76.72), 2.3: (71.33, 78.44), 3.5: (73.32, 78.90), 12.0: (73.51, 80.70), 25.0: (74.20, 81.30)}
-"""SST-2, training epsilon -> (token rep., latent rep.) accuracy %."""
-PAPER_NULL = 83.91
-PAPER_TABLE5 = {1.0: (76.72, 75.45, 72.94), 2.3: (78.44, 77.29, 73.97), 3.5: (78.90, 77.89, 76.03)}
-"""SST-2, training epsilon -> accuracy % at latent dimensions 128, 256, 768."""
+PAPER: dict[str, dict[str, Any]] = {
+    "sst2": {
+        "name": "SST-2", "dev": "SST-2 dev (872)",
+        "table4": {1.0: (68.23, 76.72), 2.3: (71.33, 78.44), 3.5: (73.32, 78.90), 12.0: (73.51, 80.70), 25.0: (74.20, 81.30)},
+        "null": 83.91,
+        "table5": {1.0: (76.72, 75.45, 72.94), 2.3: (78.44, 77.29, 73.97), 3.5: (78.90, 77.89, 76.03)},
+    },
+    "qqp": {
+        "name": "QQP", "dev": "the QQP held-out subset (1,000 pairs of GLUE train)",
+        "table4": {1.5: (71.53, 75.83), 2.3: (72.85, 78.72), 4.0: (74.25, 79.67), 13.0: (74.51, 79.82), 45.0: (75.51, 80.47)},
+        "null": 83.11,
+        "table5": {1.5: (75.83, 75.68, 54.58), 2.3: (78.72, 78.18, 71.86), 4.0: (79.67, 79.03, 74.27)},
+    },
+}
+"""The paper's figures per dataset: Table 4 (training epsilon -> (token rep., latent rep.) accuracy %),
+null privacy, Table 5 (training epsilon -> accuracy % at latent dimensions 128, 256, 768)."""
 DIMS = (128, 256, 768)
 CLIP = 0.5
 LENGTH = 32
@@ -73,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"ldpfed reproduce {NAME}", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     common_arguments(parser, REPORTS / NAME, seeds=3)
+    parser.add_argument("--dataset", choices=sorted(PAPER), default="sst2",
+                        help="sst2 (default) or qqp (report in the qqp subfolder of the default --out)")
     parser.add_argument("--p", type=float, default=0.01, help="Poisson sampling rate per step (default 0.01)")
     parser.add_argument("--steps", type=int, default=1000, help="training steps T (default 1000)")
     parser.add_argument("--latent-records", type=int, default=0, help="users' records in the latent rows (0: all)")
@@ -83,12 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--accountings", nargs="+", choices=ACCOUNTINGS, default=list(ACCOUNTINGS),
                         help="rows to run (default all three)")
     args = parser.parse_args(argv)
+    if args.dataset != "sst2" and args.out == REPORTS / NAME:
+        args.out = args.out / args.dataset
     setup = {
-        "data": "sst2", "own_share": OWN_SHARE, "clip": CLIP, "length": LENGTH, "p": args.p, "steps": args.steps,
+        "data": args.dataset, "own_share": OWN_SHARE, "clip": CLIP, "length": LENGTH, "p": args.p, "steps": args.steps,
         "pretrain_epochs": args.pretrain_epochs, "encoder": "bilstm (fed.encoders.bilstm), embed 64",
     }
     results = Results(args.out, setup, fresh=args.fresh)
-    context = Context(args.data, args.p, args.steps, args.pretrain_epochs)
+    context = Context(args.data, args.p, args.steps, args.pretrain_epochs, args.dataset)
     cells = [(s, seed) for s in settings(args, context) for seed in range(args.seeds)]
     return reproduce(args, results, cells, context.compute, NAME, lambda: report(results, args, context))
 
@@ -102,12 +121,12 @@ def settings(args: argparse.Namespace, context: "Context") -> list[Setting]:
         for position, n in (("latent", latent_n), ("token", token_n)):
             out.append({"position": position, "dim": 128, "n": n, "accounting": "clean", "epsilon": 0.0})
             out += [{"position": position, "dim": 128, "n": n, "accounting": a, "epsilon": e}
-                    for e in PAPER_TABLE4 for a in args.accountings]
+                    for e in PAPER[context.dataset]["table4"] for a in args.accountings]
     if "5" in args.tables:
         for dim in args.dims:
             out.append({"position": "latent", "dim": dim, "n": latent_n, "accounting": "clean", "epsilon": 0.0})
             out += [{"position": "latent", "dim": dim, "n": latent_n, "accounting": a, "epsilon": e}
-                    for e in PAPER_TABLE5 for a in args.accountings if a != "strict-once"]
+                    for e in PAPER[context.dataset]["table5"] for a in args.accountings if a != "strict-once"]
     unique: list[Setting] = []
     for s in out:
         if s not in unique:
@@ -118,18 +137,19 @@ def settings(args: argparse.Namespace, context: "Context") -> list[Setting]:
 class Context:
     """Data, pre-trained encoders and encodings, loaded once per process."""
 
-    def __init__(self, data: Path, p: float, steps: int, pretrain_epochs: int) -> None:
+    def __init__(self, data: Path, p: float, steps: int, pretrain_epochs: int, dataset: str = "sst2") -> None:
         self.data, self.p, self.steps, self.pretrain_epochs = Path(data), p, steps, pretrain_epochs
+        self.dataset = dataset
 
     @cache
     def splits(self) -> tuple[Any, Any, Any]:
-        """(server's own 10% slice, users' 90%, dev) of SST-2."""
+        """(server's own 10% slice, users' 90%, dev) of the dataset."""
         from fed.loaders import load_dataset
 
-        train = load_dataset(str(self.data / "sst2"), "train")
+        train = load_dataset(str(self.data / self.dataset), "train")
         order = np.random.default_rng(0).permutation(len(train))
         own = int(round(OWN_SHARE * len(train)))
-        return train.subset(np.sort(order[:own])), train.subset(np.sort(order[own:])), load_dataset(str(self.data / "sst2"), "dev")
+        return train.subset(np.sort(order[:own])), train.subset(np.sort(order[own:])), load_dataset(str(self.data / self.dataset), "dev")
 
     def users_size(self, limit: int) -> int:
         """Users' records in a row: all, or ``limit``."""
@@ -174,7 +194,7 @@ class Context:
 
     def ids(self, ds: Any) -> np.ndarray:
         """Token ids (rows, L) of a dataset: cut to L, padded with 0."""
-        matrix, _ = self.encoder(128).vocab.batch(ds.texts, None, LENGTH)
+        matrix, _ = self.encoder(128).vocab.batch(ds.texts, ds.texts2, LENGTH)
         out = np.zeros((len(ds), LENGTH), dtype=np.int64)
         out[:, : matrix.shape[1]] = matrix
         return out
@@ -355,6 +375,10 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
     """README.md: Table 4 and Table 5 beside the paper, and the differences."""
     latent_n, token_n = context.users_size(args.latent_records), context.users_size(args.token_records)
     full = context.users_size(0)
+    paper_figures = PAPER[context.dataset]
+    name, dev = paper_figures["name"], context.splits()[2]
+    majority = 100 * float(np.bincount(dev.labels).max()) / len(dev)
+    data_option = "" if context.dataset == "sst2" else f" --dataset {context.dataset}"
 
     def cell(setting: Setting, field: str) -> str:
         return fmt_spread(results.values(setting, field))
@@ -364,16 +388,16 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
         return fmt_number(max(values)) if values else "-"
 
     lines = [
-        "# Seed 000, Tables 4 and 5: token versus latent DP layer, and the latent dimension (SST-2)",
+        f"# Seed 000, Tables 4 and 5: token versus latent DP layer, and the latent dimension ({name})",
         "",
-        f"Command: `ldpfed reproduce {NAME} --seeds {args.seeds} --p {args.p} --steps {args.steps} "
+        f"Command: `ldpfed reproduce {NAME}{data_option} --seeds {args.seeds} --p {args.p} --steps {args.steps} "
         f"--token-records {args.token_records} --latent-records {args.latent_records} --tables {' '.join(args.tables)} "
         f"--accountings {' '.join(args.accountings)} --dims {' '.join(map(str, args.dims))}` (resumes from results.json).",
         "",
-        "Accuracy in % on SST-2 dev (872), mean [min, max] over seeds (n). Each cell shows the softmax head "
+        f"Accuracy in % on {paper_figures['dev']}, mean [min, max] over seeds (n). Each cell shows the softmax head "
         "trained one Adam step per sampled batch (the paper's server-side training) / ldpfed's NoiseAwareLDA on "
         f"the same reports. Schedule: Poisson sampling p = {args.p}, T = {args.steps} steps, delta = 1 / (users' "
-        f"records). Encoder: ldpfed's BiLSTM pre-trained on a 10% slice of SST-2 train (the server's own data), "
+        f"records). Encoder: ldpfed's BiLSTM pre-trained on a 10% slice of {name} train (the server's own data), "
         f"users hold the other 90% ({full:,} records).",
         "",
         "- paper: sigma from eq. 8 (GDP + CLT, an estimate, not a bound) at sensitivity C. 'PLD 2C' is the "
@@ -387,15 +411,15 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
     if "4" in args.tables:
         token_note = "" if token_n == full else f" REDUCED: token rows use {token_n:,} of the {full:,} users' records."
         latent_note = "" if latent_n == full else f" REDUCED: latent rows use {latent_n:,} of the {full:,} records."
-        lines += [f"## Table 4 (SST-2, dimension 128){token_note}{latent_note}", ""]
+        lines += [f"## Table 4 ({name}, dimension 128){token_note}{latent_note}", ""]
         with_once = "strict-once" in args.accountings
         rows = []
         for position, n in (("latent", latent_n), ("token", token_n)):
             base = {"position": position, "dim": 128, "n": n}
             clean = {**base, "accounting": "clean", "epsilon": 0.0}
-            rows.append([f"{position}, null privacy", f"{PAPER_NULL}", cell(clean, "accuracy_head") + " / " + cell(clean, "accuracy_lda"),
+            rows.append([f"{position}, null privacy", f"{paper_figures['null']}", cell(clean, "accuracy_head") + " / " + cell(clean, "accuracy_lda"),
                          *["-"] * (5 if with_once else 3)])
-            for eps, figures in PAPER_TABLE4.items():
+            for eps, figures in paper_figures["table4"].items():
                 paper = {**base, "accounting": "paper", "epsilon": eps}
                 strict = {**base, "accounting": "strict", "epsilon": eps}
                 once = {**base, "accounting": "strict-once", "epsilon": eps}
@@ -417,13 +441,13 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
         note = "" if latent_n == full else f" REDUCED: {latent_n:,} of the {full:,} records."
         if set(args.dims) != set(DIMS):
             note += f" REDUCED: dimensions {', '.join(map(str, args.dims))} of the paper's {', '.join(map(str, DIMS))}."
-        lines += [f"## Table 5 (SST-2, latent, by dimension){note}", ""]
+        lines += [f"## Table 5 ({name}, latent, by dimension){note}", ""]
         rows = []
         for dim in args.dims:
             base = {"position": "latent", "dim": dim, "n": latent_n}
             clean = {**base, "accounting": "clean", "epsilon": 0.0}
             rows.append([f"dim {dim}, null privacy", "-", cell(clean, "accuracy_head") + " / " + cell(clean, "accuracy_lda"), "-"])
-            for eps, figures in PAPER_TABLE5.items():
+            for eps, figures in paper_figures["table5"].items():
                 paper = {**base, "accounting": "paper", "epsilon": eps}
                 strict = {**base, "accounting": "strict", "epsilon": eps}
                 rows.append([
@@ -437,15 +461,15 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
         "## Differences that remain",
         "",
         "- Encoder training: the paper does not say what its BiLSTM was trained on; its null-privacy accuracy "
-        "(83.91) is that of a BiLSTM trained on SST-2 itself. Here the encoder is pre-trained on the server's "
-        "own 10% slice of SST-2 train and frozen, so null privacy is lower and every row inherits that ceiling: "
+        f"({paper_figures['null']}) is that of a BiLSTM trained on {name} itself. Here the encoder is pre-trained on the server's "
+        f"own 10% slice of {name} train and frozen, so null privacy is lower and every row inherits that ceiling: "
         "compare each row with its own null-privacy row.",
         "- p_train and T are not given in the paper (its Fig. 6 varies p_train); every row here uses the same "
         f"p = {args.p}, T = {args.steps}.",
-        "- The users hold 90% of SST-2 train (the paper: all of it), and delta = 1 / (their records).",
+        f"- The users hold 90% of {name} train (the paper: all of it), and delta = 1 / (their records).",
         "- The paper's server-side model after the DP layer is not specified; a linear softmax head trained one "
         "Adam step per sampled batch stands in for it, beside ldpfed's NoiseAwareLDA. It gets only T Adam steps "
-        f"(T = {args.steps} here): where the noise is large it has not left the majority class (50.92%) by then, "
+        f"(T = {args.steps} here): where the noise is large it has not left the majority class ({majority:.2f}%) by then, "
         "which says more about the step count than about privacy.",
         "- Token rows: the paper does not give the token layer's clip or its sensitivity; here each token "
         f"embedding is clipped to C_tok (median token norm on the server's data), L = {LENGTH} positions (padding "
@@ -455,6 +479,13 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
         "- The paper's CLT figure is an estimate that under-states the amplified epsilon at finite T; the 'PLD "
         "2C' column gives an upper bound for the same noise, and both assume unlinkable reports.",
     ]
+    if context.dataset == "qqp":
+        lines += [
+            "- QQP data: the paper uses GLUE QQP (363k training pairs, 40k validation); ../shared/data holds an "
+            "8,999-pair subset of GLUE train (10% the server's, 90% the users') and a disjoint 1,000-pair subset "
+            "of GLUE train as the test set. Each pair is one record, encoded by the BiLSTM as one sequence "
+            f"(a <sep> b, cut to {LENGTH} tokens in the token rows); how the paper joins a pair is not given.",
+        ]
     return lines
 
 
