@@ -194,7 +194,8 @@ def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) 
     traffic, and rows preprocessed once (fed.cohort.Cohort.rows_for) only save work: for a
     clip-and-noise randomizer they draw the same noise, in the same order, as one call on every
     selected row."""
-    from fed.cohort import GRAM_BLOCK, RELEASE_BLOCK, _release
+    from fed.report_sums import GRAM_BLOCK
+    from fed.runtime.release import RELEASE_BLOCK, release_blocks
     from fed.randomizers.base import make_randomizer
 
     scale = {"gaussian": {"sigma": 0.7}, "laplace": {"scale": 0.7}}[mechanism]
@@ -203,7 +204,7 @@ def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) 
     rows = rng.normal(size=(2 * GRAM_BLOCK, 8))
     selected = rng.permutation(len(rows))[: GRAM_BLOCK + 2 * RELEASE_BLOCK + 17]
     labels = rng.integers(0, 2, len(selected))
-    blocks = list(_release(randomizer, randomizer.preprocess(rows), selected, labels, 2, np.random.default_rng(11)))
+    blocks = list(release_blocks(randomizer, randomizer.preprocess(rows), selected, labels, 2, np.random.default_rng(11)))
     assert [len(r) for r, _ in blocks] == [GRAM_BLOCK, 2 * RELEASE_BLOCK + 17]
     reports, released = np.concatenate([r for r, _ in blocks]), np.concatenate([y for _, y in blocks])
     whole = randomizer.release(rows[selected], np.random.default_rng(11))
