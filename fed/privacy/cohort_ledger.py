@@ -147,7 +147,7 @@ class CohortLedger:
         """Each of ``users`` served one step of ``kind`` sampled by ``sampling`` through ``event``
         (``counts``: how many to add per user, e.g. reports for fed.privacy.ledger.REPORTS)."""
         counts = np.broadcast_to(np.asarray(counts, np.int64), np.shape(users))
-        if kind == REPORTS and not counts.any():
+        if not len(counts) or (kind == REPORTS and not counts.any()):
             return
         log = self.steps.setdefault((kind, sampling, event), np.zeros(self.num_users, np.int64))
         np.add.at(log, users, counts)
