@@ -142,7 +142,9 @@ class Cohort:
 def summaries(
     cohort: Cohort, ledger: CohortLedger, idx: np.ndarray, uids: np.ndarray, train_events: list
 ) -> dict[int, dict[str, float]]:
-    """The figures :meth:`fed.user.User.summary` reports, for users ``idx`` (ids ``uids``)."""
+    """The figures a simulated user reports about its own ledger, for users ``idx`` (ids ``uids``): its
+    sentence-level and user-level epsilon, its record releases, and how many of its training records
+    can still afford one more release costing ``train_events`` (:meth:`fed.user.User.summary`)."""
     n = len(idx)
     columns, starts = cohort.columns_of(idx)
     lengths = np.diff(np.append(starts, len(columns)))

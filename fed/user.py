@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fed.cohort import Cohort
+from fed.cohort import Cohort, summaries
 from fed.entropy import generator
 from fed.noise import SecureGenerator
 from fed.privacy.events import PrivacyEvent
@@ -415,14 +415,9 @@ class User:
         records can still afford one: the server can infer it from the public dataset
         size and the reports it received, and uses it to sample users with budget left.
         """
-        ledger = self.state.ledger
-        figures = {
-            "epsilon_sentence": ledger.sentence_epsilon(),
-            "epsilon_user": ledger.user_epsilon(),
-            "releases": float(ledger.releases()),
-        }
-        if train_events is not None:
-            figures["train_records_left"] = float(len(ledger.remaining(train_events, np.arange(len(self.records.train)))))
+        figures = summaries(self.cohort(), self.state.ledger, ONE, np.array([self.user_id]), train_events or [])[self.user_id]
+        if train_events is None:
+            del figures["train_records_left"]
         return figures
 
     def rng(self, stream: int = 0) -> np.random.Generator:
