@@ -62,18 +62,22 @@ def as_error(code: str, reason: str) -> Exception:
 
 
 def no_train_records(user: int) -> str:
+    """A training request to a user with no training records."""
     return f"user {user}: holds no train records"
 
 
 def no_train_budget(user: int) -> str:
+    """Every training record of the user is out of sentence-level budget."""
     return f"user {user}: no train record has budget left"
 
 
 def user_budget(user: int) -> str:
+    """The step's reports would pass the user-level budget."""
     return f"user {user}: user-level budget would be exceeded"
 
 
 def too_few_to_mix(user: int, mechanism: str, needed: int, chosen: int) -> str:
+    """A mixing randomizer needs more fresh records than the step chose."""
     return f"user {user}: {mechanism} mixes {needed} records per report, {chosen} chosen"
 
 
@@ -88,24 +92,30 @@ def amplified_needs_two(user: int, kind: str) -> str:
 
 
 def amplified_budget(user: int, kind: str) -> str:
+    """One more step would pass the amplified (PLD) bound of the user's schedule."""
     return f"user {user}: the amplified {kind} budget would be exceeded"
 
 
 def amplified_invalid(user: int, reason: object) -> str:
+    """The user's step schedule has no amplified bound (``reason`` says why)."""
     return f"user {user}: {reason}"
 
 
 def no_query_records(user: int) -> str:
+    """A query request to a user with no query records."""
     return f"user {user}: holds no query records"
 
 
 def queries_answered(user: int, k: int) -> str:
+    """Every true query of the user already has its k answers."""
     return f"user {user}: every true query has {k} answers"
 
 
 def no_query_budget(user: int, k: int) -> str:
+    """No true query short of its answers has sentence-level budget left."""
     return f"user {user}: no query short of {k} answers has budget left"
 
 
 def event_cap(held: int, new: int, cap: int) -> str:
+    """Holding the step's events would pass the policy's cap on distinct events."""
     return f"the ledger holds {held} distinct privacy events; {new} more would pass the policy's cap of {cap}"
