@@ -403,3 +403,21 @@ def test_cohort_columns_are_each_users_distinct_record_ids_in_order() -> None:
     assert cohort.train_first.tolist() == first
     assert cohort.keys.column_user.tolist() == column_user
     assert cohort.column_start[-1] == len(column_user)
+
+
+def test_a_ledger_with_user_level_only_events_survives_json() -> None:
+    """A mixup report's user-level event is charged to no record: the one ledger model keeps it as a row of
+    its own, and a ledger read back from its JSON is the same ledger."""
+    from fed.privacy.ledger import Ledger
+    from fed.randomizers.base import make_randomizer
+
+    mixup = make_randomizer({"mechanism": "dpie-gaussian", "k": 2, "max_coefficient": 0.5, "masks": 0, "clip": 1.0, "sigma": 2.0})
+    assert mixup.user_event != mixup.event
+    ledger = Ledger(4, Budget(9.0, DELTA), columns=np.array([0, 1, 1, 2]))
+    ledger.charge([mixup.event], np.array([0, 1]), {mixup.user_event: 1})
+    ledger.log_step("train", "all", mixup.event)
+    data = ledger.to_json()
+    assert [e["reports"] for e in data["user_events"]] == [1] and len(data["events"]) == 1
+    again = Ledger.from_json(data)
+    assert again.to_json() == data
+    assert again.user_epsilon() == ledger.user_epsilon() > 0 and again.sentence_epsilon() == ledger.sentence_epsilon()

@@ -233,7 +233,8 @@ class Ledger(CohortLedger):
             row = ledger.row(event_from_json(entry["event"]))
             ledger.counts[row] = np.asarray(entry["counts_per_record"], dtype=np.int64).reshape(ledger.num_records)[first]
         for entry in data.get("user_events", []):
-            ledger.user_counts[ledger.row(event_from_json(entry["event"])), 0] += int(entry["reports"])
+            row = ledger.row(event_from_json(entry["event"]))  # first: a new row replaces the arrays
+            ledger.user_counts[row, 0] += int(entry["reports"])
         for entry in data.get("steps", []):
             ledger.steps[(entry["kind"], entry["sampling"], event_from_json(entry["event"]))] = np.array([int(entry["steps"])])
         return ledger
