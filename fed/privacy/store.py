@@ -37,7 +37,6 @@ import json
 import sqlite3
 import time
 import weakref
-from collections import Counter
 from collections.abc import Iterator, Sequence, Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
