@@ -23,18 +23,20 @@ from typing import Any
 import numpy as np
 
 from fed.classifier import LinearModel
-from fed.cohort import Cohort, train_step
+from fed.cohort import Cohort, summaries
 from fed.entropy import generator
 from fed.evaluation import Outcomes, local_outcomes
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
 from fed.privacy.events import PrivacyEvent
-from fed.privacy.ledger import EVALUATION, FULL_VIEW, Budget, EventCapReached, Ledger
+from fed.privacy.ledger import EVALUATION, FULL_VIEW, ONE, Budget, Ledger
 from fed.privacy.store import LedgerStore, LedgerTransaction
 from fed.randomizers.base import Randomizer
 from fed.report_sums import ReportSums
-from fed.requests import ClientLimits, Refusal, ReleaseRequest, RequestRefused, parse_release_request
-from fed.user import BudgetExhausted, Kind, MemoBook, QueriesDone, User, UserRecords, UserState
+from fed.requests import ClientLimits, ReleaseRequest, parse_release_request
+from fed.runtime.refusals import Refusal, RequestRefused, USER_REFUSALS
+from fed.runtime.release import CohortDraws, charge, refuse_past_cap, train_step
+from fed.user import Kind, MemoBook, User, UserRecords, UserState
 
 MAX_SCORES = 10_000_000
 COHORT_STREAM = 2
@@ -216,16 +218,16 @@ class NodeHost:
         """Serve a checked request one user at a time."""
         parts: list[tuple[int, Any]] = []
         refusals: dict[int, tuple[str, str]] = {}
-        summaries: dict[int, dict[str, float]] = {}
+        figures: dict[int, dict[str, float]] = {}
         with self._users(tx, list(request.users)) as user_of:
             for uid in request.users:
                 user = user_of(uid)
                 try:
                     parts.append((uid, user.release(kind, request)))
-                except (BudgetExhausted, QueriesDone, EventCapReached) as refused:
+                except USER_REFUSALS as refused:
                     refusals[uid] = (str(refused.code), str(refused))
                 self._keep(user)
-                summaries[uid] = self._figures(user, request)
+                figures[uid] = self._figures(user, request)
         dim = request.randomizer.preprocess(np.zeros((1, self.dim))).shape[1]
         reports = np.concatenate([r.reports for _, r in parts]) if parts else np.zeros((0, dim), np.float32)
         sizes = [len(r.reports) for _, r in parts]
@@ -239,7 +241,7 @@ class NodeHost:
             randomizer=request.randomizer.params(),
             label_channel=self.labels.params(),
             refusals=refusals,
-            ledgers=summaries,
+            ledgers=figures,
         )
 
     def _batched(self, request: ReleaseRequest) -> bool:
@@ -263,8 +265,10 @@ class NodeHost:
         started = time.perf_counter()
         ledger = tx.cohort_ledger(self.cohort.keys, self.budget, self.policy.max_events)
         rng = generator(self.seed, (int(self.cohort.users[0]), tx.next_count("cohort-steps"), COHORT_STREAM))
-        step = train_step(self.cohort, ledger, request, self.labels, rng)
+        step = train_step(self.cohort, ledger, request, self.labels, CohortDraws(rng), summarise=request.summarise)
         tx.save_cohort(ledger)  # written now: a later part of the message may read these users again
+        idx = self.cohort.index(np.asarray(request.users, dtype=np.int64))
+        figures = summaries(self.cohort, ledger, idx, np.asarray(request.users, dtype=np.int64), self._train_events(request.randomizer.event))
         return NodeReply(
             reports=step.reports,
             labels=_stack_labels([step.labels]) if len(step.labels) else np.zeros(0, np.int64),
@@ -273,7 +277,7 @@ class NodeHost:
             randomizer=request.randomizer.params(),
             label_channel=self.labels.params(),
             refusals=step.refusals,
-            ledgers=step.summaries,
+            ledgers=figures,
             ledger_seconds=time.perf_counter() - started - step.release_seconds,
             sums=step.sums,
         )
@@ -373,14 +377,13 @@ class NodeHost:
                 rng = user.rng()
                 for name, flags in bits(user).items():
                     ledger = user.state.ledger
-                    ledger.admits([event])
+                    refuse_past_cap(user.cohort(), ledger, [event])
                     ids = ledger.remaining([event], n_train + np.flatnonzero(flags >= 0)) - n_train
-                    if not len(ids) or not ledger.user_can_afford({event: len(ids)}):
+                    cost = {event: np.array([len(ids)])}
+                    if not len(ids) or not ledger.users_can_afford(cost, ONE)[0]:
                         continue
                     noisy = channel.release(flags[ids].astype(np.int64), rng)
-                    ledger.charge([event], n_train + ids)
-                    ledger.log_step(EVALUATION, "all", event)
-                    ledger.log_reports("all", {event: len(ids)})
+                    charge(ledger, "all", [(EVALUATION, event)], [event], ledger.columns[n_train + ids], cost, cost, ONE, ONE)
                     correct[name] += int(noisy.sum())
                     total[name] += int(len(ids))
                 self._keep(user)

@@ -10,36 +10,15 @@ import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from fed.privacy.composition import compose_epsilon
 from fed.randomizers.base import RANDOMIZERS, Randomizer, make_randomizer
+from fed.runtime.refusals import Refusal, RequestRefused
+
+__all__ = ["ClientLimits", "Refusal", "ReleaseRequest", "RequestRefused", "parse_release_request"]
 
 MAX_PARAMS_CHARS = 10_000
-
-
-class Refusal(StrEnum):
-    """Why a node or a user refused: the code travels with the reason text, and callers read the code."""
-
-    MALFORMED = "malformed"
-    """The request is not one the protocol accepts (missing field, wrong type or shape, NaN)."""
-    POLICY = "policy"
-    """The device owner's policy does not allow it (mechanism, noise floor, evaluation, caps)."""
-    BUDGET = "budget"
-    """No budget left for it."""
-    DONE = "done"
-    """Nothing left to release (every true query has its answers, or the user holds no such records)."""
-    NOT_SET_UP = "not-set-up"
-    """The node has not received a valid setup yet."""
-
-
-class RequestRefused(ValueError):
-    """A request the user will not serve; the message names the problem, ``code`` classifies it."""
-
-    def __init__(self, reason: str, code: Refusal = Refusal.MALFORMED) -> None:
-        super().__init__(reason)
-        self.code = code
 
 
 @dataclass(frozen=True)

@@ -23,35 +23,26 @@ steps so far, plus this one, stays within budget (fed.privacy.accountants.enforc
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 
+from fed.cohort import Cohort, summaries
 from fed.entropy import generator
 from fed.noise import SecureGenerator
 from fed.privacy.events import PrivacyEvent
-from fed.privacy.ledger import LABELS, Budget, Ledger
+from fed.privacy.ledger import ONE, Budget, Ledger
 from fed.privacy.store import Memo
 from fed.randomizers.base import Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.requests import Refusal, ReleaseRequest, RequestRefused
-from fed.sampling import TrainSampling, UpSampling
+from fed.requests import ReleaseRequest
+from fed.runtime import refusals as texts
+from fed.runtime.refusals import BudgetExhausted, QueriesDone, RequestRefused
+from fed.runtime.release import UserDraws, charge, refuse_past_cap, train_step, user_cost
+from fed.sampling import UpSampling
 
 Kind = Literal["train", "query"]
-
-
-class BudgetExhausted(RuntimeError):
-    """The user has no budget left for the request; it refuses instead of releasing."""
-
-    code = Refusal.BUDGET
-
-
-class QueriesDone(RuntimeError):
-    """Every true query already has its k answers (or the user has none); nothing to release."""
-
-    code = Refusal.DONE
-
 
 PENDING_FICTITIOUS, PENDING_ANSWERED = -1, -2
 
@@ -180,59 +171,39 @@ class User:
         events: list[PrivacyEvent] = [randomizer.event]
         if self.labels.event is not None:
             events.append(self.labels.event)
-        sampling = TrainSampling.parse(request.sampling)
-        pool = np.arange(len(self.records.train))
-        ledger = self.state.ledger
-        if not len(pool):
-            raise BudgetExhausted(f"user {self.user_id}: holds no train records")
         memo_key = self._memo_key(randomizer)
-        stored = self._stored(pool, memo_key)
-        if self.enforce == "amplified":
-            if len(pool) < 2:
-                raise BudgetExhausted(
-                    f"user {self.user_id}: amplified enforcement needs at least 2 training records "
-                    "(the report of a user's only record is linked to it)"
-                )
-            self._check_amplified("train", request.sampling, randomizer.event)
-            candidates = pool
-        else:
-            candidates = np.union1d(ledger.remaining(events, pool), np.fromiter(stored, np.int64))
-        if not len(candidates):
-            raise BudgetExhausted(f"user {self.user_id}: no train record has budget left")
-        rng = self.rng()
-        chosen = sampling.select(candidates, request.records, rng)
-        fresh = np.array([i for i in chosen.tolist() if i not in stored], dtype=np.int64)
-        needed = randomizer.records_per_report
-        if needed > 1 and len(fresh) < needed:
-            raise BudgetExhausted(f"user {self.user_id}: {randomizer.name} mixes {needed} records per report, {len(fresh)} chosen")
-        user_events = self._user_events(randomizer, len(fresh), labels=True)
-        if not ledger.user_can_afford(user_events):
-            raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
-        ledger.admits([*events, *user_events])
-        labels = self.labels.release(self.records.train_labels[fresh], rng)
-        if len(fresh):
-            reports, labels = randomizer.release_with_labels(self.records.train[fresh], labels, self.labels.num_values, rng)
-        else:  # a Poisson step that sampled nothing new: an empty batch (still a step)
-            reports = np.zeros((0, randomizer.preprocess(self.records.train[:1]).shape[1]), dtype=np.float32)
-        ledger.charge(events, fresh, user_events)
-        ledger.log_step("train", request.sampling, randomizer.event)
-        if self.labels.event is not None:
-            ledger.log_step(LABELS, request.sampling, self.labels.event)
-        ledger.log_reports(request.sampling, self._user_events(randomizer, len(chosen), labels=True))
-        self._remember(fresh, memo_key, reports, labels)
+        stored = self._stored(np.arange(len(self.records.train)), memo_key)
+        stored_rows = np.zeros(len(self.records.train), dtype=bool)
+        stored_rows[list(stored)] = True
+
+        def amplified(_uid: int) -> str | None:
+            if len(self.records.train) < 2:
+                return texts.amplified_needs_two(self.user_id, "train")
+            return self._amplified_refusal("train", request.sampling, randomizer.event)
+
+        step = train_step(
+            self.cohort(),
+            self.state.ledger,
+            replace(request, users=(self.user_id,)),
+            self.labels,
+            UserDraws(self.rng()),
+            stored=stored_rows if stored else None,
+            amplified=amplified if self.enforce == "amplified" else None,
+        )
+        if self.user_id in step.refusals:
+            raise texts.as_error(*step.refusals[self.user_id])
+        reports, labels = step.reports, step.labels
+        self._remember(step.fresh, memo_key, reports, labels)
         self.state.calls += 1
-        reused = [i for i in chosen.tolist() if i in stored]
+        reused = step.reused.tolist()
         if reused:
             reports = np.vstack([reports, np.stack([stored[i].report for i in reused])])
             labels = np.concatenate([labels, np.array([stored[i].label for i in reused], dtype=np.int64)])
         return Release(self.user_id, reports.astype(np.float32), labels, events)
 
-    def _user_events(self, randomizer: Randomizer, reports: int, labels: bool) -> dict[PrivacyEvent, int]:
-        """The user-level cost of ``reports`` reports (each one run of its noise; and of a label)."""
-        cost = {randomizer.user_event: reports}
-        if labels and self.labels.event is not None:
-            cost[self.labels.event] = cost.get(self.labels.event, 0) + reports
-        return cost
+    def cohort(self) -> Cohort:
+        """This user's records as a cohort of one (what the release pipeline serves)."""
+        return Cohort.of_user(self.user_id, self.records, self.state.ledger.columns)
 
     def _memo_key(self, randomizer: Randomizer) -> str | None:
         """The key of stored training reports under ``randomizer``: all a report depends on besides its
@@ -269,21 +240,22 @@ class User:
         up = UpSampling.parse(request.sampling)
         n_true, n_train = len(self.records.query), len(self.records.train)
         if n_true == 0:
-            raise QueriesDone(f"user {self.user_id}: holds no query records")
+            raise QueriesDone(texts.no_query_records(self.user_id))
         st = self._query_state()
         counts = np.asarray(st["counts"], dtype=np.int64)
         if (counts >= up.k).all():
-            raise QueriesDone(f"user {self.user_id}: every true query has {up.k} answers")
+            raise QueriesDone(texts.queries_answered(self.user_id, up.k))
         ledger = self.state.ledger
         if self.enforce == "amplified":
-            if n_true + up.fictitious(n_true) < 2:
-                raise BudgetExhausted(
-                    f"user {self.user_id}: amplified enforcement needs at least 2 query items "
-                    "(the report of a user's only query is linked to it)"
-                )
-            self._check_amplified("query", request.sampling, event)
+            reason = (
+                texts.amplified_needs_two(self.user_id, "query")
+                if n_true + up.fictitious(n_true) < 2
+                else self._amplified_refusal("query", request.sampling, event)
+            )
+            if reason is not None:
+                raise BudgetExhausted(reason)
         elif not len(ledger.remaining([event], n_train + np.flatnonzero(counts < up.k))):
-            raise BudgetExhausted(f"user {self.user_id}: no query short of {up.k} answers has budget left")
+            raise BudgetExhausted(texts.no_query_budget(self.user_id, up.k))
         rng = self.rng()
         n_fict = up.fictitious(n_true)
         sampled = np.flatnonzero(rng.random(n_true + n_fict) < up.p)
@@ -294,10 +266,10 @@ class User:
             affordable = ledger.remaining([event], n_train + true_items) - n_train
             stand_ins = len(true_items) - len(affordable)
             true_items = affordable
-        user_events = self._user_events(randomizer, len(true_items), labels=False)
-        if not ledger.user_can_afford(user_events):
-            raise BudgetExhausted(f"user {self.user_id}: user-level budget would be exceeded")
-        ledger.admits([event, *user_events])
+        user_events = user_cost(randomizer, None, np.array([len(true_items)]))
+        if not ledger.users_can_afford(user_events, ONE)[0]:
+            raise BudgetExhausted(texts.user_budget(self.user_id))
+        refuse_past_cap(self.cohort(), ledger, [event, *user_events])
         fictitious = np.vstack(
             [self._fictitious(randomizer, n_fict)[fict_items], self._directions(randomizer, stand_ins, rng)]
         )
@@ -305,9 +277,8 @@ class User:
         clean = np.vstack([self.records.query[true_items], fictitious])
         order = rng.permutation(len(items))
         reports = randomizer.release(clean[order], rng).astype(np.float32)
-        ledger.charge([event], n_train + true_items, user_events)
-        ledger.log_step("query", request.sampling, event)
-        ledger.log_reports(request.sampling, self._user_events(randomizer, len(items), labels=False))
+        logged = user_cost(randomizer, None, np.array([len(items)]))
+        charge(ledger, request.sampling, [("query", event)], [event], ledger.columns[n_train + true_items], user_events, logged, ONE, ONE)
         st["pending"] = items[order].tolist()
         st["steps"] += 1
         st["released_true"] += int(len(true_items))
@@ -413,17 +384,18 @@ class User:
         x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
         return x * float(randomizer.params().get("clip", 1.0))
 
-    def _check_amplified(self, kind: str, sampling: str, event: PrivacyEvent) -> None:
-        """BudgetExhausted unless one more step keeps the amplified PLD bound within budget."""
+    def _amplified_refusal(self, kind: str, sampling: str, event: PrivacyEvent) -> str | None:
+        """Why one more step would not keep the amplified PLD bound within budget (None: it would)."""
         from fed.privacy.accountants import enforced  # dp_accounting: only under --enforce amplified
 
         ledger = self.state.ledger
         try:
             groups = enforced.entries([*ledger.step_log(kind), (sampling, event, 1)])
         except ValueError as reason:
-            raise BudgetExhausted(f"user {self.user_id}: {reason}") from None
+            return texts.amplified_invalid(self.user_id, reason)
         if not enforced.within_budget(groups, ledger.budget.delta, ledger.budget.epsilon_sentence):
-            raise BudgetExhausted(f"user {self.user_id}: the amplified {kind} budget would be exceeded")
+            return texts.amplified_budget(self.user_id, kind)
+        return None
 
     def amplified_epsilon(self) -> float:
         """Sentence-level amplified PLD bound: max over training and query records."""
@@ -443,14 +415,9 @@ class User:
         records can still afford one: the server can infer it from the public dataset
         size and the reports it received, and uses it to sample users with budget left.
         """
-        ledger = self.state.ledger
-        figures = {
-            "epsilon_sentence": ledger.sentence_epsilon(),
-            "epsilon_user": ledger.user_epsilon(),
-            "releases": float(ledger.releases()),
-        }
-        if train_events is not None:
-            figures["train_records_left"] = float(len(ledger.remaining(train_events, np.arange(len(self.records.train)))))
+        figures = summaries(self.cohort(), self.state.ledger, ONE, np.array([self.user_id]), train_events or [])[self.user_id]
+        if train_events is None:
+            del figures["train_records_left"]
         return figures
 
     def rng(self, stream: int = 0) -> np.random.Generator:

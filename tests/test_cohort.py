@@ -1,19 +1,30 @@
-"""Scale mode serves a training step for all of a node's users at once (fed.cohort): it must take
-exactly the decisions the per-user path takes (same candidates, charges, step logs, refusals and
-summaries), read what other connections committed, and keep nothing of a failed transaction."""
+"""The one release pipeline (fed.runtime.release) against a reference ledger written here.
+
+A node serves training steps one user at a time (a cohort of one, fed.user) or for all its users
+at once (scale mode, fed.cohort). Both are the same pipeline; both are checked here against
+:class:`Reference`, a few lines of plain Python that keeps its own counts per user, record and
+event and composes them itself (GDP in closed form for Gaussian-only counts). The pipeline must
+take the reference's decisions: the same candidates, charges, step logs, refusals (codes and
+texts) and summaries. The node's store must also read what other connections committed and keep
+nothing of a failed transaction."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
 
 from fed.cohort import Cohort
 from fed.node import NodeHost
 from fed.plan import PrivacyPlan
 from fed.policy import DevicePolicy
+from fed.privacy.composition import compose_epsilon
+from fed.privacy.events import GaussianEvent, PrivacyEvent
 from fed.privacy.ledger import Budget
 from fed.privacy.store import LedgerStore
 from fed.randomizers.gaussian import GaussianRandomizer
@@ -23,6 +34,7 @@ from fed.user import UserRecords
 
 DELTA = 1e-5
 OWNER = staticmethod(lambda uid: f"user-{uid}")
+PATHS = ("per-user", "cohort")
 
 
 def _population(seed: int = 0, users: int = 30) -> dict[int, UserRecords]:
@@ -46,9 +58,10 @@ def _population(seed: int = 0, users: int = 30) -> dict[int, UserRecords]:
     return records
 
 
-def _hosts(
-    folder: Path, labels: str, sampling: str = "all", epsilon_user: float = math.inf, max_events: int = 64
-) -> tuple[NodeHost, NodeHost]:
+def _host(
+    folder: Path, path: str, labels: str, sampling: str = "all", epsilon_user: float = math.inf, max_events: int = 64
+) -> NodeHost:
+    """A simulated node serving training steps one user at a time (``per-user``) or all at once (``cohort``)."""
     randomizer = GaussianRandomizer(1.0, 2.0)
     label_channel = PublicLabels(2) if labels == "public" else RandomizedResponse(float(labels[3:]), 2)
     plan = PrivacyPlan(
@@ -58,11 +71,9 @@ def _hosts(
         9.0, epsilon_user, DELTA, mechanisms=("gaussian",), labels=labels, memoize=False, max_events=max_events
     )
     records = _population()
-    hosts = []
-    for name, cohort in (("users", None), ("cohort", Cohort.build(records, OWNER))):
-        store = LedgerStore(folder / f"{name}.sqlite", durable=False)
-        hosts.append(NodeHost(records, plan, policy, store, OWNER, seed=0, simulation=True, cohort=cohort))
-    return hosts[0], hosts[1]
+    cohort = Cohort.build(records, OWNER) if path == "cohort" else None
+    store = LedgerStore(folder / f"{path}.sqlite", durable=False)
+    return NodeHost(records, plan, policy, store, OWNER, seed=0, simulation=True, cohort=cohort)
 
 
 def _request(host: NodeHost, users: list[int], records: int) -> dict:
@@ -79,83 +90,209 @@ def _counts_by_user(reply) -> dict[int, int]:
     return dict(zip(users.tolist(), counts.tolist()))
 
 
+def gdp_epsilon(counts: Counter, delta: float) -> float:
+    """Epsilon at ``delta`` of Gaussian runs composed exactly (mu-GDP, Dong, Roth and Su, Cor. 2.13)."""
+    mu = math.sqrt(sum(n * (e.sensitivity / e.sigma) ** 2 for e, n in counts.items() if n))
+    if mu == 0:
+        return 0.0
+
+    def excess(eps: float) -> float:
+        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2) - delta
+
+    return 0.0 if excess(0.0) <= 0 else brentq(excess, 0.0, 10 * mu + mu * mu, xtol=1e-13)
+
+
+class Reference:
+    """An independent worst-case ledger (design.md section 2) for the users of one node.
+
+    Counts per user, record id and event, and per user and user-level event, in plain Counters. A
+    Gaussian-only count composes in closed form (:func:`gdp_epsilon`); with randomized-response
+    labels it is composed by fed.privacy.composition (its PLD accountant is checked in
+    tests/test_privacy_core.py): the bookkeeping, not the accountant, is what is under test here.
+    """
+
+    def __init__(self, records: dict[int, UserRecords], budget: Budget, max_events: int) -> None:
+        self.records, self.budget, self.max_events = records, budget, max_events
+        self.spent: dict[int, dict[str, Counter]] = {u: {} for u in records}
+        self.reports: dict[int, Counter] = {u: Counter() for u in records}
+        self.steps: dict[int, Counter] = {u: Counter() for u in records}
+
+    def epsilon(self, counts: Counter) -> float:
+        if all(isinstance(e, GaussianEvent) for e in counts):
+            return gdp_epsilon(counts, self.budget.delta)
+        return compose_epsilon(counts, self.budget.delta)
+
+    def candidates(self, uid: int, events: list[PrivacyEvent]) -> list[int]:
+        """The first training record of each content whose next release stays within the sentence budget."""
+        ids = self.records[uid].record_ids[: len(self.records[uid].train)].astype(str).tolist()
+        first = [i for i, key in enumerate(ids) if ids.index(key) == i]
+        spent = self.spent[uid]
+        return [i for i in first if self.epsilon(spent.get(ids[i], Counter()) + Counter(events)) <= self.budget.epsilon_sentence]
+
+    def step(self, uid: int, events: list[PrivacyEvent], pick) -> tuple[tuple[str, str] | None, list[int]]:
+        """One training step of ``uid`` releasing ``pick(candidates)``: its refusal (code, text) or None, and the records released."""
+        if not len(self.records[uid].train):
+            return ("budget", f"user {uid}: holds no train records"), []
+        candidates = self.candidates(uid, events)
+        if not candidates:
+            return ("budget", f"user {uid}: no train record has budget left"), []
+        chosen = pick(candidates)
+        assert set(chosen) <= set(candidates) and len(set(chosen)) == len(chosen)
+        user_cost = Counter({e: len(chosen) for e in events})  # one Gaussian run per report, and its label
+        if self.epsilon(self.reports[uid] + user_cost) > self.budget.epsilon_user:
+            return ("budget", f"user {uid}: user-level budget would be exceeded"), []
+        held = {e for c in self.spent[uid].values() for e, n in c.items() if n} | {e for e, n in self.reports[uid].items() if n}
+        new = set(events) - held
+        if len(held) + len(new) > self.max_events:
+            return ("policy", f"the ledger holds {len(held)} distinct privacy events; {len(new)} more would pass the policy's cap of {self.max_events}"), []
+        ids = self.records[uid].record_ids.astype(str)
+        for i in chosen:
+            self.spent[uid][ids[i]] = self.spent[uid].get(ids[i], Counter()) + Counter(events)
+        self.reports[uid] += user_cost
+        return None, chosen
+
+    def log(self, uid: int, sampling: str, events: list[PrivacyEvent], reports: int) -> None:
+        """The step log of a served step: one step per kind, and the reports that left."""
+        kinds = ["train", "labels"]
+        for kind, event in zip(kinds, events):
+            self.steps[uid][(kind, sampling, event)] += 1
+        for event in events:
+            self.steps[uid][("reports", sampling, event)] += reports
+
+    def ledger(self, uid: int) -> tuple[dict, dict, dict]:
+        """Counts per (event, record index), the user-level account and the step log, nonzero entries only."""
+        ids = self.records[uid].record_ids.astype(str)
+        counts = {(e, i): n for i, key in enumerate(ids) for e, n in self.spent[uid].get(key, Counter()).items() if n}
+        return counts, dict(+self.reports[uid]), dict(+self.steps[uid])
+
+    def summary(self, uid: int, events: list[PrivacyEvent]) -> dict[str, float]:
+        spent = self.spent[uid].values()
+        return {
+            "epsilon_sentence": max([self.epsilon(c) for c in spent], default=0.0),
+            "epsilon_user": self.epsilon(self.reports[uid]),
+            "releases": float(sum(sum(c.values()) for c in spent)),
+            "train_records_left": float(len(self.candidates(uid, events))),
+        }
+
+
+def _node_ledger(data: dict) -> tuple[dict, dict, dict]:
+    """A node's ledger answer in :meth:`Reference.ledger`'s terms."""
+    from fed.privacy.events import event_from_json
+
+    counts = {
+        (event_from_json(entry["event"]), i): n
+        for entry in data["events"]
+        for i, n in enumerate(entry["counts_per_record"])
+        if n
+    }
+    reports = {event_from_json(e["event"]): e["reports"] for e in data["user_events"] if e["reports"]}
+    steps = {(s["kind"], s["sampling"], event_from_json(s["event"])): s["steps"] for s in data["steps"]}
+    return counts, reports, steps
+
+
+def _events(host: NodeHost) -> list[PrivacyEvent]:
+    return [GaussianRandomizer(1.0, 2.0).event] + ([host.labels.event] if host.labels.event is not None else [])
+
+
+def _check_against(reference: Reference, host: NodeHost, reply, events: list[PrivacyEvent]) -> None:
+    ledgers = host.ledgers()
+    for uid in host.records:
+        assert _node_ledger(ledgers[uid]) == reference.ledger(uid), uid
+    for uid, figures in reply.ledgers.items():
+        assert figures == pytest.approx(reference.summary(uid, events), rel=1e-6, abs=1e-9), uid
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("labels,epsilon_user", [("public", math.inf), ("rr:2.0", math.inf), ("public", 12.0)])
-def test_a_cohort_step_takes_the_per_user_decisions(tmp_path: Path, labels: str, epsilon_user: float) -> None:
-    users_path, cohort_path = _hosts(tmp_path, labels, epsilon_user=epsilon_user)
-    ids = sorted(users_path.records)
+def test_training_steps_take_the_reference_ledgers_decisions(tmp_path: Path, path: str, labels: str, epsilon_user: float) -> None:
+    """Every record with budget left, every step: the same releases, charges, step logs, refusals and figures."""
+    host = _host(tmp_path, path, labels, epsilon_user=epsilon_user)
+    events = _events(host)
+    reference = Reference(host.records, host.budget, 64)
+    ids = sorted(host.records)
     released = 0
-    for step, (users, records) in enumerate([(ids, 0), (ids[::2], 0), (ids, 0), (ids[5:], 0), (ids, 0)]):
-        a = users_path.release("train", _request(users_path, users, records))
-        b = cohort_path.release("train", _request(cohort_path, users, records))
-        assert b.refusals == a.refusals, step
-        assert _counts_by_user(b) == _counts_by_user(a), step
-        assert b.ledgers.keys() == a.ledgers.keys()
-        for uid in a.ledgers:
-            assert b.ledgers[uid] == pytest.approx(a.ledgers[uid], rel=1e-12), (step, uid)
-        assert b.reports.shape == a.reports.shape and b.labels.shape == a.labels.shape
-        assert (b.users == a.users).all()  # same order: by user as requested, records in order
-        released += len(a.reports)
-    assert cohort_path.ledgers() == users_path.ledgers()  # counts, user-level account, step log: all equal
-    assert released and any(code == "budget" for code, _ in a.refusals.values())  # some released, all are out
+    for step, users in enumerate([ids, ids[::2], ids, ids[5:], ids]):
+        reply = host.release("train", _request(host, users, 0))
+        expected_refusals, expected_counts = {}, {}
+        for uid in users:
+            refusal, chosen = reference.step(uid, events, lambda c: c)
+            if refusal is None:
+                reference.log(uid, "all", events, len(chosen))
+                if chosen:
+                    expected_counts[uid] = len(chosen)
+            else:
+                expected_refusals[uid] = refusal
+        assert reply.refusals == expected_refusals, step
+        assert _counts_by_user(reply) == expected_counts, step
+        assert reply.users.tolist() == [u for u in users for _ in range(expected_counts.get(u, 0))]  # by user, as requested
+        _check_against(reference, host, reply, events)
+        released += len(reply.reports)
+    assert released and any(code == "budget" for code, _ in reply.refusals.values())  # some released, all are out
+    if epsilon_user < math.inf:
+        assert any("user-level" in text for _, text in reply.refusals.values())
 
 
-@pytest.mark.parametrize("sampling,records", [("all", 1), ("all", 2), ("fixed:2", 0)])
-def test_sampled_cohort_steps_release_what_the_per_user_path_releases(tmp_path: Path, sampling: str, records: int) -> None:
-    """Which records a step picks is random; each user's total, and every record's spending once all
-    budgets are spent, are not (nor, one record per step, how many each user releases per step)."""
-    users_path, cohort_path = _hosts(tmp_path, "public", sampling)
-    ids = sorted(users_path.records)
-    totals: tuple[dict[int, int], dict[int, int]] = ({}, {})
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("sampling,records", [("all", 1), ("all", 2), ("fixed:2", 0), ("poisson:0.5", 0)])
+def test_sampled_steps_charge_exactly_a_valid_sample_of_the_reference_candidates(
+    tmp_path: Path, path: str, sampling: str, records: int
+) -> None:
+    """Which records a step picks is random: each user's pick must be a sample of the reference's candidates
+    of the size the sampling asks, charged once per event, and nothing else may be charged."""
+    host = _host(tmp_path, path, "public", sampling)
+    events = _events(host)
+    reference = Reference(host.records, host.budget, 64)
+    ids = sorted(host.records)
+    size = records if sampling == "all" else 2 if sampling == "fixed:2" else None  # None: Poisson, any size
     for step in range(20):
-        a = users_path.release("train", _request(users_path, ids, records))
-        b = cohort_path.release("train", _request(cohort_path, ids, records))
-        for total, reply in zip(totals, (a, b)):
-            for uid, n in _counts_by_user(reply).items():
-                total[uid] = total.get(uid, 0) + n
-        if records == 1:
-            assert b.refusals == a.refusals and _counts_by_user(b) == _counts_by_user(a), step
-    assert b.refusals == a.refusals and len(a.refusals) == len(ids)  # all are out of budget
-    assert totals[0] == totals[1]
-    ledgers = cohort_path.ledgers()
-    for ledger in ledgers.values():  # the step logs differ (users took different numbers of steps)
-        ledger.pop("steps")
-    expected = users_path.ledgers()
-    for ledger in expected.values():
-        ledger.pop("steps")
-    assert ledgers == expected
+        before = {uid: _node_ledger(data)[0] for uid, data in host.ledgers().items()}
+        reply = host.release("train", _request(host, ids, records))
+        after = {uid: _node_ledger(data)[0] for uid, data in host.ledgers().items()}
+        expected_refusals = {}
+        for uid in ids:
+            new = {i for (e, i), n in after[uid].items() if n != before[uid].get((e, i), 0)}
+            ids_of = host.records[uid].record_ids.astype(str)
+            charged = sorted({ids_of.tolist().index(ids_of[i]) for i in new})  # each content by its first record
+
+            def pick(candidates: list[int], charged: list[int] = charged) -> list[int]:
+                if size is not None:
+                    assert len(charged) == min(size, len(candidates)), (step, uid)
+                return charged
+
+            refusal, chosen = reference.step(uid, events, pick)
+            if refusal is None:
+                reference.log(uid, sampling, events, len(chosen))
+                assert _counts_by_user(reply).get(uid, 0) == len(chosen)
+            else:
+                expected_refusals[uid] = refusal
+                assert not charged
+        assert reply.refusals == expected_refusals, step
+        _check_against(reference, host, reply, events)
+    assert len(reply.refusals) == len(ids)  # all are out of budget
 
 
-def test_poisson_cohort_steps_charge_exactly_what_they_release(tmp_path: Path) -> None:
-    _, cohort_path = _hosts(tmp_path, "public", "poisson:0.5")
-    ids = sorted(cohort_path.records)
-    released = {uid: 0 for uid in ids}
-    for _ in range(8):
-        reply = cohort_path.release("train", _request(cohort_path, ids, 0))
-        for uid, n in _counts_by_user(reply).items():
-            released[uid] += n
-    ledgers = cohort_path.ledgers()
-    for uid in ids:
-        counts = np.asarray(ledgers[uid]["events"][0]["counts_per_record"]) if ledgers[uid]["events"] else np.zeros(0)
-        columns = np.asarray(ledgers[uid]["columns"])
-        _, first = np.unique(columns, return_index=True)
-        assert counts[first].sum() == released[uid] if len(counts) else released[uid] == 0
-        assert cohort_path.budget.epsilon_sentence >= reply.ledgers[uid]["epsilon_sentence"]
-    total_records = sum(len(r.train) for r in cohort_path.records.values())
-    assert 0.3 * total_records < sum(released.values())  # Poisson at 0.5 over 8 steps reaches most records
+@pytest.mark.parametrize("path", PATHS)
+def test_the_event_cap_refuses_as_the_reference_does(tmp_path: Path, path: str) -> None:
+    host = _host(tmp_path, path, "rr:0.5", max_events=1)
+    reference = Reference(host.records, host.budget, 1)
+    ids = sorted(host.records)
+    reply = host.release("train", _request(host, ids, 0))
+    assert reply.refusals == {uid: reference.step(uid, _events(host), lambda c: c)[0] for uid in ids}
+    assert len(reply.reports) == 0
+    assert {code for code, _ in reply.refusals.values()} == {"policy", "budget"}  # cap, or no train records
 
 
-def test_the_event_cap_refuses_like_the_per_user_path(tmp_path: Path) -> None:
-    users_path, cohort_path = _hosts(tmp_path, "rr:0.5", max_events=1)
-    ids = sorted(users_path.records)
-    a = users_path.release("train", _request(users_path, ids, 0))
-    b = cohort_path.release("train", _request(cohort_path, ids, 0))
-    assert b.refusals == a.refusals and len(b.reports) == len(a.reports) == 0
-    assert {code for code, _ in b.refusals.values()} == {"policy", "budget"}  # cap, or no train records
+def test_the_reference_composes_as_the_node_does() -> None:
+    """The reference's closed form is the node's accountant (else the tests above compare two different budgets)."""
+    event = GaussianRandomizer(1.0, 2.0).event
+    for n in (1, 2, 3, 4, 7):
+        assert gdp_epsilon(Counter({event: n}), DELTA) == pytest.approx(compose_epsilon({event: n}, DELTA), rel=1e-6)
+    assert gdp_epsilon(Counter({event: 3}), DELTA) <= 9.0 < gdp_epsilon(Counter({event: 4}), DELTA)  # 3 releases a record
 
 
 def test_a_cohort_sees_what_another_connection_spent(tmp_path: Path) -> None:
     """The cohort's arrays kept between messages are used only if no other transaction committed since."""
-    users_path, cohort_path = _hosts(tmp_path, "public")
+    cohort_path = _host(tmp_path, "cohort", "public")
     uid = next(u for u, r in cohort_path.records.items() if len(r.train) == 1)
     cohort_path.release("train", _request(cohort_path, [u for u in cohort_path.records if u != uid], 0))
     per_user = NodeHost(
@@ -169,7 +306,7 @@ def test_a_cohort_sees_what_another_connection_spent(tmp_path: Path) -> None:
 
 
 def test_a_failed_cohort_transaction_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _, cohort_path = _hosts(tmp_path, "public")
+    cohort_path = _host(tmp_path, "cohort", "public")
     ids = sorted(cohort_path.records)
     cohort_path.release("train", _request(cohort_path, ids[:3], 0))  # the arrays are now kept in this process
     before = cohort_path.ledgers()
@@ -194,7 +331,8 @@ def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) 
     traffic, and rows preprocessed once (fed.cohort.Cohort.rows_for) only save work: for a
     clip-and-noise randomizer they draw the same noise, in the same order, as one call on every
     selected row."""
-    from fed.cohort import GRAM_BLOCK, RELEASE_BLOCK, _release
+    from fed.report_sums import GRAM_BLOCK
+    from fed.runtime.release import RELEASE_BLOCK, release_blocks
     from fed.randomizers.base import make_randomizer
 
     scale = {"gaussian": {"sigma": 0.7}, "laplace": {"scale": 0.7}}[mechanism]
@@ -203,7 +341,7 @@ def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) 
     rows = rng.normal(size=(2 * GRAM_BLOCK, 8))
     selected = rng.permutation(len(rows))[: GRAM_BLOCK + 2 * RELEASE_BLOCK + 17]
     labels = rng.integers(0, 2, len(selected))
-    blocks = list(_release(randomizer, randomizer.preprocess(rows), selected, labels, 2, np.random.default_rng(11)))
+    blocks = list(release_blocks(randomizer, randomizer.preprocess(rows), selected, labels, 2, np.random.default_rng(11)))
     assert [len(r) for r, _ in blocks] == [GRAM_BLOCK, 2 * RELEASE_BLOCK + 17]
     reports, released = np.concatenate([r for r, _ in blocks]), np.concatenate([y for _, y in blocks])
     whole = randomizer.release(rows[selected], np.random.default_rng(11))
@@ -215,7 +353,7 @@ def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) 
 def test_a_cohort_keeps_an_owners_counts_of_records_it_does_not_hold(tmp_path: Path) -> None:
     """A stored owner row may count records outside the cohort (e.g. an earlier partition): a cohort
     step rewrites the row with them kept, in a fresh read and from the arrays kept in the process."""
-    _, cohort_path = _hosts(tmp_path, "public")
+    cohort_path = _host(tmp_path, "cohort", "public")
     uid = next(u for u, r in cohort_path.records.items() if len(r.train) >= 2)
     with cohort_path.store.transaction() as tx:
         tx.ledger(OWNER(uid), ["elsewhere"], Budget(9.0, DELTA)).charge([GaussianRandomizer(1.0, 2.0).event], np.array([0]))
@@ -265,3 +403,21 @@ def test_cohort_columns_are_each_users_distinct_record_ids_in_order() -> None:
     assert cohort.train_first.tolist() == first
     assert cohort.keys.column_user.tolist() == column_user
     assert cohort.column_start[-1] == len(column_user)
+
+
+def test_a_ledger_with_user_level_only_events_survives_json() -> None:
+    """A mixup report's user-level event is charged to no record: the one ledger model keeps it as a row of
+    its own, and a ledger read back from its JSON is the same ledger."""
+    from fed.privacy.ledger import Ledger
+    from fed.randomizers.base import make_randomizer
+
+    mixup = make_randomizer({"mechanism": "dpie-gaussian", "k": 2, "max_coefficient": 0.5, "masks": 0, "clip": 1.0, "sigma": 2.0})
+    assert mixup.user_event != mixup.event
+    ledger = Ledger(4, Budget(9.0, DELTA), columns=np.array([0, 1, 1, 2]))
+    ledger.charge([mixup.event], np.array([0, 1]), {mixup.user_event: 1})
+    ledger.log_step("train", "all", mixup.event)
+    data = ledger.to_json()
+    assert [e["reports"] for e in data["user_events"]] == [1] and len(data["events"]) == 1
+    again = Ledger.from_json(data)
+    assert again.to_json() == data
+    assert again.user_epsilon() == ledger.user_epsilon() > 0 and again.sentence_epsilon() == ledger.sentence_epsilon()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +47,7 @@ def test_a_fault_before_the_commit_writes_nothing(tmp_path: Path, where: str) ->
     with store.transaction() as tx:
         ledger = tx.ledger("device", keys, budget)
         assert ledger.record_counts().tolist() == [[1, 0, 0]]
-        assert ledger.user_counts == Counter({event: 1})
+        assert ledger.user_reports() == {event: 1}
         assert tx.memo("device", "b", "gaussian") is None
 
 

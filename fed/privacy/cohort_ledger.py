@@ -1,23 +1,31 @@
-"""The ledgers of a whole cohort as arrays: what :class:`~fed.privacy.ledger.Ledger` holds for
-one user, held for every user of a node at once.
+"""The one ledger model (design.md section 2): the worst-case ledgers of any number of users as arrays.
 
 Counts per event and record column, the user-level account per event and user, and the step
-log per (kind, sampling, event) and user. Every budget question is answered for all users in
-one pass: the count vectors that occur are few (users spend alike), so each distinct vector
-is composed once (and cached, fed.privacy.composition) and the answer is spread back. The
-figures are the per-user ledger's, exactly; tests/test_cohort.py checks them against it.
+log per (kind, sampling, event) and user. A user's records with the same content share one
+column. Every budget question is answered for all users in one pass: the count vectors that
+occur are few (users spend alike), so each distinct vector is composed once (and cached,
+fed.privacy.composition) and the answer is spread back. :class:`fed.privacy.ledger.Ledger` is
+this model for one user (its records mapped onto its columns); a node's cohort is the same
+model for all its users. tests/test_cohort.py checks both against a reference ledger.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
-from fed.privacy.ledger import REPORTS, Budget
+
+if TYPE_CHECKING:
+    from fed.privacy.ledger import Budget
+
+LABELS, EVALUATION, REPORTS = "labels", "evaluate", "reports"
+"""Step-log kinds beside "train" and "query": a training step's label release, one model's randomized
+outcomes in an evaluation, and (counted per user-level event, not per step) the reports that left."""
 
 StepKey = tuple[str, str, PrivacyEvent]
 
@@ -118,7 +126,7 @@ class CohortLedger:
         return self._epsilons(self.user_counts[:, users])
 
     # -- updates -------------------------------------------------------------------------
-    def charge(
+    def charge_columns(
         self,
         events: Sequence[PrivacyEvent],
         columns: np.ndarray,
@@ -139,7 +147,7 @@ class CohortLedger:
         """Each of ``users`` served one step of ``kind`` sampled by ``sampling`` through ``event``
         (``counts``: how many to add per user, e.g. reports for fed.privacy.ledger.REPORTS)."""
         counts = np.broadcast_to(np.asarray(counts, np.int64), np.shape(users))
-        if kind == REPORTS and not counts.any():
+        if not len(counts) or (kind == REPORTS and not counts.any()):
             return
         log = self.steps.setdefault((kind, sampling, event), np.zeros(self.num_users, np.int64))
         np.add.at(log, users, counts)

@@ -22,18 +22,20 @@ from typing import Any
 
 import numpy as np
 
+from fed.privacy.cohort_ledger import EVALUATION, LABELS, REPORTS, CohortLedger
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent, event_from_json
 from fed.privacy.validators import check_delta
 
-LABELS, EVALUATION, REPORTS = "labels", "evaluate", "reports"
-"""Step-log kinds beside "train" and "query": a training step's label release, one model's randomized
-outcomes in an evaluation, and (counted per user-level event, not per step) the reports that left."""
+__all__ = ["DEVICE_VIEW", "EVALUATION", "FULL_VIEW", "LABELS", "REPORTS", "Budget", "Ledger"]
+
 DEVICE_VIEW = "device"
 """The ``view`` of a device's ledger answer (:meth:`Ledger.device_json`): aggregates of the requests it
 served, nothing computed from record content (docs/device.md, "What a device reveals")."""
 FULL_VIEW = "full (simulation only)"
 """The ``view`` of a ledger answer inside the simulation engine: :meth:`Ledger.to_json`, counts per record."""
+ONE = np.zeros(1, dtype=np.int64)
+"""The index of a one-user ledger's user."""
 
 
 @dataclass(frozen=True)
@@ -52,14 +54,9 @@ class Budget:
         check_delta(self.delta)
 
 
-class EventCapReached(ValueError):
-    """A release would add a distinct event past the ledger's cap; nothing was charged."""
-
-    code = "policy"
-
-
-class Ledger:
-    """Per-record counts of privacy events for one user, with budget checks.
+class Ledger(CohortLedger):
+    """One user's ledger: the one ledger model (:class:`~fed.privacy.cohort_ledger.CohortLedger`) with one
+    user, its records mapped onto its columns.
 
     Records with the same content (the same stable record id) share one column: spending
     follows the sentence, however many times it appears. The user-level account counts
@@ -84,30 +81,20 @@ class Ledger:
         if num_records < 0:
             raise ValueError("num_records must be non-negative")
         self.num_records = int(num_records)
-        self.budget = budget
         self.columns = np.arange(self.num_records) if columns is None else np.asarray(columns, dtype=np.int64)
         if self.columns.shape != (self.num_records,):
             raise ValueError(f"columns must give one column per record, got shape {self.columns.shape}")
         self.num_columns = int(self.columns.max(initial=-1)) + 1
-        self.max_events = max_events
-        self.events: list[PrivacyEvent] = []
-        self.counts = np.zeros((0, self.num_columns), dtype=np.int64)
-        self.user_counts: Counter[PrivacyEvent] = Counter()
-        self.steps: dict[tuple[str, str, PrivacyEvent], int] = {}
+        super().__init__(np.zeros(self.num_columns, dtype=np.int64), 1, budget, max_events)
 
     # -- queries -----------------------------------------------------------------------
     def record_counts(self) -> np.ndarray:
-        """Counts per event and record (events x records; records sharing content show the same)."""
+        """Counts per event and record (rows: :attr:`events`; records sharing content show the same)."""
         return self.counts[:, self.columns]
 
     def record_epsilons(self) -> np.ndarray:
         """Sentence-level epsilon of every record at the budget's delta."""
-        eps = np.zeros(self.num_columns)
-        if self.counts.size:
-            columns, inverse = np.unique(self.counts, axis=1, return_inverse=True)
-            values = [self._compose_column(columns[:, j]) for j in range(columns.shape[1])]
-            eps = np.asarray(values)[inverse.reshape(-1)]
-        return eps[self.columns]
+        return self.column_epsilons(np.arange(self.num_columns))[self.columns]
 
     def sentence_epsilon(self) -> float:
         """Worst-case sentence-level epsilon: the maximum over records."""
@@ -115,7 +102,11 @@ class Ledger:
 
     def user_epsilon(self) -> float:
         """User-level epsilon: the composition of every report's user-level event."""
-        return compose_epsilon(+self.user_counts, self.budget.delta)
+        return float(self.user_epsilons(ONE)[0])
+
+    def user_reports(self) -> dict[PrivacyEvent, int]:
+        """The user-level account: reports that left under each event (events with none left out)."""
+        return {e: int(n) for e, n in zip(self.events, self.user_counts[:, 0].tolist()) if n}
 
     def served_figures(self, enforced: bool) -> dict[str, float]:
         """What a device reports of its spending, from its step log alone (the requests it served).
@@ -129,7 +120,7 @@ class Ledger:
         steps: Counter[PrivacyEvent] = Counter()
         reports: Counter[PrivacyEvent] = Counter()
         for (kind, _, event), n in self.steps.items():
-            (reports if kind == REPORTS else steps)[event] += n
+            (reports if kind == REPORTS else steps)[event] += int(n[0])
         sentence = compose_epsilon(steps, self.budget.delta)
         return {
             "epsilon_sentence": min(sentence, self.budget.epsilon_sentence) if enforced else sentence,
@@ -140,14 +131,11 @@ class Ledger:
         """Number of record releases so far (one per record and event)."""
         return int(self.counts.sum())
 
-    def admits(self, events: Sequence[PrivacyEvent]) -> None:
-        """EventCapReached if charging ``events`` would hold more distinct events than the cap."""
-        new = {e for e in events if e not in self.events and e not in self.user_counts}
-        held = len(set(self.events) | set(self.user_counts))
-        if self.max_events is not None and held + len(new) > self.max_events:
-            raise EventCapReached(
-                f"the ledger holds {held} distinct privacy events; {len(new)} more would pass the policy's cap of {self.max_events}"
-            )
+    def events_held_with(self, events: Sequence[PrivacyEvent]) -> tuple[int, int]:
+        """How many distinct events the ledger holds, and how many of ``events`` it does not hold yet."""
+        held = self.events_held(np.arange(self.num_columns), np.zeros(1, np.int64), ONE)[:, 0]
+        have = {e for e, h in zip(self.events, held.tolist()) if h}
+        return len(have), len(set(events) - have)
 
     def remaining(self, events: Sequence[PrivacyEvent], candidates: np.ndarray) -> np.ndarray:
         """The candidate record ids that can afford one more release costing ``events``.
@@ -160,26 +148,11 @@ class Ledger:
             return candidates
         _, first = np.unique(self.columns[candidates], return_index=True)
         candidates = candidates[np.sort(first)]
-        cols = self.columns[candidates]
-        known = [*self.events, *(e for e in dict.fromkeys(events) if e not in self.events)]
-        after = np.zeros((len(known), candidates.size), dtype=np.int64)
-        after[: len(self.events)] = self.counts[:, cols]
-        for event in events:
-            after[known.index(event)] += 1
-        columns, inverse = np.unique(after, axis=1, return_inverse=True)
-        ok = np.array(
-            [
-                _compose(known, columns[:, j], self.budget.delta) <= self.budget.epsilon_sentence
-                for j in range(columns.shape[1])
-            ]
-        )
-        return candidates[ok[inverse.reshape(-1)]]
+        return candidates[self.affordable(events, self.columns[candidates])]
 
     def user_can_afford(self, user_events: Mapping[PrivacyEvent, int]) -> bool:
         """Whether more reports costing ``user_events`` (event -> count) stay within the user-level budget."""
-        if math.isinf(self.budget.epsilon_user):
-            return True
-        return compose_epsilon(+(self.user_counts + Counter(user_events)), self.budget.delta) <= self.budget.epsilon_user
+        return bool(self.users_can_afford({e: np.array([int(n)]) for e, n in user_events.items()}, ONE)[0])
 
     # -- updates -----------------------------------------------------------------------
     def charge(
@@ -188,35 +161,33 @@ class Ledger:
         """Record one release costing ``events`` on each record id, and the reports' user-level events.
 
         ``user_events`` (event -> number of reports) defaults to one ``events`` per record id.
+        Past the event cap it raises ValueError, having charged nothing (the release pipeline,
+        fed.runtime.release, refuses such a release before anything is drawn).
         """
         record_ids = self._check_ids(record_ids)
         if user_events is None:
             user_events = {event: int(record_ids.size) for event in events}
-        self.admits([*events, *user_events])
-        for event in events:
-            row = self._row(event)
-            np.add.at(self.counts[row], self.columns[record_ids], 1)
-        self.user_counts.update({e: int(n) for e, n in user_events.items() if n})
+        held, new = self.events_held_with([*events, *user_events])
+        if self.max_events is not None and held + new > self.max_events:
+            raise ValueError(f"a charge past the ledger's cap of {self.max_events} distinct events")
+        self.charge_columns(events, self.columns[record_ids], {e: np.array([int(n)]) for e, n in user_events.items()}, ONE)
 
     def log_step(self, kind: str, sampling: str, event: PrivacyEvent) -> None:
         """Record that the user served one step of ``kind`` sampled by ``sampling`` through ``event``."""
-        key = (kind, sampling, event)
-        self.steps[key] = self.steps.get(key, 0) + 1
+        self.log_steps(kind, sampling, event, ONE)
 
     def log_reports(self, sampling: str, user_events: Mapping[PrivacyEvent, int]) -> None:
         """Count the reports that left in one step (event -> reports; memoized and fictitious ones included)."""
         for event, n in user_events.items():
-            if n:
-                key = (REPORTS, sampling, event)
-                self.steps[key] = self.steps.get(key, 0) + int(n)
+            self.log_steps(REPORTS, sampling, event, ONE, int(n))
 
     def step_log(self, kind: str) -> list[tuple[str, PrivacyEvent, int]]:
         """(sampling spec, event, number of steps) of every step of ``kind`` so far."""
-        return [(s, e, n) for (k, s, e), n in self.steps.items() if k == kind]
+        return [(s, e, int(n[0])) for (k, s, e), n in self.steps.items() if k == kind]
 
     # -- serialisation -----------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        """Each distinct event and how many times each record used it, the user-level account, the budget.
+        """Each event charged to records and how many times each record used it, the user-level account, the budget.
 
         ``columns`` names, for every record, the records it shares its spending with (same content).
         """
@@ -225,8 +196,12 @@ class Ledger:
             "num_records": self.num_records,
             "columns": self.columns.tolist(),
             "budget": self._budget_json(),
-            "events": [{"event": e.to_json(), "counts_per_record": counts[i].tolist()} for i, e in enumerate(self.events)],
-            "user_events": [{"event": e.to_json(), "reports": n} for e, n in self.user_counts.items()],
+            "events": [
+                {"event": e.to_json(), "counts_per_record": counts[i].tolist()}
+                for i, e in enumerate(self.events)
+                if self.counts[i].any()
+            ],
+            "user_events": [{"event": e.to_json(), "reports": n} for e, n in self.user_reports().items()],
             "steps": self._steps_json(),
         }
 
@@ -234,7 +209,7 @@ class Ledger:
         return {"epsilon_sentence": self.budget.epsilon_sentence, "epsilon_user": self.budget.epsilon_user, "delta": self.budget.delta}
 
     def _steps_json(self) -> list[dict[str, Any]]:
-        return [{"kind": k, "sampling": s, "event": e.to_json(), "steps": n} for (k, s, e), n in self.steps.items()]
+        return [{"kind": k, "sampling": s, "event": e.to_json(), "steps": int(n[0])} for (k, s, e), n in self.steps.items()]
 
     def device_json(self, enforced: bool) -> dict[str, Any]:
         """A device's ledger answer: budget, :meth:`served_figures` and the step log (the server's own
@@ -253,16 +228,15 @@ class Ledger:
         budget = Budget(**{k: float(v) for k, v in data["budget"].items()})  # JSON may hold "inf"
         columns = np.asarray(data["columns"], dtype=np.int64) if "columns" in data else None
         ledger = cls(data["num_records"], budget, columns)
-        events = data.get("events", [])
-        for entry in events:
-            ledger.events.append(event_from_json(entry["event"]))
-        rows = np.asarray([entry["counts_per_record"] for entry in events], dtype=np.int64)
         _, first = np.unique(ledger.columns, return_index=True)  # one record per column carries its count
-        ledger.counts = rows.reshape(len(rows), ledger.num_records)[:, first]
+        for entry in data.get("events", []):
+            row = ledger.row(event_from_json(entry["event"]))
+            ledger.counts[row] = np.asarray(entry["counts_per_record"], dtype=np.int64).reshape(ledger.num_records)[first]
         for entry in data.get("user_events", []):
-            ledger.user_counts[event_from_json(entry["event"])] += int(entry["reports"])
+            row = ledger.row(event_from_json(entry["event"]))  # first: a new row replaces the arrays
+            ledger.user_counts[row, 0] += int(entry["reports"])
         for entry in data.get("steps", []):
-            ledger.steps[(entry["kind"], entry["sampling"], event_from_json(entry["event"]))] = int(entry["steps"])
+            ledger.steps[(entry["kind"], entry["sampling"], event_from_json(entry["event"]))] = np.array([int(entry["steps"])])
         return ledger
 
     # -- internals ---------------------------------------------------------------------
@@ -271,17 +245,3 @@ class Ledger:
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_records):
             raise ValueError(f"record id out of range [0, {self.num_records})")
         return ids
-
-    def _row(self, event: PrivacyEvent) -> int:
-        if event in self.events:
-            return self.events.index(event)
-        self.events.append(event)
-        self.counts = np.vstack([self.counts, np.zeros((1, self.num_columns), dtype=np.int64)])
-        return len(self.events) - 1
-
-    def _compose_column(self, column: np.ndarray) -> float:
-        return _compose(self.events, column, self.budget.delta)
-
-
-def _compose(events: list[PrivacyEvent], column: np.ndarray, delta: float) -> float:
-    return compose_epsilon({e: int(n) for e, n in zip(events, column) if n > 0}, delta)

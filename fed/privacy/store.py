@@ -37,7 +37,6 @@ import json
 import sqlite3
 import time
 import weakref
-from collections import Counter
 from collections.abc import Iterator, Sequence, Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -225,7 +224,7 @@ class LedgerTransaction:
         for event_id, text in self.db.execute("SELECT id, json FROM events"):
             event = event_from_json(json.loads(text))
             self._events[event_id], self._event_ids[event] = event, event_id
-        self._open: dict[int, tuple[Ledger, str, tuple[str, ...], np.ndarray, list[PrivacyEvent], Counter, dict, dict]] = {}
+        self._open: dict[int, tuple[Ledger, str, tuple[str, ...], np.ndarray, list[PrivacyEvent], np.ndarray, dict, dict]] = {}
         self._cohorts: dict[int, tuple[CohortLedger, CohortKeys, CohortLedger, Extras]] = {}
 
     def ledger(self, owner: str, keys: Sequence[str], budget: Budget, max_events: int | None = None) -> Ledger:
@@ -247,18 +246,19 @@ class LedgerTransaction:
                 j = position.get(record)
                 if j is not None:
                     rows.setdefault(event_id, np.zeros(len(unique), np.int64))[j] = count
-        for event_id, row in rows.items():
-            ledger.events.append(self._events[event_id])
-        ledger.counts = np.array(list(rows.values()), dtype=np.int64).reshape(len(rows), len(unique))
-        for event_id, reports in self.db.execute("SELECT event, reports FROM user_spend WHERE owner = ?", (owner,)):
-            ledger.user_counts[self._events[event_id]] = reports
+        reports = dict(self.db.execute("SELECT event, reports FROM user_spend WHERE owner = ?", (owner,)).fetchall())
+        for event_id in sorted({*rows, *reports}):  # rows in event-id order, as to_json lists them
+            row = ledger.row(self._events[event_id])
+            if event_id in rows:
+                ledger.counts[row] = rows[event_id]
+            ledger.user_counts[row, 0] = reports.get(event_id, 0)
         for kind, sampling, event_id, steps in self.db.execute(
             "SELECT kind, sampling, event, steps FROM steps WHERE owner = ?", (owner,)
         ):
-            ledger.steps[(kind, sampling, self._events[event_id])] = steps
+            ledger.steps[(kind, sampling, self._events[event_id])] = np.array([steps], dtype=np.int64)
         self._open[id(ledger)] = (
-            ledger, owner, tuple(unique.tolist()), ledger.counts.copy(), list(ledger.events), Counter(ledger.user_counts),
-            dict(ledger.steps), stored,
+            ledger, owner, tuple(unique.tolist()), ledger.counts.copy(), list(ledger.events), ledger.user_counts[:, 0].copy(),
+            {step: int(n[0]) for step, n in ledger.steps.items()}, stored,
         )
         return ledger
 
@@ -392,21 +392,22 @@ class LedgerTransaction:
         """Write what changed in ``ledger`` since it was read (inside this transaction)."""
         _, owner, keys, counts_before, events_before, user_before, steps_before, stored = self._open.pop(id(ledger))
         self._saves.append((id(ledger), frozenset((owner,))))
-        before = {e: counts_before[i] for i, e in enumerate(events_before)}
+        before = {e: i for i, e in enumerate(events_before)}
         for i, event in enumerate(ledger.events):
             old = before.get(event)
-            changed = np.flatnonzero(ledger.counts[i] != (0 if old is None else old))
+            changed = np.flatnonzero(ledger.counts[i] != (0 if old is None else counts_before[old]))
             if changed.size:
                 event_id = self._event_id(event)
                 counts = stored.setdefault(event_id, {})
                 counts.update({keys[j]: int(ledger.counts[i, j]) for j in changed.tolist()})
                 self.db.execute(UPSERT_SPEND, (owner, event_id, dump_counts(counts)))
-        for event, reports in ledger.user_counts.items():
-            if reports != user_before.get(event, 0):
-                self.db.execute(UPSERT_USER_SPEND, (owner, self._event_id(event), int(reports)))
+        for i, event in enumerate(ledger.events):
+            reports = int(ledger.user_counts[i, 0])
+            if reports != (0 if before.get(event) is None else int(user_before[before[event]])):
+                self.db.execute(UPSERT_USER_SPEND, (owner, self._event_id(event), reports))
         for (kind, sampling, event), steps in ledger.steps.items():
-            if steps != steps_before.get((kind, sampling, event), 0):
-                self.db.execute(UPSERT_STEPS, (owner, kind, sampling, self._event_id(event), int(steps)))
+            if int(steps[0]) != steps_before.get((kind, sampling, event), 0):
+                self.db.execute(UPSERT_STEPS, (owner, kind, sampling, self._event_id(event), int(steps[0])))
 
     def flush(self) -> int:
         """Save every ledger still open (before the commit); the store's generation after this transaction."""

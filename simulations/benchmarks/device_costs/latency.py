@@ -120,8 +120,7 @@ def time_charge(device: Device, randomizer: Any, n: int, report_dim: int) -> dic
             user_events = {randomizer.user_event: 1}
             if not ledger.user_can_afford(user_events):
                 raise RuntimeError("the benchmark policy's user-level budget is spent")
-            ledger.admits([*events, *user_events])
-            ledger.charge(events, record, user_events)
+            ledger.charge(events, record, user_events)  # checks the policy's event cap
             ledger.log_step("train", "all", randomizer.event)
             tx.remember("device", keys[int(record[0])], memo_key, report, None)
         seconds.append(time.perf_counter() - started)

@@ -1,0 +1,121 @@
+"""Every refusal of a release, in one place: its code (what callers read) and its text (what a person reads).
+
+A refusal releases nothing and spends no budget. The code travels with the reason text in a
+node's reply (``refusals``: user -> (code, text)); the texts below are the only ones the release
+pipeline (fed.runtime.release) and the users (fed.user) give.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Refusal(StrEnum):
+    """Why a node or a user refused: the code travels with the reason text, and callers read the code."""
+
+    MALFORMED = "malformed"
+    """The request is not one the protocol accepts (missing field, wrong type or shape, NaN)."""
+    POLICY = "policy"
+    """The device owner's policy does not allow it (mechanism, noise floor, evaluation, caps)."""
+    BUDGET = "budget"
+    """No budget left for it."""
+    DONE = "done"
+    """Nothing left to release (every true query has its answers, or the user holds no such records)."""
+    NOT_SET_UP = "not-set-up"
+    """The node has not received a valid setup yet."""
+
+
+class RequestRefused(ValueError):
+    """A request the user will not serve; the message names the problem, ``code`` classifies it."""
+
+    def __init__(self, reason: str, code: Refusal = Refusal.MALFORMED) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+class BudgetExhausted(RuntimeError):
+    """The user has no budget left for the request; it refuses instead of releasing."""
+
+    code = Refusal.BUDGET
+
+
+class QueriesDone(RuntimeError):
+    """Every true query already has its k answers (or the user has none); nothing to release."""
+
+    code = Refusal.DONE
+
+
+class EventCapReached(ValueError):
+    """A release would add a distinct event past the ledger's cap; nothing was charged."""
+
+    code = Refusal.POLICY
+
+
+USER_REFUSALS: tuple[type[Exception], ...] = (BudgetExhausted, QueriesDone, EventCapReached)
+"""What one user of a request may refuse with while the others still answer."""
+
+
+def as_error(code: str, reason: str) -> Exception:
+    """The exception of a user's refusal ``(code, reason)`` as a reply lists it."""
+    error = {str(e.code): e for e in USER_REFUSALS}[code]  # type: ignore[attr-defined]
+    return error(reason)
+
+
+def no_train_records(user: int) -> str:
+    """A training request to a user with no training records."""
+    return f"user {user}: holds no train records"
+
+
+def no_train_budget(user: int) -> str:
+    """Every training record of the user is out of sentence-level budget."""
+    return f"user {user}: no train record has budget left"
+
+
+def user_budget(user: int) -> str:
+    """The step's reports would pass the user-level budget."""
+    return f"user {user}: user-level budget would be exceeded"
+
+
+def too_few_to_mix(user: int, mechanism: str, needed: int, chosen: int) -> str:
+    """A mixing randomizer needs more fresh records than the step chose."""
+    return f"user {user}: {mechanism} mixes {needed} records per report, {chosen} chosen"
+
+
+def amplified_needs_two(user: int, kind: str) -> str:
+    """Amplified enforcement assumes a report cannot be linked to its record: not so for a user's only one."""
+    if kind == "train":
+        return (
+            f"user {user}: amplified enforcement needs at least 2 training records "
+            "(the report of a user's only record is linked to it)"
+        )
+    return f"user {user}: amplified enforcement needs at least 2 query items (the report of a user's only query is linked to it)"
+
+
+def amplified_budget(user: int, kind: str) -> str:
+    """One more step would pass the amplified (PLD) bound of the user's schedule."""
+    return f"user {user}: the amplified {kind} budget would be exceeded"
+
+
+def amplified_invalid(user: int, reason: object) -> str:
+    """The user's step schedule has no amplified bound (``reason`` says why)."""
+    return f"user {user}: {reason}"
+
+
+def no_query_records(user: int) -> str:
+    """A query request to a user with no query records."""
+    return f"user {user}: holds no query records"
+
+
+def queries_answered(user: int, k: int) -> str:
+    """Every true query of the user already has its k answers."""
+    return f"user {user}: every true query has {k} answers"
+
+
+def no_query_budget(user: int, k: int) -> str:
+    """No true query short of its answers has sentence-level budget left."""
+    return f"user {user}: no query short of {k} answers has budget left"
+
+
+def event_cap(held: int, new: int, cap: int) -> str:
+    """Holding the step's events would pass the policy's cap on distinct events."""
+    return f"the ledger holds {held} distinct privacy events; {new} more would pass the policy's cap of {cap}"
