@@ -158,7 +158,7 @@ def check_public(
     task_labels = tuple(task_labels)
     if public is None:
         return PublicCheck(config.public, (), task_labels, None, None, ())
-    labels_match = _same_labels(public.label_names, task_labels)
+    labels_match = same_labels(public.label_names, task_labels)
     overlap = None if public_x is None or task_x is None else domain_overlap(public_x, task_x)
     warnings = []
     fitted = " and ".join(
@@ -177,8 +177,8 @@ def check_public(
             "(accuracy_public_only stays empty) and the classifier takes neither a shrinkage target nor class "
             "means from public data"
             + (f"; {fitted} still {verb} from it (no labels needed)" if fitted else "")
-            + ". Pass public data labelled like the task (--public FOLDER); --public none must also drop the "
-            "projection (--dim 0), which can cost more accuracy than the mismatch: compare both."
+            + ". Pass public data labelled like the task (--public FOLDER); --public none drops the "
+            "projection (--dim auto or 0), which can cost more accuracy than the mismatch: compare both."
         )
     if overlap is not None and overlap < DOMAIN_OVERLAP_MIN:
         use, verb = (fitted, verb) if fitted else ("the public-only baseline and shrinkage target", "come")
@@ -216,7 +216,7 @@ def domain_overlap(public_x: np.ndarray, task_x: np.ndarray) -> float | None:
     return float(np.trace(directions.T @ task_cov @ directions) / best)
 
 
-def _same_labels(public: Sequence[str], task: Sequence[str]) -> bool:
+def same_labels(public: Sequence[str], task: Sequence[str]) -> bool:
     """Same count and, where both sides have names (not just ids), the same names in the same order."""
     if len(public) != len(task):
         return False
@@ -292,6 +292,20 @@ def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path,
             x = encode_cached(_encoder(folder, spec), public, cache_dir, progress=progress)
             for name, data in randomizer.bundle_files(x, config.seed, progress=progress).items():
                 (folder / name).write_bytes(data)
+        return pack(folder)
+
+
+def add_projection(bundle: np.ndarray, projection: PCAProjection) -> np.ndarray:
+    """The bundle with ``projection`` added as its projection.npz (it must have none)."""
+    files = _read_members(np.asarray(bundle, dtype=np.uint8).tobytes())
+    if "projection.npz" in files:
+        raise ValueError("the bundle already ships a projection")
+    with tempfile.TemporaryDirectory(prefix="ldpfed-assets-") as temp:
+        folder = Path(temp)
+        for name, content in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(content)
+        projection.save(folder / "projection.npz")
         return pack(folder)
 
 

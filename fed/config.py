@@ -30,7 +30,7 @@ class RunConfig:
     partition: str = "dirichlet:0.5"
     train_limit: int = 0
     encoder: str = "minilm"
-    dim: int = 16
+    dim: int = -1
     mechanism: str = "gaussian"
     mechanism_options: str = ""
     clip: float = 3.0
@@ -81,9 +81,11 @@ class RunConfig:
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"{_flag(name)} must be at least 1, got {getattr(self, name)}")
-        for name in ("train_limit", "dim", "users_per_round", "records_per_user_round", "releases_per_record"):
+        for name in ("train_limit", "users_per_round", "records_per_user_round", "releases_per_record"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{_flag(name)} must be non-negative (0 means 'all' / 'off')")
+        if self.dim < DIM_AUTO:
+            raise ValueError(f"--dim must be 'auto' or a non-negative number of dimensions (0: no projection), got {self.dim}")
         if self.min_nodes > self.nodes:
             raise ValueError(f"--min-nodes {self.min_nodes} exceeds --nodes {self.nodes}")
         for name in ("clip", "delta", "round_timeout"):
@@ -91,7 +93,7 @@ class RunConfig:
                 raise ValueError(f"{_flag(name)} must be a positive finite number")
         if not self.delta <= MAX_DELTA:  # every simulated user's policy takes the run's delta (fed.policy)
             raise ValueError(f"--delta must be at most {MAX_DELTA:g} (a device policy's range, fed.policy)")
-        if self.dim and self.public == "none":
+        if self.dim > 0 and self.public == "none":
             raise ValueError("--dim fits a projection on public data: give --public, or --dim 0")
         if self.nodes > self.users:
             raise ValueError(f"--nodes {self.nodes} exceeds --users {self.users}: every node hosts at least one user")
@@ -105,6 +107,9 @@ class RunConfig:
         if self.mechanism not in RANDOMIZERS:
             raise ValueError(f"--mechanism {self.mechanism!r} is not available; choose one of {', '.join(RANDOMIZERS)}")
         options = self.mechanism_option_values  # validates --mechanism-options
+        simulated = RANDOMIZERS[self.mechanism].sigma_settable and self.privacy_model != "central"
+        if self.dim == DIM_AUTO and (self.public == "none" or not simulated):
+            object.__setattr__(self, "dim", self._fixed_auto_dim())  # no choice for the server to make
         if "clip" in options:
             raise ValueError("--mechanism-options: give the clip as --clip")
         RANDOMIZERS[self.mechanism].run_options(self.clip, self.dim, options, self.encoder)  # the mechanism's own needs
@@ -157,6 +162,20 @@ class RunConfig:
             if self.records_per_user_round:
                 raise ValueError("--enforce amplified: a cap on records per round breaks Poisson sampling; drop it")
         self._check_privacy_model()
+
+    def _fixed_auto_dim(self) -> int:
+        """--dim auto where the server does not simulate the choice: 0 without public data or for a mechanism
+        that takes no projection (snd), else DIM_AUTO_FIXED (--privacy-model central, and mechanisms other
+        than a Gaussian on one record per report: bit encodings, Laplace, mixing, metric DP)."""
+        from fed.randomizers import RANDOMIZERS
+
+        if self.public == "none":
+            return 0
+        try:
+            RANDOMIZERS[self.mechanism].run_options(self.clip, DIM_AUTO_FIXED, self.mechanism_option_values, self.encoder)
+        except ValueError:
+            return 0
+        return DIM_AUTO_FIXED
 
     def _check_privacy_model(self) -> None:
         """--privacy-model and its options (docs/privacy_models.md)."""
@@ -284,12 +303,26 @@ class RunConfig:
             name = key.replace("-", "_")
             if name not in known:
                 raise ValueError(f"unknown run option {key!r}")
-            kwargs[name] = _coerce(known[name].type, value, key)
+            kwargs[name] = parse_dim(value) if name == "dim" else _coerce(known[name].type, value, key)
         return cls(**kwargs)
 
     def to_mapping(self) -> dict[str, Any]:
-        """Hyphenated keys, as in [tool.flwr.app.config]."""
-        return {k.replace("_", "-"): v for k, v in asdict(self).items()}
+        """Hyphenated keys, as in [tool.flwr.app.config] (--dim auto as 'auto')."""
+        values = {**asdict(self), **({"dim": "auto"} if self.dim == DIM_AUTO else {})}
+        return {k.replace("_", "-"): v for k, v in values.items()}
+
+
+DIM_AUTO = -1
+"""RunConfig.dim for ``--dim auto``: the server chooses it on public data (fed.encoders.auto_dim)."""
+DIM_AUTO_FIXED = 16
+"""--dim auto for mechanisms whose choice is not simulated (the default --dim before auto)."""
+
+
+def parse_dim(value: Any) -> int:
+    """--dim: 'auto' (DIM_AUTO) or a whole number of dimensions."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return DIM_AUTO
+    return _coerce(int, value, "dim")
 
 
 PRIVACY_MODELS = ("local", "shuffle", "central")
@@ -304,12 +337,12 @@ about 0.5 s more than this module; a test checks the two match)."""
 
 HELP: dict[str, str] = {
     "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV), or a Hugging Face id",
-    "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'. The run warns when its labels or domain differ from the task's (the default 'generated' matches only --data generated); with other labels it gives no public-only baseline, shrinkage target or class means, while the projection (--dim) is still fitted on it, as it needs no labels. Nothing switches automatically: a mismatched projection can still beat none",
+    "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'. The run warns when its labels or domain differ from the task's (the default 'generated' matches only --data generated); with other labels it gives no public-only baseline, shrinkage target or class means. With --dim auto (the default) the server fits no projection on public data labelled unlike the task unless its simulation shows the noise needs one; an explicit --dim is fitted on it regardless",
     "users": "number of users",
     "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>, or natural (each user's records from one source of the data: its file, or a generated corpus's style)",
     "train_limit": "use a seeded sample of this many training records (0: all)",
     "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), minilm-tuned (MiniLM's layers fine-tuned by the server on public labelled data and shipped; a device allows them by fingerprint), or a model id/path",
-    "dim": "project representations to this many dimensions, fitted on public data (0: no projection; needs --public)",
+    "dim": "project representations to this many dimensions, fitted on public data (0: no projection; needs --public). auto: the server chooses 0 or one of 8, 16, 32, 64, 128 by simulating the run's noisy reports (its noise and planned report count) on its public data, held-out public accuracy deciding; with public data labelled unlike the task, no projection unless the full dimension loses more than 0.05 there (fed.encoders.auto_dim). Public data only: no user record is read. Mechanisms other than the Gaussian ones, and --privacy-model central: auto is 16 (0 for snd or --public none)",
     "mechanism": "randomizer of representations: " + ", ".join(MECHANISMS) + " (docs/randomizers.md)",
     "mechanism_options": "extra randomizer parameters as comma-separated key=value (e.g. 'lambda=100,integer_bits=2' for ome, 'eta=20' for dchi, 'k=4,masks=16' for texthide); values are int, float, true/false or text",
     "clip": "clipping radius C (L2); sensitivity is 2C",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -13,14 +14,17 @@ from flwr.serverapp import Grid, ServerApp
 
 from fed.aggregation import ReportAggregator, fit_clean
 from fed.assets import (
-    DOMAIN_SAMPLE, Assets, PublicCheck, build_bundle, check_public, default_cache_dir, load_assets, load_public, unpack,
+    DOMAIN_SAMPLE, Assets, PublicCheck, add_projection, build_bundle, check_public, default_cache_dir, load_assets,
+    load_public, unpack,
 )
 from fed.classifier import class_means, within_class_covariance
 from fed.dataset import TextDataset
+from fed.encoders.auto_dim import DimChoice, choose_for_run
 from fed.encoders.cache import encode_cached
+from fed.encoders.projection import PCAProjection
 from fed.groups import TIER
-from fed.loaders import load_dataset
-from fed.config import RunConfig
+from fed.loaders import label_schema, load_dataset
+from fed.config import DIM_AUTO, RunConfig
 from fed.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
 from fed.policy import DevicePolicy
 from fed.population import Population
@@ -70,11 +74,8 @@ def run(grid: Grid, config: RunConfig) -> Path:
     print(f"ldpfed: run directory {record.out}", flush=True)
     cache = default_cache_dir(config)
     public = load_public(config)
-    bundle = build_bundle(config, public, cache)
-    assets = load_assets(unpack(bundle, cache))  # the server's own bundle passes the checks its users make
-
-    strategy = LdpStrategy(config, record, baselines={})
-    strategy.setup(grid, bundle, expected_nodes=config.nodes)
+    config, strategy, bundle, dim_choice = _set_up(grid, config, record, public, cache)
+    assets = load_assets(unpack(bundle, cache))
     tier_configs, tier_of = run_tiers(config)
     for name, tier_config, plan in zip(_policy_files(len(tier_configs)), tier_configs, strategy.plans):
         (record.out / name).write_text(SIMULATED_POLICY + DevicePolicy.from_run(tier_config, plan).to_toml())
@@ -105,6 +106,8 @@ def run(grid: Grid, config: RunConfig) -> Path:
     result["errors"] = strategy.errors
     result["nodes_dropped"] = {str(node): reason for node, reason in sorted(strategy.dropped.items())}
     result["public_data"] = public_check.to_json()
+    if dim_choice is not None:
+        result["dim_auto"] = dim_choice.to_json()
     result["warnings"] = config.schedule_warnings() + list(public_check.warnings)
     for text in result["warnings"]:
         print(f"ldpfed: WARNING: {text}", flush=True)
@@ -132,6 +135,44 @@ def run(grid: Grid, config: RunConfig) -> Path:
         )
     print(f"ldpfed: done in {result['seconds']:.1f}s, summary in {record.out / 'summary.json'}", flush=True)
     return record.out
+
+
+def _set_up(
+    grid: Grid, config: RunConfig, record: RunRecord, public: TextDataset | None, cache: Path
+) -> tuple[RunConfig, LdpStrategy, np.ndarray, DimChoice | None]:
+    """Build and ship the bundle; with --dim auto choose the dimension first (fed.encoders.auto_dim).
+
+    For --dim auto the nodes are set up with the bundle without a projection, which tells the
+    server their label count and training-record counts (public facts); the dimension is then
+    chosen on public data alone, and, unless it is 0, the nodes are set up again with the
+    projection added. Returns the run's config with the chosen dimension, the set-up strategy,
+    the bundle shipped and the choice (None with an explicit --dim).
+    """
+    auto = config.dim == DIM_AUTO
+    if auto:
+        config = replace(config, dim=0)
+    bundle = build_bundle(config, public, cache)
+    assets = load_assets(unpack(bundle, cache))  # the server's own bundle passes the checks its users make
+    strategy = LdpStrategy(config, record, baselines={})
+    strategy.setup(grid, bundle, expected_nodes=config.nodes)
+    if not auto or public is None:
+        return config, strategy, bundle, None
+    public_x = encode_cached(assets.encoder, public, cache)
+    task_labels = label_schema(config.data)
+    if task_labels is None or len(task_labels) != strategy.num_labels:  # only the count the nodes tell
+        task_labels = tuple(str(i) for i in range(strategy.num_labels))
+    choice = choose_for_run(
+        config, public_x, public.labels, public.label_names, task_labels, sum(strategy.train_counts.values())
+    )
+    print(f"ldpfed: --dim auto chose {choice.dim} ({choice.reason})", flush=True)
+    config = replace(config, dim=choice.dim)
+    record.write_json("config.json", config.to_mapping())  # the resolved config: the dimension the run used
+    if choice.dim == 0:
+        return config, strategy, bundle, choice
+    bundle = add_projection(bundle, PCAProjection.fit(public_x, choice.dim))
+    strategy = LdpStrategy(config, record, baselines={})
+    strategy.setup(grid, bundle, expected_nodes=config.nodes)
+    return config, strategy, bundle, choice
 
 
 def _run_central(

@@ -56,7 +56,7 @@ def _warnings_for(public_labels: tuple[str, ...] | None = None, **kwargs) -> tup
     public = generate_public_corpus(40)
     if public_labels is not None:
         public = type(public)(public.name, public.texts, None, public.labels % len(public_labels), public_labels)
-    return check_public(RunConfig(data="sst2-like"), public, **kwargs).warnings
+    return check_public(RunConfig(data="sst2-like", dim=16), public, **kwargs).warnings
 
 
 def test_public_data_with_other_labels_warns_what_it_means_and_what_to_do() -> None:
@@ -82,7 +82,7 @@ def test_domain_overlap_tells_shared_directions_from_other_ones() -> None:
     other = rng.normal(size=(1000, 64)) * scales[::-1]  # its leading directions are the task's weakest
     assert domain_overlap(same, task) > 0.9 and domain_overlap(other, task) < 0.5
     assert domain_overlap(same[:100], task) is None  # too few records to measure
-    config, public = RunConfig(data="sst2-like"), generate_public_corpus(40)
+    config, public = RunConfig(data="sst2-like", dim=16), generate_public_corpus(40)
     (warning,) = check_public(config, public, LABEL_NAMES, other, task).warnings
     assert "another domain" in warning and str(DOMAIN_OVERLAP_MIN) in warning and "{" not in warning
     assert "the projection to 16 dimensions (--dim) comes from unrelated text" in warning

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fed.config import HELP as OPTION_HELP
-from fed.config import RunConfig
+from fed.config import DIM_AUTO, RunConfig, parse_dim
 
 
 HELP = "run a federated simulation of LDP users (Flower + Ray) and write a run directory"
@@ -24,11 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per run option, with the defaults of fed.config.RunConfig."""
     for field in fields(RunConfig):
         flag = "--" + field.name.replace("_", "-")
-        kind = {"int": int, "float": float, "str": str, "bool": bool}[field.type]
+        kind = parse_dim if field.name == "dim" else {"int": int, "float": float, "str": str, "bool": bool}[field.type]
+        default = "auto" if field.name == "dim" and field.default == DIM_AUTO else field.default
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=OPTION_HELP[field.name])
         else:
-            parser.add_argument(flag, type=kind, default=None, help=f"{OPTION_HELP[field.name]} (default: {field.default!r})")
+            parser.add_argument(flag, type=kind, default=None, help=f"{OPTION_HELP[field.name]} (default: {default!r})")
     parser.add_argument(
         "--cpus-per-client", type=int, default=1, help="CPUs Ray reserves per ClientApp (whole CPUs: Flower takes no fractions)"
     )

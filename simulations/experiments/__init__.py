@@ -1,0 +1,1 @@
+"""One-off experiments and studies (not imported by the CLI)."""
