@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.config import RunConfig
+from fed.config import DIM_AUTO, RunConfig
 from fed.corpus import generate_public_corpus
 from fed.dataset import TextDataset
 from fed.encoders.base import Encoder
@@ -256,8 +256,11 @@ class Assets:
 def build_bundle(config: RunConfig, public: TextDataset | None, cache_dir: Path, progress: bool = False) -> np.ndarray:
     """Server side: fit what the run needs on public data and pack it (see ``pack``).
 
-    The files are written to a temporary folder, removed before returning.
+    The files are written to a temporary folder, removed before returning. ``config.dim`` must be
+    resolved: the ServerApp chooses --dim auto first (strategies.app), with the nodes' counts.
     """
+    if config.dim == DIM_AUTO:
+        raise ValueError("--dim auto is chosen by the run's server with the nodes' record counts; build with a dimension")
     with tempfile.TemporaryDirectory(prefix="ldpfed-assets-") as temp:
         folder = Path(temp)
         if config.encoder == "bilstm":

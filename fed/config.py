@@ -336,7 +336,7 @@ MECHANISMS: tuple[str, ...] = (
 about 0.5 s more than this module; a test checks the two match)."""
 
 HELP: dict[str, str] = {
-    "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV), or a Hugging Face id",
+    "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV; name other files per split as 'FOLDER:train=STEM,test=STEM', a stem or a .tsv path each, evaluation reading 'dev', else 'test'), or a Hugging Face id",
     "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'. The run warns when its labels or domain differ from the task's (the default 'generated' matches only --data generated); with other labels it gives no public-only baseline, shrinkage target or class means. With --dim auto (the default) the server fits no projection on public data labelled unlike the task unless its simulation shows the noise needs one; an explicit --dim is fitted on it regardless",
     "users": "number of users",
     "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>, or natural (each user's records from one source of the data: its file, or a generated corpus's style)",
