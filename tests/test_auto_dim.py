@@ -73,3 +73,15 @@ def test_the_choice_reads_no_private_record(tmp_path: Path) -> None:
     assert choice["reports"] == 600 and choice["related"] is True and len(choice["accuracy"]) > 2
     assert first_config["dim"] == second_config["dim"] == choice["dim"]  # the run used the choice (config.json)
     assert first["accuracy_local"] != second["accuracy_local"]  # the records did differ
+
+
+def test_a_large_run_is_simulated_with_fewer_reports_at_matching_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Class means of 4,000 reports at sigma 8 vary as those of 1,000 at sigma 4: the same simulation."""
+    from fed.encoders import auto_dim
+
+    monkeypatch.setattr(auto_dim, "MAX_SIMULATED", 1000)
+    x, y = _public(np.random.default_rng(2))
+    large = choose_dim(x, y, 2, GaussianRandomizer(clip=20.0, sigma=8.0), reports=4000, related=True)
+    small = choose_dim(x, y, 2, GaussianRandomizer(clip=20.0, sigma=4.0), reports=1000, related=True)
+    assert (large.reports, large.simulated, small.simulated) == (4000, 1000, 1000)
+    assert large.accuracy == small.accuracy

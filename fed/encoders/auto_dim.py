@@ -37,9 +37,10 @@ UNRELATED_MARGIN = 0.05
 accuracy (on the public data's own labels) to the best projection."""
 MIN_PUBLIC = 40
 """Fewest public records for the simulation (half fit the projection, half score it); fewer: no projection."""
-MAX_SIMULATED = 200_000
-"""Most reports drawn per candidate; a larger run's noise is simulated at this count (its class means
-would be estimated more precisely still, so the choice only leans towards more dimensions)."""
+MAX_SIMULATED = 20_000
+"""Most reports drawn per candidate. A run planning more is simulated with this many reports at the noise
+std scaled by sqrt(MAX_SIMULATED / reports): the class means, which carry the noise the dimension trades
+against, then vary as much as from the run's reports (the within-class covariance is estimated from fewer)."""
 REPEATS = 2
 """Noise draws per candidate; their accuracies are averaged."""
 
@@ -55,7 +56,9 @@ class DimChoice:
     related:
         Whether the public data is labelled like the task (it then stands in for the task).
     reports:
-        Noisy reports simulated per candidate.
+        The run's planned training reports.
+    simulated:
+        Noisy reports drawn per candidate (at most MAX_SIMULATED, the noise scaled to match).
     accuracy:
         Simulated accuracy on held-out public records by candidate dimension (0: the encoder's own).
     reason:
@@ -65,6 +68,7 @@ class DimChoice:
     dim: int
     related: bool
     reports: int
+    simulated: int
     accuracy: dict[int, float]
     reason: str
 
@@ -74,6 +78,7 @@ class DimChoice:
             "dim": self.dim,
             "related": self.related,
             "reports": self.reports,
+            "simulated": self.simulated,
             "accuracy": {str(d): a for d, a in self.accuracy.items()},
             "reason": self.reason,
         }
@@ -97,7 +102,7 @@ def choose_dim(
     num_public_labels:
         Number of public labels.
     randomizer:
-        The run's training randomizer (its noise is independent of the dimension).
+        The run's training randomizer, a Gaussian (its noise is independent of the dimension).
     reports:
         Planned training reports of the run (records x planned releases).
     related:
@@ -108,29 +113,31 @@ def choose_dim(
     x = np.asarray(public_x, dtype=np.float32)
     y = np.asarray(public_y, dtype=np.int64)
     if len(x) < MIN_PUBLIC or num_public_labels < 2:
-        return DimChoice(0, related, 0, {}, f"fewer than {MIN_PUBLIC} public records or one label: no projection")
+        return DimChoice(0, related, reports, 0, {}, f"fewer than {MIN_PUBLIC} public records or one label: no projection")
     rng = np.random.default_rng([seed, 29])
     order = rng.permutation(len(x))
     fit, held = order[: len(x) // 2], order[len(x) // 2 :]
     n = int(min(max(reports, 1), MAX_SIMULATED))
+    if n < reports:
+        randomizer = type(randomizer).from_params({**randomizer.params(), "sigma": randomizer.params()["sigma"] * (n / reports) ** 0.5})
     dims = [0] + [d for d in CANDIDATES if d < min(x.shape[1], len(fit))]
     accuracy = {d: _simulate(x, y, num_public_labels, fit, held, d, randomizer, n, rng) for d in dims}
     best = max(accuracy, key=lambda d: (accuracy[d], -d))
     if related:
         reason = f"public data labelled like the task: best simulated accuracy at {_name(best)}"
-        return DimChoice(best, related, n, accuracy, reason)
+        return DimChoice(best, related, reports, n, accuracy, reason)
     if accuracy[0] >= accuracy[best] - UNRELATED_MARGIN:
         reason = (
             f"public data labelled unlike the task, and without a projection its own simulated accuracy "
             f"{accuracy[0]:.3f} is within {UNRELATED_MARGIN} of the best ({accuracy[best]:.3f} at {_name(best)}): "
             "no projection fitted on unrelated text"
         )
-        return DimChoice(0, related, n, accuracy, reason)
+        return DimChoice(0, related, reports, n, accuracy, reason)
     reason = (
         f"public data labelled unlike the task, but the noise leaves too little in the encoder's "
         f"{x.shape[1]} dimensions (simulated {accuracy[0]:.3f} against {accuracy[best]:.3f} at {_name(best)})"
     )
-    return DimChoice(best, related, n, accuracy, reason)
+    return DimChoice(best, related, reports, n, accuracy, reason)
 
 
 def _simulate(

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -54,8 +56,11 @@ OTHER_PUBLIC = {"SST-2": ("mr", "public mr")}
 GOAL = 0.03
 
 
-def cells(datasets: list[str], epsilons: list[float]) -> list[tuple[str, float, str, dict[str, Any]]]:
-    """(dataset, epsilon, cell name, options) in run order: every dataset at the first epsilon first."""
+def cells(
+    datasets: list[str], epsilons: list[float], only: list[str] | None = None
+) -> list[tuple[str, float, str, dict[str, Any]]]:
+    """(dataset, epsilon, cell name, options) in run order: every dataset at the first epsilon first;
+    with ``only``, just the cells of those names."""
     out = []
     for epsilon in epsilons:
         for name in datasets:
@@ -64,7 +69,7 @@ def cells(datasets: list[str], epsilons: list[float]) -> list[tuple[str, float, 
                 folder, label = OTHER_PUBLIC[name]
                 public = str(SHARED / folder)
                 grid |= {f"{label}, dim auto": {"public": public}, f"{label}, dim 16": {"public": public, "dim": 16}}
-            out += [(name, epsilon, cell, options) for cell, options in grid.items()]
+            out += [(name, epsilon, cell, options) for cell, options in grid.items() if not only or cell in only]
     return out
 
 
@@ -82,14 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--train-limit", type=int, default=8000, help="seeded sample of each training split (0: all)")
     parser.add_argument("--out", type=Path, default=REPORT)
+    parser.add_argument("--cells", nargs="+", default=None, help="run only the cells of these names (default: all)")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
+    command = " ".join(["python -m simulations.experiments.defaults_sweep", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     results_path = args.out / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
     base = {"users": args.users, "train_limit": args.train_limit}
     if not args.report_only:
         single_threaded_blas()
-        for name, epsilon, cell, options in cells(args.datasets, args.epsilons):
+        for name, epsilon, cell, options in cells(args.datasets, args.epsilons, args.cells):
             if key(name, epsilon, cell) in results:
                 continue
             values = {"data": str(args.data_root / DATASETS[name]), "epsilon": epsilon, **base, **options}
@@ -105,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 "dim_used": config["dim"],
                 "dim_auto": summary.get("dim_auto"),
                 "seconds": round(time.monotonic() - started, 1),
+                "command": command,
             }
             args.out.mkdir(parents=True, exist_ok=True)
             results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
@@ -119,11 +127,11 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         "# Defaults against a sweep of the tool's options (issue 29, item 4)",
         "",
-        "Command (resumable; finished cells are read from results.json):",
+        "Commands that made results.json (resumable: finished cells are skipped; run from the checkout with",
+        "PYTHONPATH=$PWD; `--report-only` rewrites this file):",
         "",
         "```bash",
-        "PYTHONPATH=$PWD python -m simulations.experiments.defaults_sweep "
-        f"--users {args.users} --train-limit {args.train_limit} --epsilons {' '.join(f'{e:g}' for e in args.epsilons)}",
+        *dict.fromkeys(r.get("command", "python -m simulations.experiments.defaults_sweep") for r in results.values()),
         "```",
         "",
         f"Reduced setting (2 shared CPU cores): {args.users} users (dirichlet:0.5 partition, the default), a seeded "
