@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out.mkdir(parents=True, exist_ok=True)
             results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
             print(f"{key(name, epsilon, cell)}: {summary['accuracy_local']:.3f}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "README.md").write_text(report(results, args))
     print((args.out / "README.md").read_text())
     return 0
@@ -152,7 +153,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
                 continue
             shipped = {c: r for c, r in rows.items() if not any(c.startswith(label) for _, label in OTHER_PUBLIC.values())}
             other = {c: r for c, r in rows.items() if c not in shipped}
-            best = max(shipped, key=lambda c: shipped[c]["accuracy"])
+            best = max(shipped, key=lambda c: (shipped[c]["accuracy"], c != "defaults"))  # a tie names the other cell
             gap = shipped[best]["accuracy"] - rows["defaults"]["accuracy"]
             extra = max(other.items(), key=lambda kv: kv[1]["accuracy"], default=None)
             lines.append(
@@ -161,7 +162,8 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
                 + (f"{extra[1]['accuracy']:.3f} ({extra[0]})" if extra else "-") + " |"
             )
     lines += ["", "Every cell (accuracy; dimension used):", ""]
-    names = list(dict.fromkeys(k.split(" | ")[2] for k in results))
+    seen = {k.split(" | ")[2] for k in results}
+    names = [c for c in GRID if c in seen] + sorted(seen - set(GRID))
     header = [f"{n} eps {e:g}" for e in args.epsilons for n in args.datasets]
     lines += ["| cell | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]
     for cell in names:
@@ -175,8 +177,12 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     if choices:
         lines += ["", "What --dim auto simulated on the public data (held-out public accuracy by dimension; 0: none):", ""]
         for k, choice in choices:
-            accuracy = ", ".join(f"{d}: {a:.3f}" for d, a in choice["accuracy"].items())
-            lines.append(f"- {k.rsplit(' | ', 1)[0]}: chose {choice['dim']} from {choice['reports']:,} simulated reports ({accuracy}); {choice['reason']}")
+            accuracy = ", ".join(f"{d}: {a:.3f}" for d, a in sorted(choice["accuracy"].items(), key=lambda da: int(da[0])))
+            simulated = choice.get("simulated", choice["reports"])
+            lines.append(
+                f"- {k.rsplit(' | ', 1)[0]}: chose {choice['dim']} for {choice['reports']:,} planned reports "
+                f"({simulated:,} simulated; {accuracy}); {choice['reason']}"
+            )
     non_private = {k.split(" | ")[0]: v["accuracy_nonprivate"] for k, v in results.items() if k.endswith("public none, dim 0")}
     if non_private:
         lines += ["", "Non-private ceiling (clean encodings, no projection): "
