@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fed.spec.run_spec import RunSpec
+from fed.spec.sections import DIM_AUTO
 from fed.corpus import generate_public_corpus
 from fed.dataset import TextDataset
 from fed.encoders.base import Encoder
@@ -158,7 +159,7 @@ def check_public(
     task_labels = tuple(task_labels)
     if public is None:
         return PublicCheck(config.data.public, (), task_labels, None, None, ())
-    labels_match = _same_labels(public.label_names, task_labels)
+    labels_match = same_labels(public.label_names, task_labels)
     overlap = None if public_x is None or task_x is None else domain_overlap(public_x, task_x)
     warnings = []
     fitted = " and ".join(
@@ -177,8 +178,8 @@ def check_public(
             "(accuracy_public_only stays empty) and the classifier takes neither a shrinkage target nor class "
             "means from public data"
             + (f"; {fitted} still {verb} from it (no labels needed)" if fitted else "")
-            + ". Pass public data labelled like the task (--public FOLDER); --public none must also drop the "
-            "projection (--dim 0), which can cost more accuracy than the mismatch: compare both."
+            + ". Pass public data labelled like the task (--public FOLDER); --public none drops the "
+            "projection (--dim auto or 0), which can cost more accuracy than the mismatch: compare both."
         )
     if overlap is not None and overlap < DOMAIN_OVERLAP_MIN:
         use, verb = (fitted, verb) if fitted else ("the public-only baseline and shrinkage target", "come")
@@ -216,7 +217,7 @@ def domain_overlap(public_x: np.ndarray, task_x: np.ndarray) -> float | None:
     return float(np.trace(directions.T @ task_cov @ directions) / best)
 
 
-def _same_labels(public: Sequence[str], task: Sequence[str]) -> bool:
+def same_labels(public: Sequence[str], task: Sequence[str]) -> bool:
     """Same count and, where both sides have names (not just ids), the same names in the same order."""
     if len(public) != len(task):
         return False
@@ -256,8 +257,11 @@ class Assets:
 def build_bundle(config: RunSpec, public: TextDataset | None, cache_dir: Path, progress: bool = False) -> np.ndarray:
     """Server side: fit what the run needs on public data and pack it (see ``pack``).
 
-    The files are written to a temporary folder, removed before returning.
+    The files are written to a temporary folder, removed before returning. ``config.encoder.dim`` must be
+    resolved: the ServerApp chooses --dim auto first (strategies.app), with the nodes' counts.
     """
+    if config.encoder.dim == DIM_AUTO:
+        raise ValueError("--dim auto is chosen by the run's server with the nodes' record counts; build with a dimension")
     with tempfile.TemporaryDirectory(prefix="ldpfed-assets-") as temp:
         folder = Path(temp)
         if config.encoder.encoder == "bilstm":
@@ -292,6 +296,20 @@ def build_bundle(config: RunSpec, public: TextDataset | None, cache_dir: Path, p
             x = encode_cached(_encoder(folder, spec), public, cache_dir, progress=progress)
             for name, data in randomizer.bundle_files(x, config.seed, progress=progress).items():
                 (folder / name).write_bytes(data)
+        return pack(folder)
+
+
+def add_projection(bundle: np.ndarray, projection: PCAProjection) -> np.ndarray:
+    """The bundle with ``projection`` added as its projection.npz (it must have none)."""
+    files = _read_members(np.asarray(bundle, dtype=np.uint8).tobytes())
+    if "projection.npz" in files:
+        raise ValueError("the bundle already ships a projection")
+    with tempfile.TemporaryDirectory(prefix="ldpfed-assets-") as temp:
+        folder = Path(temp)
+        for name, content in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(content)
+        projection.save(folder / "projection.npz")
         return pack(folder)
 
 

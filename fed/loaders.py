@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.corpus import generate_corpus
+from fed.corpus import LABEL_NAMES, generate_corpus
 from fed.dataset import TextDataset
 
 GENERATED_SIZES = {"train": 2_000, "dev": 400, "test": 400}
@@ -106,6 +106,22 @@ def _named_split(spec: str, split: str) -> TextDataset | None:
     return _read_files(folder, [path], f"{folder.name}/{key}")
 
 
+def label_schema(spec: str) -> tuple[str, ...] | None:
+    """The task's label names from its schema alone, reading no record: the generated corpus's names, or a
+    local folder's ``labels.txt``; None where there is none (a folder without it, a Hugging Face id)."""
+    if spec == "generated" or spec.startswith("generated:"):
+        return LABEL_NAMES
+    head, sep, tail = spec.rpartition(":")
+    folder = Path(head if sep and "=" in tail else spec).expanduser()
+    path = folder / "labels.txt"
+    if not path.is_file():
+        return None
+    names = _read_label_file(path)
+    if sorted(names) != list(range(len(names))):
+        raise ValueError(f"{path}: ids must be 0..k-1")
+    return tuple(names[i] for i in range(len(names)))
+
+
 def _load_generated(spec: str, split: str) -> TextDataset:
     fields = spec.split(":")[1:]
     if len(fields) > 2 or not all(field.isdigit() for field in fields):
@@ -156,6 +172,14 @@ def _label_names(folder: Path, labels: np.ndarray) -> tuple[str, ...]:
     count = int(labels.max()) + 1 if labels.size else 0
     if not path.is_file():
         return tuple(str(i) for i in range(count))
+    names = _read_label_file(path)
+    if sorted(names) != list(range(len(names))) or len(names) < count:
+        raise ValueError(f"{path}: ids must be 0..k-1 and cover every label (max {count - 1})")
+    return tuple(names[i] for i in range(len(names)))
+
+
+def _read_label_file(path: Path) -> dict[int, str]:
+    """The ``id<TAB>name`` lines of a ``labels.txt``."""
     names: dict[int, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
@@ -163,9 +187,7 @@ def _label_names(folder: Path, labels: np.ndarray) -> tuple[str, ...]:
             if not key.strip().isdigit() or not name:
                 raise ValueError(f"{path}: expected 'id<TAB>name' lines, got {line!r}")
             names[int(key)] = name
-    if sorted(names) != list(range(len(names))) or len(names) < count:
-        raise ValueError(f"{path}: ids must be 0..k-1 and cover every label (max {count - 1})")
-    return tuple(names[i] for i in range(len(names)))
+    return names
 
 
 def _load_folder(folder: Path, split: str) -> TextDataset:

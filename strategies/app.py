@@ -13,14 +13,18 @@ from flwr.serverapp import Grid, ServerApp
 
 from fed.aggregation import ReportAggregator, fit_clean
 from fed.assets import (
-    DOMAIN_SAMPLE, Assets, PublicCheck, build_bundle, check_public, default_cache_dir, load_assets, load_public, unpack,
+    DOMAIN_SAMPLE, Assets, PublicCheck, add_projection, build_bundle, check_public, default_cache_dir, load_assets,
+    load_public, unpack,
 )
 from fed.classifier import class_means, within_class_covariance
 from fed.dataset import TextDataset
+from fed.encoders.auto_dim import DimChoice, choose_for_run
 from fed.encoders.cache import encode_cached
+from fed.encoders.projection import PCAProjection
 from fed.groups import TIER
-from fed.loaders import load_dataset
+from fed.loaders import label_schema, load_dataset
 from fed.spec.run_spec import RunSpec
+from fed.spec.sections import DIM_AUTO
 from fed.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
 from fed.policy import DevicePolicy
 from fed.population import Population
@@ -72,11 +76,8 @@ def run(grid: Grid, config: RunSpec) -> Path:
     print(f"ldpfed: run directory {record.out}", flush=True)
     cache = default_cache_dir(config)
     public = load_public(config)
-    bundle = build_bundle(config, public, cache)
-    assets = load_assets(unpack(bundle, cache))  # the server's own bundle passes the checks its users make
-
-    strategy = LdpStrategy(config, record, baselines={})
-    strategy.setup(grid, bundle, expected_nodes=config.schedule.nodes)
+    config, strategy, bundle, dim_choice = _set_up(grid, config, record, public, cache)
+    assets = load_assets(unpack(bundle, cache))
     tier_specs, tier_of = spec_groups(config)
     for name, tier_spec, plan in zip(_policy_files(len(tier_specs)), tier_specs, strategy.plans):
         (record.out / name).write_text(SIMULATED_POLICY + DevicePolicy.from_run(tier_spec, plan).to_toml())
@@ -107,6 +108,8 @@ def run(grid: Grid, config: RunSpec) -> Path:
     result["errors"] = strategy.errors
     result["nodes_dropped"] = {str(node): reason for node, reason in sorted(strategy.dropped.items())}
     result["public_data"] = public_check.to_json()
+    if dim_choice is not None:
+        result["dim_auto"] = dim_choice.to_json()
     result["warnings"] = schedule_warnings(config) + list(public_check.warnings)
     for text in result["warnings"]:
         print(f"ldpfed: WARNING: {text}", flush=True)
@@ -134,6 +137,44 @@ def run(grid: Grid, config: RunSpec) -> Path:
         )
     print(f"ldpfed: done in {result['seconds']:.1f}s, summary in {record.out / 'summary.json'}", flush=True)
     return record.out
+
+
+def _set_up(
+    grid: Grid, config: RunSpec, record: RunRecord, public: TextDataset | None, cache: Path
+) -> tuple[RunSpec, LdpStrategy, np.ndarray, DimChoice | None]:
+    """Build and ship the bundle; with --dim auto choose the dimension first (fed.encoders.auto_dim).
+
+    For --dim auto the nodes are set up with the bundle without a projection, which tells the
+    server their label count and training-record counts (public facts); the dimension is then
+    chosen on public data alone, and, unless it is 0, the nodes are set up again with the
+    projection added. Runs only with --dim auto (opt-in). Returns the run's spec with the chosen dimension, the set-up strategy,
+    the bundle shipped and the choice (None with an explicit --dim).
+    """
+    auto = config.encoder.dim == DIM_AUTO
+    if auto:
+        config = config.with_options(dim=0)
+    bundle = build_bundle(config, public, cache)
+    assets = load_assets(unpack(bundle, cache))  # the server's own bundle passes the checks its users make
+    strategy = LdpStrategy(config, record, baselines={})
+    strategy.setup(grid, bundle, expected_nodes=config.schedule.nodes)
+    if not auto or public is None:
+        return config, strategy, bundle, None
+    public_x = encode_cached(assets.encoder, public, cache)
+    task_labels = label_schema(config.data.data)
+    if task_labels is None or len(task_labels) != strategy.num_labels:  # only the count the nodes tell
+        task_labels = tuple(str(i) for i in range(strategy.num_labels))
+    choice = choose_for_run(
+        config, public_x, public.labels, public.label_names, task_labels, sum(strategy.train_counts.values())
+    )
+    print(f"ldpfed: --dim auto chose {choice.dim} ({choice.reason})", flush=True)
+    config = config.with_options(dim=choice.dim)
+    record.write_json("config.json", config.to_mapping())  # the resolved config: the dimension the run used
+    if choice.dim == 0:
+        return config, strategy, bundle, choice
+    bundle = add_projection(bundle, PCAProjection.fit(public_x, choice.dim))
+    strategy = LdpStrategy(config, record, baselines={})
+    strategy.setup(grid, bundle, expected_nodes=config.schedule.nodes)
+    return config, strategy, bundle, choice
 
 
 def _run_central(

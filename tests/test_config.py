@@ -34,7 +34,7 @@ def test_pyproject_app_config_lists_every_option_with_its_default() -> None:
         ({"inference": "psychic"}, "--inference"),
         ({"weighting": "size"}, "--weighting must be one of inverse-variance, epsilon, pooled"),
         ({"delta": 2.0}, "--delta"),
-        ({"public": "none"}, "--dim"),
+        ({"public": "none", "dim": 16}, "--dim"),
         ({"users": "many"}, "users"),
         ({"colour": "red"}, "unknown run option"),
     ],

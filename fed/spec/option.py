@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 
@@ -16,6 +17,10 @@ class Option:
     help: str
     file: bool = False
     """Whether a value may name a file that a simulation's server reads (``ldpfed simulate`` makes it absolute)."""
+    parse: Callable[[Any], Any] | None = None
+    """Parses a value from outside where the type alone does not (``--dim auto``); None: ``kind(value)``."""
+    show: Callable[[Any], Any] | None = None
+    """The value as written in a run config (the inverse of ``parse``); None: the value itself."""
 
     @property
     def flag(self) -> str:
@@ -25,6 +30,8 @@ class Option:
     def coerce(self, value: Any, key: str) -> Any:
         """``value`` (from a run config, a flag or a file) as this option's type; ValueError naming ``key``."""
         kind = self.kind
+        if self.parse is not None:
+            return self.parse(value)
         try:
             if kind is bool and isinstance(value, str):
                 if value.lower() not in ("true", "false", "1", "0"):
@@ -35,6 +42,11 @@ class Option:
             return kind(value)
         except (TypeError, ValueError):
             raise ValueError(f"run option {key!r} must be of type {kind.__name__}, got {value!r}") from None
+
+
+    def to_config(self, value: Any) -> Any:
+        """``value`` as written in a run config (config.json, --run-config)."""
+        return value if self.show is None else self.show(value)
 
 
 def flag(name: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from fed.classifier import SCREENING, WEIGHTINGS
@@ -20,6 +20,8 @@ from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.policy import MAX_DELTA
 from fed.spec.option import Option, flag
 from fed.spec.sections import (
+    DIM_AUTO,
+    DIM_AUTO_FIXED,
     SECTIONS,
     DataSpec,
     EncoderSpec,
@@ -28,6 +30,7 @@ from fed.spec.sections import (
     OutputSpec,
     PrivacySpec,
     ScheduleSpec,
+    parse_dim,
 )
 
 ORDER: tuple[str, ...] = (
@@ -48,6 +51,8 @@ PRIVACY_MODELS = ("local", "shuffle", "central")
 SEED = Option("seed", int, 0, HELP["seed"])
 """The run seed, read by every section's draws."""
 _KINDS = {"int": int, "float": float, "str": str, "bool": bool}
+_PARSERS = {"dim": (parse_dim, lambda dim: "auto" if dim == DIM_AUTO else dim)}
+"""Options whose values from outside are not just their type: (parse, show) for Option."""
 
 
 def section_options() -> dict[str, tuple[str, Option]]:
@@ -55,7 +60,8 @@ def section_options() -> dict[str, tuple[str, Option]]:
     options = {SEED.name: ("", SEED)}
     for section, cls in SECTIONS.items():
         for f in fields(cls):
-            options[f.name] = (section, Option(f.name, _KINDS[f.type], f.default, HELP[f.name]))
+            parse, show = _PARSERS.get(f.name, (None, None))
+            options[f.name] = (section, Option(f.name, _KINDS[f.type], f.default, HELP[f.name], parse=parse, show=show))
     return options
 
 
@@ -121,7 +127,8 @@ class RunSpec:
 
     def to_mapping(self) -> dict[str, Any]:
         """Hyphenated keys, as in [tool.flwr.app.config]: what Flower carries to every node."""
-        return {name.replace("_", "-"): value for name, value in self.flat().items()}
+        known = {option.name: option for option in options()}
+        return {name.replace("_", "-"): known[name].to_config(value) for name, value in self.flat().items()}
 
     def with_options(self, **changes: Any) -> RunSpec:
         """The same run with ``changes`` (underscored names), validated anew."""
@@ -137,7 +144,7 @@ class RunSpec:
                 if getattr(part, name) < 1:
                     raise ValueError(f"{flag(name)} must be at least 1, got {getattr(part, name)}")
         for part, names in (
-            (data, ("train_limit",)), (self.encoder, ("dim",)),
+            (data, ("train_limit",)),
             (schedule, ("users_per_round", "records_per_user_round", "releases_per_record")),
         ):
             for name in names:
@@ -150,7 +157,9 @@ class RunSpec:
                 raise ValueError(f"{flag(name)} must be a positive finite number")
         if not privacy.delta <= MAX_DELTA:  # every simulated user's policy takes the run's delta (fed.policy)
             raise ValueError(f"--delta must be at most {MAX_DELTA:g} (a device policy's range, fed.policy)")
-        if self.encoder.dim and data.public == "none":
+        if self.encoder.dim < DIM_AUTO:
+            raise ValueError(f"--dim must be 'auto' or a non-negative number of dimensions (0: no projection), got {self.encoder.dim}")
+        if self.encoder.dim > 0 and data.public == "none":
             raise ValueError("--dim fits a projection on public data: give --public, or --dim 0")
         if schedule.nodes > data.users:
             raise ValueError(f"--nodes {schedule.nodes} exceeds --users {data.users}: every node hosts at least one user")
@@ -206,6 +215,9 @@ class RunSpec:
         if privacy.mechanism not in RANDOMIZERS:
             raise ValueError(f"--mechanism {privacy.mechanism!r} is not available; choose one of {', '.join(RANDOMIZERS)}")
         options = privacy.mechanism_option_values  # validates --mechanism-options
+        simulated = RANDOMIZERS[privacy.mechanism].sigma_settable and privacy.privacy_model != "central"
+        if self.encoder.dim == DIM_AUTO and (self.data.public == "none" or not simulated):  # no choice for the server
+            object.__setattr__(self, "encoder", replace(self.encoder, dim=self._fixed_auto_dim()))
         if "clip" in options:
             raise ValueError("--mechanism-options: give the clip as --clip")
         RANDOMIZERS[privacy.mechanism].run_options(privacy.clip, self.encoder.dim, options, self.encoder.encoder)
@@ -215,6 +227,23 @@ class RunSpec:
                 raise ValueError(f"--sigma applies to {settable}; give --epsilon for {privacy.mechanism}")
             if privacy.enforce == "amplified":
                 raise ValueError(f"--enforce amplified is implemented for {settable} only")
+
+    def _fixed_auto_dim(self) -> int:
+        """--dim auto where the server does not simulate the choice: 0 without public data or for a mechanism
+        that takes no projection (snd), else DIM_AUTO_FIXED (--privacy-model central, and mechanisms other
+        than a Gaussian on one record per report: bit encodings, Laplace, mixing, metric DP)."""
+        from fed.randomizers import RANDOMIZERS
+
+        privacy = self.privacy
+        if self.data.public == "none":
+            return 0
+        try:
+            RANDOMIZERS[privacy.mechanism].run_options(
+                privacy.clip, DIM_AUTO_FIXED, privacy.mechanism_option_values, self.encoder.encoder
+            )
+        except ValueError:
+            return 0
+        return DIM_AUTO_FIXED
 
     def _check_privacy_model(self) -> None:
         """--privacy-model and its options (docs/privacy_models.md)."""

@@ -35,6 +35,25 @@ class EncoderSpec:
 
     encoder: str = "minilm"
     dim: int = 16
+    """Dimensions of the projection (0: none), or :data:`DIM_AUTO` for ``--dim auto`` (opt-in)."""
+
+
+DIM_AUTO = -1
+"""EncoderSpec.dim for ``--dim auto`` (opt-in): the server chooses it on public data (fed.encoders.auto_dim)."""
+DIM_AUTO_FIXED = 16
+"""--dim auto for mechanisms whose choice is not simulated (the default dimension)."""
+
+
+def parse_dim(value: Any) -> int:
+    """--dim: 'auto' (:data:`DIM_AUTO`) or a whole number of dimensions."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return DIM_AUTO
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"run option 'dim' must be 'auto' or a whole number, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"run option 'dim' must be 'auto' or a whole number, got {value!r}") from None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if option.kind is bool:
             parser.add_argument(option.flag, action=argparse.BooleanOptionalAction, default=None, help=option.help)
         else:
-            parser.add_argument(option.flag, type=option.kind, default=None, help=f"{option.help} (default: {option.default!r})")
+            parser.add_argument(
+                option.flag, type=option.parse or option.kind, default=None, help=f"{option.help} (default: {option.to_config(option.default)!r})"
+            )
     parser.add_argument(
         "--cpus-per-client", type=int, default=1, help="CPUs Ray reserves per ClientApp (whole CPUs: Flower takes no fractions)"
     )

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fed.spec.sections import DIM_AUTO, parse_dim
 from simulations.experiments.local_run import run_in_process, single_threaded_blas
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         "--public", default=str(SHARED / "sentiment_labelled_sentences"),
         help="public labelled data: fits the --dim projection and the public-only baseline",
     )
-    parser.add_argument("--dim", type=int, default=None, help="PCA projection fitted on public data (default: the run default)")
+    parser.add_argument("--dim", type=parse_dim, default=None, help="PCA projection fitted on public data (default: the run default, 16; auto: chosen by the server on public data, opt-in)")
     parser.add_argument("--users", type=int, default=40)
     parser.add_argument("--train-limit", type=int, default=0, help="seeded sample of the training split (0: all 67,349)")
     parser.add_argument("--partition", default="iid")
@@ -137,7 +138,8 @@ def markdown(args: argparse.Namespace, runs: dict[tuple[str, float, bool], dict[
         "",
         f"SST-2 ({args.data}): {f'a seeded sample of {args.train_limit}' if args.train_limit else 'all 67,349'} "
         f"training sentences split {args.partition} among {args.users} users; the 872 dev sentences are the users' "
-        f"queries. MiniLM encoder{f', PCA to {args.dim} dims fitted on the public data' if args.dim else ''}, clip "
+        f"queries. MiniLM encoder{f', PCA to {args.dim} dims fitted on the public data' if args.dim > 0 else ''}"
+        f"{', PCA dimension chosen by --dim auto (each run: summary.json dim_auto)' if args.dim == DIM_AUTO else ''}, clip "
         f"{args.clip} (sensitivity {2 * args.clip:g}), Gaussian DP layer, public labels, delta {args.delta:g}, "
         f"noise-aware LDA classifier. Training: Poisson sampling p_train = {args.p_train:g} per round, "
         f"T = {args.rounds} rounds, every record at most once under worst-case enforcement "
