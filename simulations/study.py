@@ -15,6 +15,14 @@ A study is a TOML file::
     [axes]                               # run option -> values; the grid is their product
     partition = ["dirichlet:0.05", "dirichlet:1"]
 
+    [axes.task.snips]                    # an axis of named option sets: its values are the names
+    data = "../shared/data/snips"        # (options that must change together, e.g. data and public)
+    public = "none"
+
+An axis whose value is a table of tables (``[axes.NAME.VALUE]``) has named option sets as values:
+the cell names the set (``task=snips``) and the run takes all its options. Its name is not a run
+option, and no option may be set by two axes or by an axis and ``[base]``.
+
 Every cell of the grid is run once per seed, as its own run directory under the study's folder,
 named by its parameters (``partition=dirichlet-0.05__seed=0``). A run is complete when
 :data:`MARKER` is there with the run's options and the run wrote its summary: a rerun skips
@@ -42,7 +50,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +68,7 @@ PATH_OPTIONS = ("data", "public", "encoder", "cache_dir", "device_speed", "behav
 """Run options that may name a local path: passed to the run as absolute paths (its apps run elsewhere)."""
 SET_BY_STUDY = ("seed", "out")
 """Run options a study sets itself: seeds from ``seeds``, run directories from the study's folder."""
-TOP_LEVEL = ("title", "description", "seeds", "group_by", "baselines", "base", "axes")
+TOP_LEVEL = ("title", "description", "seeds", "group_by", "baselines", "figures", "base", "axes")
 BASELINES = {
     "accuracy_local_denoised": "accuracy on denoised query releases (snd)",
     "accuracy_nonprivate": "non-private accuracy",
@@ -68,6 +76,12 @@ BASELINES = {
     "accuracy_top_tier_only": "accuracy, largest-budget tier's reports alone",
 }
 """summary.json figures a study may report beside each cell's whole-run accuracy, and their column titles."""
+FIGURES = {
+    "epsilon_user_max": "worst-case user-level epsilon (max over users)",
+    "epsilon_shuffled": "central epsilon after shuffling (FMT21)",
+    "epsilon_user_central": "user-level epsilon of DP-FedAvg",
+}
+"""Privacy figures of summary.json a study may report beside each cell (not plotted), and their column titles."""
 
 
 @dataclass(frozen=True)
@@ -92,15 +106,25 @@ class Study:
     seeds: tuple[int, ...]
     group_by: tuple[str, ...]
     baselines: tuple[str, ...] = ()
+    sets: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Axes of named option sets: axis -> value name -> its run options (their values in ``axes`` are the names)."""
+    figures: tuple[str, ...] = ()
 
     def cells(self) -> list[dict[str, Any]]:
         """Every combination of axis values, in the order the config lists them."""
         return [dict(zip(self.axes, values)) for values in itertools.product(*self.axes.values())]
 
+    def options(self, cell: Mapping[str, Any]) -> dict[str, Any]:
+        """A cell's run options: each axis's value, or all options of its named set."""
+        options: dict[str, Any] = {}
+        for axis, value in cell.items():
+            options.update(self.sets[axis][value] if axis in self.sets else {axis: value})
+        return options
+
     def runs(self) -> list[StudyRun]:
         """Every cell at every seed, cell by cell."""
         return [
-            StudyRun(cell, seed, {**self.base, **cell, "seed": seed}, run_name(cell, seed))
+            StudyRun(cell, seed, {**self.base, **self.options(cell), "seed": seed}, run_name(cell, seed))
             for cell in self.cells()
             for seed in self.seeds
         ]
@@ -127,9 +151,13 @@ def load_study(path: Path) -> Study:
     if unknown:
         raise ValueError(f"{path}: unknown key {unknown[0]!r}; a study has {', '.join(TOP_LEVEL)}")
     base = _options(raw.get("base", {}), "[base]", path)
-    axes = _options(raw.get("axes", {}), "[axes]", path)
     for name, value in base.items():
         _check_value(value, f"[base] {name}", path)
+    raw_axes = raw.get("axes", {})
+    if not isinstance(raw_axes, dict):
+        raise ValueError(f"{path}: [axes] must be a table of run options")
+    sets = {name: _option_sets(name, table, path) for name, table in raw_axes.items() if isinstance(table, dict)}
+    axes = _options({k: v for k, v in raw_axes.items() if k not in sets}, "[axes]", path)
     for name, values in axes.items():
         if not isinstance(values, list) or not values:
             raise ValueError(f"{path}: [axes] {name} must be a non-empty list of values, got {values!r}")
@@ -137,9 +165,14 @@ def load_study(path: Path) -> Study:
             _check_value(value, f"[axes] {name}", path)
         if len({json.dumps(v) for v in values}) < len(values):
             raise ValueError(f"{path}: [axes] {name} lists a value twice: {values!r}")
-    both = sorted(set(base) & set(axes))
-    if both:
-        raise ValueError(f"{path}: {both[0]!r} is both in [base] and in [axes]; keep one")
+    setter = {name: "[base]" for name in base}
+    for axis in raw_axes:
+        names = set(axes) & {axis} if axis in axes else {o for options in sets[axis].values() for o in options}
+        for name in sorted(names):
+            if name in setter:
+                raise ValueError(f"{path}: {name!r} is both in {setter[name]} and in [axes] {axis}; keep one")
+            setter[name] = f"[axes] {axis}"
+    axes = {axis: axes[axis] if axis in axes else list(sets[axis]) for axis in raw_axes}
     seeds = raw.get("seeds", [0])
     if not isinstance(seeds, list) or not seeds or any(type(s) is not int for s in seeds) or len(set(seeds)) < len(seeds):
         raise ValueError(f"{path}: seeds must be a non-empty list of distinct integers, got {seeds!r}")
@@ -150,9 +183,12 @@ def load_study(path: Path) -> Study:
     baselines = raw.get("baselines", [])
     if not isinstance(baselines, list) or any(b not in BASELINES for b in baselines):
         raise ValueError(f"{path}: baselines must be a list of {', '.join(BASELINES)}, got {baselines!r}")
+    figures = raw.get("figures", [])
+    if not isinstance(figures, list) or any(f not in FIGURES for f in figures):
+        raise ValueError(f"{path}: figures must be a list of {', '.join(FIGURES)}, got {figures!r}")
     study = Study(
         Path(path), str(raw.get("title", Path(path).stem)), str(raw.get("description", "")),
-        base, axes, tuple(seeds), tuple(group_by), tuple(baselines),
+        base, axes, tuple(seeds), tuple(group_by), tuple(baselines), sets, tuple(figures),
     )
     names: dict[str, dict[str, Any]] = {}
     for run in study.runs():
@@ -183,6 +219,20 @@ def _options(table: Any, where: str, path: Path) -> dict[str, Any]:
             raise ValueError(f"{path}: {where} sets {name!r} twice")
         options[name] = value
     return options
+
+
+def _option_sets(axis: str, table: dict[str, Any], path: Path) -> dict[str, dict[str, Any]]:
+    """An axis of named option sets ([axes.AXIS.NAME] tables of run options), each value checked."""
+    if axis.replace("-", "_") in run_options():
+        raise ValueError(f"{path}: [axes] {axis} is a run option; an axis of option sets needs another name")
+    if not table or not all(isinstance(options, dict) and options for options in table.values()):
+        raise ValueError(f"{path}: [axes] {axis} must map each value's name to a non-empty table of run options")
+    sets = {}
+    for name, options in table.items():
+        sets[name] = _options(options, f"[axes.{axis}.{name}]", path)
+        for option, value in sets[name].items():
+            _check_value(value, f"[axes.{axis}.{name}] {option}", path)
+    return sets
 
 
 def _check_value(value: Any, where: str, path: Path) -> None:
@@ -379,7 +429,7 @@ class Row:
     releases: Spread | None
     users: Spread | None
     baselines: dict[str, Spread | None]
-    """Whole-run rows only: each of the study's baselines."""
+    """Whole-run rows only: each of the study's baselines and figures."""
 
 
 def aggregate(study: Study, results: Sequence[RunResult]) -> list[Row]:
@@ -390,7 +440,7 @@ def aggregate(study: Study, results: Sequence[RunResult]) -> list[Row]:
         if not found:
             continue
         whole = _row(cell, ALL, [(r.run.seed, r.whole) for r in found])
-        extra = {name: Spread.of(r.baselines.get(name) for r in found) for name in study.baselines}
+        extra = {name: Spread.of(r.baselines.get(name) for r in found) for name in (*study.baselines, *study.figures)}
         rows.append(replace(whole, baselines=extra))
         keys = sorted({k for r in found if r.groups for k in r.groups}, key=natural_key)
         for key in keys:
@@ -452,15 +502,21 @@ def markdown(
         + (f" Groups: users.csv column(s) {', '.join(study.group_by)}." if grouped else ""),
         "",
     ]
+    for axis, sets in study.sets.items():
+        lines += [f"Option sets of {axis}:", ""]
+        lines += [f"- {name}: " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in options.items()) for name, options in sets.items()]
+        lines += [""]
     header = [*study.axes, *(["group"] if grouped else []), "seeds", "users (mean)", "accuracy: mean [min, max]",
-              *(BASELINES[name] for name in study.baselines), "worst-case sentence epsilon spent (max over users)", "releases"]
+              *(BASELINES[name] for name in study.baselines), "worst-case sentence epsilon spent (max over users)",
+              *(FIGURES[name] for name in study.figures), "releases"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [str(row.cell[name]) for name in study.axes] + ([row.group] if grouped else [])
         users = None if row.users is None else row.users.mean
         cells += [
             str(len(row.seeds)), _number(users, ".0f"), _spread_text(row.accuracy, ".4f"),
-            *(_spread_text(row.baselines.get(name), ".4f") for name in study.baselines), _spread_text(row.epsilon, ".4g"), _spread_text(row.releases, ".0f"),
+            *(_spread_text(row.baselines.get(name), ".4f") for name in study.baselines), _spread_text(row.epsilon, ".4g"),
+            *(_spread_text(row.baselines.get(name), ".4g") for name in study.figures), _spread_text(row.releases, ".0f"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
@@ -508,7 +564,7 @@ def plot_axes(study: Study, rows: Sequence[Row], folder: Path) -> list[Path]:
                 label = ", ".join(others + ([row.group] if study.group_by else [])) or "accuracy"
                 lines.setdefault((label, 0 if row.group == ALL else 2), {})[index] = row.accuracy
             for name, spread in row.baselines.items():
-                if spread is not None:
+                if spread is not None and name in study.baselines:
                     lines.setdefault((", ".join(others + [BASELINES[name]]), 1), {})[index] = spread
         fig, ax = plt.subplots(figsize=(7, 4.5))
         order = sorted(lines, key=lambda line: (line[1], natural_key(line[0])))
@@ -542,7 +598,7 @@ def write_report(study: Study, out: Path, report: Path, command: str) -> Path:
     """
     results, missing = [], []
     for run in study.runs():
-        result = read_run(out / run.name, run, study.group_by, study.baselines)
+        result = read_run(out / run.name, run, study.group_by, (*study.baselines, *study.figures))
         if result is None:
             missing.append(run.name)
         else:
@@ -562,7 +618,7 @@ def write_report(study: Study, out: Path, report: Path, command: str) -> Path:
         for r in results
     ]
     raw = {
-        "study": str(study.path), "base": study.base, "axes": study.axes, "seeds": list(study.seeds),
+        "study": str(study.path), "base": study.base, "axes": study.axes, "option_sets": study.sets, "seeds": list(study.seeds),
         "group_by": list(study.group_by), "missing": missing, "runs": runs, "rows": [asdict(row) for row in rows],
     }
     (report / "study.json").write_text(json.dumps(_clean(raw), indent=1) + "\n")

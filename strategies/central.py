@@ -52,7 +52,9 @@ class CentralFedAvg(FedAvg):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid) -> Iterable[Message]:
         """``train.central`` to a uniform sample of m nodes, without replacement."""
         self.started = time.monotonic()
-        chosen = sorted(int(n) for n in self.rng.choice(self.nodes, size=self.per_round, replace=False))
+        # Sample positions, not ids: numpy turns a list of node ids (uint64) that mixes ids above and
+        # below 2**63 into float64, which rounds the ids to nodes that do not exist.
+        chosen = sorted(self.nodes[i] for i in self.rng.choice(len(self.nodes), size=self.per_round, replace=False))
         config["server-round"] = server_round
         content = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
         return self._construct_messages(content, chosen, self.message_type)

@@ -161,3 +161,16 @@ def test_a_device_refuses_central_training(tmp_path: Path, engine: bool) -> None
     with pytest.raises(RequestRefused, match="simulation only") as refused:
         central_handler(message, grid.node_ctx[1000])
     assert refused.value.code == Refusal.POLICY
+
+
+def test_each_round_samples_set_up_node_ids_whatever_their_size(tmp_path: Path) -> None:
+    """Flower node ids are uint64: ids above and below 2**63 together must come back exact (no float rounding)."""
+    from fed.run_record import RunRecord
+    from strategies.central import CentralFedAvg
+
+    nodes = [17, 556448001829138333, 2**63 + 12345, 2**64 - 3]
+    config = RunSpec.of(users=4, users_per_round=4, privacy_model="central", nodes=4, seed=0)
+    strategy = CentralFedAvg(config, nodes, RunRecord.__new__(RunRecord))
+    strategy._construct_messages = lambda content, chosen, message_type: chosen  # the destinations (no Flower run here)
+    for server_round in (1, 2):
+        assert strategy.configure_train(server_round, protocol.central_arrays(initial(2, 2)), ConfigRecord(), None) == nodes

@@ -229,3 +229,79 @@ def test_dry_run_lists_every_run_with_its_state_and_runs_nothing(
     lines = capsys.readouterr().out.splitlines()
     assert f"complete  {runs[0].name}" in lines[1] and f"missing  {runs[1].name}" in lines[2]
     assert not (tmp_path / "out" / "study.md").exists()
+
+
+SETS = """
+seeds = [0]
+figures = ["epsilon_user_max", "epsilon_user_central"]
+
+[base]
+users = 4
+
+[axes.task.small]
+train_limit = 40
+partition = "iid"
+
+[axes.task.skewed]
+train_limit = 80
+partition = "dirichlet:0.5"
+
+[axes.model.local]
+epsilon = 0.5
+
+[axes.model.central]
+privacy_model = "central"
+epsilon = 3
+nodes = 4
+"""
+
+
+def test_an_axis_of_option_sets_takes_all_options_of_the_named_set(tmp_path: Path) -> None:
+    study = load_study(_write(tmp_path, SETS))
+    assert study.axes == {"task": ["small", "skewed"], "model": ["local", "central"]}
+    runs = study.runs()
+    assert [r.name for r in runs] == [
+        "task=small__model=local__seed=0", "task=small__model=central__seed=0",
+        "task=skewed__model=local__seed=0", "task=skewed__model=central__seed=0",
+    ]
+    assert runs[1].cell == {"task": "small", "model": "central"}
+    assert runs[1].options == {
+        "users": 4, "train_limit": 40, "partition": "iid", "privacy_model": "central", "epsilon": 3, "nodes": 4, "seed": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (SETS.replace("[base]\nusers = 4", "[base]\nepsilon = 1"), "'epsilon' is both in [base] and in [axes] model"),
+        (SETS + "\n[axes.size.large]\ntrain_limit = 90\n", "'train_limit' is both in [axes] task and in [axes] size"),
+        (SETS.replace("[axes.model.local]", "[axes.epsilon.local]"), "[axes] epsilon is a run option"),
+        (SETS.replace("epsilon = 0.5", "epsilonn = 0.5"), "unknown run option 'epsilonn' in [axes.model.local]"),
+        (SETS.replace("epsilon = 0.5", "epsilon = [0.5]"), "[axes.model.local] epsilon: values must be strings"),
+        (SETS.replace('"epsilon_user_central"', '"epsilon_oracle"'), "figures must be a list of epsilon_user_max"),
+    ],
+    ids=["base-and-set", "two-axes", "axis-is-option", "unknown-option", "list-value", "bad-figure"],
+)
+def test_a_bad_option_set_is_refused(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ValueError) as error:
+        load_study(_write(tmp_path, text))
+    assert expected in str(error.value)
+
+
+def test_the_report_names_option_sets_and_shows_privacy_figures(tmp_path: Path) -> None:
+    config = _write(tmp_path, SETS)
+    study = load_study(config)
+    out = tmp_path / "out"
+    for i, run in enumerate(study.runs()):
+        directory = _fake_run(out, run, 0.6 + 0.1 * (i % 2), 1.0)
+        summary = json.loads((directory / "summary.json").read_text())
+        summary.update(epsilon_user_max=2.5 if run.cell["model"] == "local" else None, epsilon_user_central=3.0)
+        (directory / "summary.json").write_text(json.dumps(summary))
+    assert main(["study", str(config), "--out", str(out), "--report-only"]) == 0
+    text = (out / "study.md").read_text()
+    assert "- central: privacy_model = \"central\", epsilon = 3, nodes = 4" in text
+    assert "| worst-case user-level epsilon (max over users) | user-level epsilon of DP-FedAvg | releases |" in text
+    assert "| small | local | 1 | 4 | 0.6000 [0.6000, 0.6000] | 1 [1, 1] | 2.5 [2.5, 2.5] | 3 [3, 3] | 100 [100, 100] |" in text
+    assert "| skewed | central | 1 | 4 | 0.7000 [0.7000, 0.7000] | 1 [1, 1] | - | 3 [3, 3] |" in text
+    raw = json.loads((out / "study.json").read_text())
+    assert raw["option_sets"]["task"]["skewed"] == {"train_limit": 80, "partition": "dirichlet:0.5"}
