@@ -1,0 +1,1 @@
+"""Benchmarks: timing, memory and reproducibility measurements of the project (not imported by the CLI)."""
