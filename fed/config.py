@@ -226,55 +226,6 @@ class RunConfig:
             raise ValueError(f"--labels must be 'public' or 'rr:<epsilon>' with epsilon in (0, {MAX_RR_EPSILON:g}], got {self.labels!r}")
         return epsilon
 
-    def schedule_warnings(self) -> list[str]:
-        """What this run's schedule of training releases wastes, one sentence each (empty: nothing).
-
-        Three settings make a run misleading: users that are never asked (--users-per-round x
-        --rounds below --users), rounds with nothing left to release (under --enforce worst-case
-        with --sampling all and no --records-per-user-round, an asked user releases every record
-        it may, so each user's budget lasts k asks, k the planned releases per record), and noise
-        calibrated for more releases of a record than the schedule makes (more than one per round,
-        or more than a user is asked on average).
-        """
-        from fed.plan import planned_train_releases  # here: fed.plan imports this module
-
-        per_round = min(self.users_per_round or self.users, self.users)
-        asked = self.rounds * per_round
-        warnings = []
-        if asked < self.users:
-            warnings.append(
-                f"at most {asked} of the {self.users} users take part (--users-per-round {self.users_per_round} x "
-                f"--rounds {self.rounds}): the other users' records are never released. Use --users-per-round 0 "
-                "(every user, every round) or more --rounds."
-            )
-        if self.enforce != "worst-case" or self.privacy_model == "central":  # the rest is about local releases
-            return warnings
-        k = planned_train_releases(self)
-        whole = self.train_sampling.kind == "all" and not self.records_per_user_round  # an asked user releases all
-        if whole and (k == 1 or per_round == self.users):
-            busy = -(-self.users * k // per_round)  # every user asked k times: no budget left (exact in these cases)
-            if busy < self.rounds:
-                warnings.append(
-                    f"rounds {busy + 1} to {self.rounds} release nothing: an asked user releases all its records and "
-                    f"each record at most {k} time(s) (--releases-per-record), so every budget is spent after round "
-                    f"{busy}. Use --rounds {busy}, or --releases-per-record 0 to release every record in every round "
-                    "(noise calibrated for that many releases)."
-                )
-        if k > self.rounds:
-            warnings.append(
-                f"the noise is calibrated for {k} releases of each training record (--releases-per-record), but a "
-                f"record is released at most once per round ({self.rounds} rounds): every report is noisier than the "
-                f"run needs. Use --releases-per-record {self.rounds} or fewer."
-            )
-        elif k > 1 and asked < k * self.users:
-            warnings.append(
-                f"the noise is calibrated for {k} releases of each training record, but a user is asked "
-                f"{asked / self.users:.2g} times on average (--users-per-round {self.users_per_round} of {self.users} "
-                f"users x --rounds {self.rounds}): most records are released fewer times than the noise assumes. "
-                "Lower --releases-per-record, or use --users-per-round 0."
-            )
-        return warnings
-
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "RunConfig":
         """Build from a mapping with hyphenated or underscored keys; unknown keys are errors."""

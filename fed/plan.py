@@ -116,6 +116,54 @@ def planned_train_releases(config: RunConfig) -> int:
     return max(1, int(binom.ppf(1 - config.delta, config.rounds, train_rate(config))))
 
 
+def schedule_warnings(config: RunConfig) -> list[str]:
+    """What this run's schedule of training releases wastes, one sentence each (empty: nothing).
+
+    Three settings make a run misleading: users that are never asked (--users-per-round x
+    --rounds below --users), rounds with nothing left to release (under --enforce worst-case
+    with --sampling all and no --records-per-user-round, an asked user releases every record
+    it may, so each user's budget lasts k asks, k the planned releases per record), and noise
+    calibrated for more releases of a record than the schedule makes (more than one per round,
+    or more than a user is asked on average).
+    """
+    per_round = min(config.users_per_round or config.users, config.users)
+    asked = config.rounds * per_round
+    warnings = []
+    if asked < config.users:
+        warnings.append(
+            f"at most {asked} of the {config.users} users take part (--users-per-round {config.users_per_round} x "
+            f"--rounds {config.rounds}): the other users' records are never released. Use --users-per-round 0 "
+            "(every user, every round) or more --rounds."
+        )
+    if config.enforce != "worst-case" or config.privacy_model == "central":  # the rest is about local releases
+        return warnings
+    k = planned_train_releases(config)
+    whole = config.train_sampling.kind == "all" and not config.records_per_user_round  # an asked user releases all
+    if whole and (k == 1 or per_round == config.users):
+        busy = -(-config.users * k // per_round)  # every user asked k times: no budget left (exact in these cases)
+        if busy < config.rounds:
+            warnings.append(
+                f"rounds {busy + 1} to {config.rounds} release nothing: an asked user releases all its records and "
+                f"each record at most {k} time(s) (--releases-per-record), so every budget is spent after round "
+                f"{busy}. Use --rounds {busy}, or --releases-per-record 0 to release every record in every round "
+                "(noise calibrated for that many releases)."
+            )
+    if k > config.rounds:
+        warnings.append(
+            f"the noise is calibrated for {k} releases of each training record (--releases-per-record), but a "
+            f"record is released at most once per round ({config.rounds} rounds): every report is noisier than the "
+            f"run needs. Use --releases-per-record {config.rounds} or fewer."
+        )
+    elif k > 1 and asked < k * config.users:
+        warnings.append(
+            f"the noise is calibrated for {k} releases of each training record, but a user is asked "
+            f"{asked / config.users:.2g} times on average (--users-per-round {config.users_per_round} of {config.users} "
+            f"users x --rounds {config.rounds}): most records are released fewer times than the noise assumes. "
+            "Lower --releases-per-record, or use --users-per-round 0."
+        )
+    return warnings
+
+
 @lru_cache(maxsize=64)
 def make_plan(config: RunConfig, num_labels: int, max_queries: int = 1) -> PrivacyPlan:
     """Calibrate (or take --sigma) and set the per-record and per-user budgets.

@@ -22,6 +22,7 @@ from fed.groups import TIER
 from fed.loaders import load_dataset
 from fed.config import RunConfig
 from fed.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
+from fed.plan import schedule_warnings
 from fed.policy import DevicePolicy
 from fed.population import Population
 from fed.report import LedgerFigures, group_lines, privacy_report, summary
@@ -105,7 +106,7 @@ def run(grid: Grid, config: RunConfig) -> Path:
     result["errors"] = strategy.errors
     result["nodes_dropped"] = {str(node): reason for node, reason in sorted(strategy.dropped.items())}
     result["public_data"] = public_check.to_json()
-    result["warnings"] = config.schedule_warnings() + list(public_check.warnings)
+    result["warnings"] = schedule_warnings(config) + list(public_check.warnings)
     for text in result["warnings"]:
         print(f"ldpfed: WARNING: {text}", flush=True)
     if strategy.shuffler is not None:
@@ -145,7 +146,7 @@ def _run_central(
         "accuracy_public_only": acc.get("public_only"),
         "accuracy_nonprivate": strategy.nonprivate_accuracy,
     }
-    warnings = config.schedule_warnings() + list(public_check.warnings)
+    warnings = schedule_warnings(config) + list(public_check.warnings)
     result = {
         "privacy_model": "central",
         **accuracies,

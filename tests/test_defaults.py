@@ -10,7 +10,7 @@ import pytest
 from fed.assets import DOMAIN_DIMS, DOMAIN_OVERLAP_MIN, check_public, domain_overlap
 from fed.config import RunConfig
 from fed.corpus import LABEL_NAMES, generate_public_corpus
-from fed.plan import planned_train_releases
+from fed.plan import planned_train_releases, schedule_warnings
 from tests.conftest import write_review_folder
 
 TASK = ("negative", "positive")
@@ -20,8 +20,8 @@ def test_defaults_ask_every_user_once_and_release_each_record_once() -> None:
     config = RunConfig()
     assert (config.users_per_round, config.rounds, config.releases_per_record) == (0, 1, 1)
     assert planned_train_releases(config) == 1
-    assert config.schedule_warnings() == []
-    assert RunConfig(data="../shared/data/sst2", users=200, epsilon=3).schedule_warnings() == []
+    assert schedule_warnings(config) == []
+    assert schedule_warnings(RunConfig(data="../shared/data/sst2", users=200, epsilon=3)) == []
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_defaults_ask_every_user_once_and_release_each_record_once() -> None:
     ],
 )
 def test_wasteful_schedules_are_named(values: dict, expected: str) -> None:
-    warnings = RunConfig(**values).schedule_warnings()
+    warnings = schedule_warnings(RunConfig(**values))
     assert any(expected in text for text in warnings), warnings
 
 
@@ -49,7 +49,7 @@ def test_wasteful_schedules_are_named(values: dict, expected: str) -> None:
     ],
 )
 def test_schedules_that_use_every_round_do_not_warn(values: dict) -> None:
-    assert RunConfig(**values).schedule_warnings() == []
+    assert schedule_warnings(RunConfig(**values)) == []
 
 
 def _warnings_for(public_labels: tuple[str, ...] | None = None, **kwargs) -> tuple[str, ...]:

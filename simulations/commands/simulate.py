@@ -67,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    _warn(config.schedule_warnings())
+    from fed.plan import schedule_warnings  # here: the plan imports the randomizers, which `ldpfed --help` need not
+
+    _warn(schedule_warnings(config))
     _warn(_warm_cache(config, progress=not args.quiet))
 
     federation = (
