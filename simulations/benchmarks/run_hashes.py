@@ -63,16 +63,17 @@ RUNS: dict[str, dict[str, Any]] = {
 }
 DROPPED = {"seconds", "elapsed", "duration", "timestamp", "started", "finished", "users_by_host", "host"}
 LONG_FLOAT = re.compile(r"\d+\.\d{10,}(?:e[-+]?\d+)?")
-PACKAGES = ("fed", "clients", "strategies", "simulations")
 DEVICE_TRAIN, DEVICE_DEV = 24, 8
 
 
 def _locate(name: str) -> Any:
-    """The top-level function or class ``name``, from whichever module of the checkout defines it."""
+    """The top-level function or class ``name``, from whichever module of the checkout's packages
+    (the folders of the working directory with an ``__init__.py``, tests aside) defines it."""
     pattern = re.compile(rf"^(?:def|class) {re.escape(name)}\b", re.MULTILINE)
     found = []
-    for package in PACKAGES:
-        for path in sorted(Path(package).rglob("*.py")):
+    packages = sorted(p.parent for p in Path().glob("*/__init__.py") if p.parent.name != "tests")
+    for package in packages:
+        for path in sorted(package.rglob("*.py")):
             if pattern.search(path.read_text()):
                 found.append(".".join(path.with_suffix("").parts).removesuffix(".__init__"))
     if len(found) != 1:
