@@ -11,7 +11,7 @@ import pytest
 from clients.app import app as client_app
 from fed.spec.run_spec import RunSpec
 from fed.spec.sections import DIM_AUTO, DIM_AUTO_FIXED
-from fed.encoders.auto_dim import MIN_PUBLIC, choose_dim
+from fed.runtime.auto_dim import MIN_PUBLIC, choose_dim
 from fed.randomizers.gaussian import GaussianRandomizer
 from strategies.app import app as server_app
 from tests.local_grid import run_local

@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 
 from simulations.cli import main
-from simulations.study import (
-    ALL, MARKER, StudyRun, aggregate, load_study, read_run, run_name, run_state, run_study, simulate_command,
-    write_report,
-)
+from simulations.study import ALL, MARKER, StudyRun, load_study, run_name, run_state, run_study, simulate_command
+from simulations.study_report import aggregate, read_run, write_report
 
 CONFIGS = Path(__file__).resolve().parents[1] / "simulations" / "configs" / "studies"
 STUDY = """

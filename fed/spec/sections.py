@@ -39,7 +39,7 @@ class EncoderSpec:
 
 
 DIM_AUTO = -1
-"""EncoderSpec.dim for ``--dim auto`` (opt-in): the server chooses it on public data (fed.encoders.auto_dim)."""
+"""EncoderSpec.dim for ``--dim auto`` (opt-in): the server chooses it on public data (fed.runtime.auto_dim)."""
 DIM_AUTO_FIXED = 16
 """--dim auto for mechanisms whose choice is not simulated (the default dimension)."""
 

@@ -7,7 +7,8 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulations.study import Study, StudyRun, load_study, run_state, run_study, write_report
+from simulations.study import Study, StudyRun, load_study, run_state, run_study
+from simulations.study_report import write_report
 
 if TYPE_CHECKING:
     from rich.console import Console
