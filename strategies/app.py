@@ -18,7 +18,7 @@ from fed.assets import (
 )
 from fed.classifier import class_means, within_class_covariance
 from fed.dataset import TextDataset
-from fed.encoders.auto_dim import DimChoice, choose_for_run
+from fed.runtime.auto_dim import DimChoice, choose_for_run
 from fed.encoders.cache import encode_cached
 from fed.encoders.projection import PCAProjection
 from fed.groups import TIER
@@ -142,7 +142,7 @@ def run(grid: Grid, config: RunSpec) -> Path:
 def _set_up(
     grid: Grid, config: RunSpec, record: RunRecord, public: TextDataset | None, cache: Path
 ) -> tuple[RunSpec, LdpStrategy, np.ndarray, DimChoice | None]:
-    """Build and ship the bundle; with --dim auto choose the dimension first (fed.encoders.auto_dim).
+    """Build and ship the bundle; with --dim auto choose the dimension first (fed.runtime.auto_dim).
 
     For --dim auto the nodes are set up with the bundle without a projection, which tells the
     server their label count and training-record counts (public facts); the dimension is then

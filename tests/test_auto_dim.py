@@ -84,7 +84,7 @@ def test_the_choice_reads_no_private_record(tmp_path: Path) -> None:
 
 def test_a_large_run_is_simulated_with_fewer_reports_at_matching_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Class means of 4,000 reports at sigma 8 vary as those of 1,000 at sigma 4: the same simulation."""
-    from fed.encoders import auto_dim
+    from fed.runtime import auto_dim
 
     monkeypatch.setattr(auto_dim, "MAX_SIMULATED", 1000)
     x, y = _public(np.random.default_rng(2))
