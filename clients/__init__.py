@@ -1,1 +1,1 @@
-"""The Flower ClientApp: a thin adapter from Flower messages to fed.node.NodeHost."""
+"""The Flower ClientApp: a thin adapter from Flower messages to fed.runtime.node.NodeHost."""

@@ -1,9 +1,9 @@
-"""The ldpfed ClientApp: every handler decodes with clients.protocol and serves through fed.hosts.NodeHosts
-(one fed.node.NodeHost per policy: a device has one, a simulated node one per privacy tier).
+"""The ldpfed ClientApp: every handler decodes with clients.protocol and serves through fed.runtime.hosts.NodeHosts
+(one fed.runtime.node.NodeHost per policy: a device has one, a simulated node one per privacy tier).
 
 Whatever arrives is a request from an untrusted server (design.md section 2b): a request the
 node cannot or will not serve gets a structured refusal (clients.protocol.refusal), never an
-exception. What the node grants comes from its site (fed.site): the owner's policy, state
+exception. What the node grants comes from its site (fed.device.site): the owner's policy, state
 folder and data on a device; the run options inside the simulation engine.
 """
 
@@ -21,29 +21,29 @@ from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 
 from clients import protocol
-from fed.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpacked
-from fed.cohort import Cohort
+from fed.runtime.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpacked
+from fed.runtime.cohort import Cohort
 from fed.spec.run_spec import RunSpec
-from fed.device_records import StoredRecords, load_records, records_key, save_records
-from fed.hosts import NodeHosts
-from fed.node import NodeHost, sessions_from_json
-from fed.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
-from fed.plan import encoder_spec, make_plan, plan_refusal
-from fed.policy import MAX_BUNDLE_BYTES
+from fed.device.records import StoredRecords, load_records, records_key, save_records
+from fed.runtime.hosts import NodeHosts
+from fed.runtime.node import NodeHost, sessions_from_json
+from fed.privacy.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
+from fed.spec.plan import encoder_spec, make_plan, plan_refusal
+from fed.device.policy import MAX_BUNDLE_BYTES
 from fed.randomizers import RANDOMIZERS
 from fed.randomizers.split_denoise import DENOISER_FILE
-from fed.population import Population, hosted_users, user_records
+from fed.data.population import Population, hosted_users, user_records
 from fed.privacy.figure_cache import batch as figure_batch
 from fed.privacy.ledger import Ledger
-from fed.requests import Refusal, RequestRefused
-from fed.shared_records import shared_records
-from fed.site import Site
-from fed.softmax_head import local_sgd
-from fed.threads import limit_blas_threads
-from fed.user import UserRecords
+from fed.runtime.requests import Refusal, RequestRefused
+from fed.device.shared_records import shared_records
+from fed.device.site import Site
+from fed.learning.softmax_head import local_sgd
+from fed.runtime.threads import limit_blas_threads
+from fed.runtime.user import UserRecords
 
 if TYPE_CHECKING:
-    from fed.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
+    from fed.learning.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
 
 
 class NodeApp(ClientApp):
@@ -77,7 +77,7 @@ _SPECS: dict[str, RunSpec] = {}
 # Per process: clean records of the hosted users, by bundle content (a bundle re-sent with other
 # bytes but the same files, e.g. a tar cut short in its trailing padding, unpacks to another folder
 # and would otherwise re-hash the encoder's weights and rebuild the population). In the engine (one
-# Ray actor) built once per run; on a device read from its record store (fed.device_records) by key.
+# Ray actor) built once per run; on a device read from its record store (fed.device.records) by key.
 _RECORDS: dict[tuple[RunSpec, int, int, str] | str, StoredRecords] = {}
 _CONTENT: dict[str, str] = {}
 _ASSETS: dict[str, Assets] = {}
@@ -86,7 +86,7 @@ _ASSETS: dict[str, Assets] = {}
 _TIERS: dict[tuple[int, int], dict[int, UserRecords]] = {}
 """(id of a records dict in _RECORDS, privacy tier) -> that tier's users among them (simulation only)."""
 _COHORTS: dict[int, Cohort] = {}
-"""id of a records dict in _RECORDS or _TIERS -> the same records stacked (simulation only: fed.cohort)."""
+"""id of a records dict in _RECORDS or _TIERS -> the same records stacked (simulation only: fed.runtime.cohort)."""
 
 
 def _serve(msg: Message, context: Context, handle: Callable[[Message, Context], RecordDict]) -> Message:
@@ -157,7 +157,7 @@ def train_central_adaptive(msg: Message, context: Context) -> Message:
 
 @app.query("ledger")
 def ledger(msg: Message, context: Context) -> Message:
-    """The hosted users' ledgers: in full inside the simulation engine, as aggregates on a device (fed.node.NodeHost.ledgers)."""
+    """The hosted users' ledgers: in full inside the simulation engine, as aggregates on a device (fed.runtime.node.NodeHost.ledgers)."""
     return _serve(msg, context, lambda m, c: _with_host(c, lambda host: protocol.ledger_reply(host.ledgers())))
 
 

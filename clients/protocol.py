@@ -2,7 +2,7 @@
 
 Both apps import this module: the ServerApp encodes requests and decodes replies, the
 ClientApp decodes requests and encodes replies. Every ``read_*`` of a request is run on the
-node against untrusted content and raises :class:`fed.requests.RequestRefused` (code
+node against untrusted content and raises :class:`fed.runtime.requests.RequestRefused` (code
 ``malformed``) on anything it does not expect; the node then replies :func:`refusal`.
 
 | message type | request | reply |
@@ -11,13 +11,13 @@ node against untrusted content and raises :class:`fed.requests.RequestRefused` (
 | ``train`` | :func:`release_request`, or several in one (:func:`release_parts`: one per privacy tier) | :func:`release_reply`, a part per request and host (reports and labels, or their sums when the request says ``summarise``; per-user refusals and ledger figures) |
 | ``query.release`` | the same | the same (reports under opaque slots) |
 | ``query.answer`` | :func:`answer_request` | users whose queries all have k answers |
-| ``query.score`` | nothing | :class:`fed.evaluation.Outcomes` of remote inference |
-| ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.evaluation.Outcomes` of local inference (also per user, simulation only) |
+| ``query.score`` | nothing | :class:`fed.learning.evaluation.Outcomes` of remote inference |
+| ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.learning.evaluation.Outcomes` of local inference (also per user, simulation only) |
 | ``query.ledger`` | nothing | every hosted user's ledger: in full in the simulation engine, a device's aggregates on a device (no record index or count) |
 | ``train.central`` | the global softmax head (:func:`central_arrays`; Flower's DP wrapper adds the clipping norm) | the user's locally trained head, clipped by Flower's ``fixedclipping_mod`` (:func:`central_reply`; simulation only) |
 | ``train.central_adaptive`` | the same | the same, clipped by ``adaptiveclipping_mod``, which adds the clipped bit |
 
-Any of them may be answered by :func:`refusal` (a code from :class:`fed.requests.Refusal` and a
+Any of them may be answered by :func:`refusal` (a code from :class:`fed.runtime.requests.Refusal` and a
 reason); per-user refusals inside a release reply carry the same codes.
 """
 
@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
-from fed.classifier import LinearModel
-from fed.evaluation import Outcomes, UserOutcomes
-from fed.hosts import MAX_PARTS
-from fed.node import NodeReply
-from fed.report_sums import ReportSums
-from fed.requests import RequestRefused
+from fed.learning.classifier import LinearModel
+from fed.learning.evaluation import Outcomes, UserOutcomes
+from fed.runtime.hosts import MAX_PARTS
+from fed.runtime.node import NodeReply
+from fed.learning.report_sums import ReportSums
+from fed.runtime.requests import RequestRefused
 
 SETUP = "query.setup"
 TRAIN = "train"
@@ -62,7 +62,7 @@ class NodeInfo:
     train_counts: list[int]
     query_counts: list[int]
     sampler: str
-    """Where its noise comes from: fed.noise.ENGINE_SAMPLER or fed.noise.DEVICE_SAMPLER."""
+    """Where its noise comes from: fed.privacy.noise.ENGINE_SAMPLER or fed.privacy.noise.DEVICE_SAMPLER."""
 
 
 def setup_request(bundle: np.ndarray) -> RecordDict:
@@ -113,7 +113,7 @@ def release_parts(parts: Sequence[RecordDict]) -> RecordDict:
 
 
 def read_release_request(content: RecordDict) -> list[dict[str, Any]]:
-    """The raw fields of each request part (validated against each user's limits by fed.requests)."""
+    """The raw fields of each request part (validated against each user's limits by fed.runtime.requests)."""
     names = [name for name in content.config_records if name == "request" or name.startswith("request-")]
     if not names:
         raise RequestRefused("a release request needs a 'request' config record")
@@ -327,7 +327,7 @@ def read_outcomes_reply(content: RecordDict) -> Outcomes:
 
 # -- ledgers ---------------------------------------------------------------------------------
 def ledger_reply(ledgers: Mapping[int, Mapping[str, Any]]) -> RecordDict:
-    """Every hosted user's ledger answer (fed.node.NodeHost.ledgers), for the run directory."""
+    """Every hosted user's ledger answer (fed.runtime.node.NodeHost.ledgers), for the run directory."""
     return RecordDict({"ledgers": ConfigRecord({"json": json.dumps({str(k): v for k, v in ledgers.items()})})})
 
 

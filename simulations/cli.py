@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from simulations import commands
-from fed.threads import limit_blas_threads
+from fed.runtime.threads import limit_blas_threads
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ per-node Context (state persists across messages), node_config partition-id/num-
 exceptions in ClientApp -> error reply with code 2 (CLIENT_APP_RAISED_EXCEPTION).
 
 With ``engine=True`` (the default) the grid plays the simulation engine: every ClientApp call
-runs inside :func:`fed.entropy.simulation_engine`, so nodes seed noise from the run seed and
+runs inside :func:`fed.device.entropy.simulation_engine`, so nodes seed noise from the run seed and
 take their policy from the run options. With ``engine=False`` the nodes behave as devices
 (their ``node_config`` names policy, state folder and data).
 """
@@ -25,7 +25,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
-from fed.entropy import simulation_engine
+from fed.device.entropy import simulation_engine
 
 
 class LocalGrid(Grid):

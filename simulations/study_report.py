@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fed.run_record import _clean
+from fed.reporting.run_record import _clean
 from simulations.study import (
     ALL, BASELINES, FIGURES, MARKER, Study, StudyRun, USERS_CSV, USER_ACCURACY, float_or_none, number_text, run_state,
 )

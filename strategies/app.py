@@ -11,39 +11,39 @@ import numpy as np
 from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
-from fed.aggregation import ReportAggregator, fit_clean
-from fed.assets import (
+from fed.learning.aggregation import ReportAggregator, fit_clean
+from fed.runtime.assets import (
     DOMAIN_SAMPLE, Assets, PublicCheck, add_projection, build_bundle, check_public, default_cache_dir, load_assets,
     load_public, unpack,
 )
-from fed.classifier import class_means, within_class_covariance
-from fed.dataset import TextDataset
+from fed.learning.classifier import class_means, within_class_covariance
+from fed.data.dataset import TextDataset
 from fed.runtime.auto_dim import DimChoice, choose_for_run
 from fed.encoders.cache import encode_cached
 from fed.encoders.projection import PCAProjection
-from fed.groups import TIER
-from fed.loaders import label_schema, load_dataset
+from fed.reporting.groups import TIER
+from fed.data.loaders import label_schema, load_dataset
 from fed.spec.run_spec import RunSpec
 from fed.spec.sections import DIM_AUTO
-from fed.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
-from fed.policy import DevicePolicy
-from fed.population import Population
-from fed.report import LedgerFigures, group_lines, privacy_report, summary
+from fed.reporting.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
+from fed.device.policy import DevicePolicy
+from fed.data.population import Population
+from fed.reporting.report import LedgerFigures, group_lines, privacy_report, summary
 from fed.privacy.events import PureEvent
 from fed.privacy.shuffle import ShuffledFigure, composed
-from fed.run_record import RunRecord
-from fed.user_results import group_summary, users_table
+from fed.reporting.run_record import RunRecord
+from fed.reporting.user_results import group_summary, users_table
 from strategies import central
 from strategies.strategy import LdpStrategy
 from fed.heterogeneity.registry import spec_groups
 from fed.spec.schedule_warnings import schedule_warnings
-from fed.tiers import PrivacyTiers, tier_rows
-from fed.threads import limit_blas_threads
+from fed.heterogeneity.tiers import PrivacyTiers, tier_rows
+from fed.runtime.threads import limit_blas_threads
 
 app = ServerApp()
 
 SIMULATED_POLICY = (
-    "# The policy each simulated user derives from this run's options (fed.policy.DevicePolicy.from_run).\n"
+    "# The policy each simulated user derives from this run's options (fed.device.policy.DevicePolicy.from_run).\n"
     "# A real device ignores the run options and applies its owner's policy file (docs/device.md).\n"
 )
 PULL_INTERVAL = 0.01
@@ -238,7 +238,7 @@ def _user_results(record: RunRecord, strategy: LdpStrategy, figures: LedgerFigur
 
 
 def _public_check(config: RunSpec, assets: Assets, public: TextDataset | None, num_labels: int) -> PublicCheck:
-    """Compare the public data with the task (fed.assets.check_public).
+    """Compare the public data with the task (fed.runtime.assets.check_public).
 
     The nodes tell the number of labels. Label names and the domain need the task's own
     training records, which the server reads only where it also trains the non-private upper

@@ -25,12 +25,12 @@ from flwr.serverapp.strategy import (
 )
 
 from clients import protocol
-from fed.classifier import LinearModel
+from fed.learning.classifier import LinearModel
 from fed.spec.run_spec import RunSpec
-from fed.evaluation import accuracy
+from fed.learning.evaluation import accuracy
 from fed.privacy.central import TRUST, CentralAccount, account, calibrate
-from fed.run_record import RunRecord
-from fed.softmax_head import initial
+from fed.reporting.run_record import RunRecord
+from fed.learning.softmax_head import initial
 from strategies.strategy import LdpStrategy
 
 

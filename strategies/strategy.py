@@ -25,24 +25,24 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from clients import protocol
-from fed.aggregation import ReportAggregator
-from fed.classifier import LinearModel
+from fed.learning.aggregation import ReportAggregator
+from fed.learning.classifier import LinearModel
 from fed.spec.run_spec import RunSpec
-from fed.plan import PrivacyPlan, make_plan
-from fed.evaluation import accuracy
+from fed.spec.plan import PrivacyPlan, make_plan
+from fed.learning.evaluation import accuracy
 from fed.heterogeneity.registry import online as reached
 from fed.heterogeneity.registry import spec_groups
-from fed.groups import Axis, UserAttributes, heterogeneity_axes, simulated_budgets
-from fed.node import NodeReply
-from fed.noise import ENGINE_SAMPLER
-from fed.requests import Refusal
+from fed.reporting.groups import Axis, UserAttributes, heterogeneity_axes, simulated_budgets
+from fed.runtime.node import NodeReply
+from fed.privacy.noise import ENGINE_SAMPLER
+from fed.runtime.requests import Refusal
 from fed.randomizers import make_randomizer
 from fed.randomizers.labels import make_label_release
-from fed.run_record import RunRecord
-from fed.shuffler import Shuffler
-from fed.population import Population
-from fed.user_results import UserResults, round_metrics
-from fed.virtual_clock import VirtualClock
+from fed.reporting.run_record import RunRecord
+from fed.runtime.shuffler import Shuffler
+from fed.data.population import Population
+from fed.reporting.user_results import UserResults, round_metrics
+from fed.heterogeneity.virtual_clock import VirtualClock
 
 
 SHUFFLE_STREAM = 0x5348
@@ -86,7 +86,7 @@ class LdpStrategy(Strategy):
         """With --tiers: the same classifier fed only the largest-budget tier's reports (a baseline)."""
         self.nonprivate_accuracy: float | None = None
         self.plans: list[PrivacyPlan] = []
-        """Each privacy tier's plan (fed.tiers; one without --tiers)."""
+        """Each privacy tier's plan (fed.heterogeneity.tiers; one without --tiers)."""
         self.plan: PrivacyPlan | None = None
         """The run's plan; with --tiers the plan of the tier with the largest budget."""
         self.tier_of = np.zeros(config.data.users, dtype=np.int64)
@@ -101,7 +101,7 @@ class LdpStrategy(Strategy):
         self.user_results: UserResults | None = None
         self.attributes: UserAttributes | None = None
         self.shuffler = Shuffler(np.random.default_rng([config.seed, SHUFFLE_STREAM])) if config.privacy.privacy_model == "shuffle" else None
-        """With --privacy-model shuffle: what stands between the nodes' replies and the classifier (fed.shuffler)."""
+        """With --privacy-model shuffle: what stands between the nodes' replies and the classifier (fed.runtime.shuffler)."""
         self.shuffled: list[int] = []
         """Reports shuffled together in each training round (the batch sizes of the amplification bound)."""
 
@@ -307,7 +307,7 @@ class LdpStrategy(Strategy):
                 **self._round_end_metrics(),
             }
         )
-        if "private_denoised" in acc:  # snd: the classifier on denoised query releases (fed.node.DENOISED)
+        if "private_denoised" in acc:  # snd: the classifier on denoised query releases (fed.runtime.node.DENOISED)
             self.round_metrics["accuracy_local_denoised"] = acc["private_denoised"]
         per_user = [o.per_user for o in outcomes if o.per_user is not None]
         if per_user:  # simulation only: a device's reply carries no per-user outcome

@@ -19,7 +19,7 @@ def device_node_configs(folder: Path, state_dirs: list[Path], data: str = "gener
     """``--node-config`` strings of devices hosting partitions of ``data``, each with its own state
     folder (initialised as ``ldpfed device init`` does, or kept) and the :data:`DEVICE_POLICY` written
     to ``folder/policy.toml``."""
-    from fed.device_state import init_state
+    from fed.device.state import init_state
 
     policy = folder / "policy.toml"
     policy.write_text(DEVICE_POLICY)
@@ -55,7 +55,7 @@ def shared_data() -> Path:
 def _offline_and_isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """One BLAS thread and one torch thread, no Hub downloads, one encoding cache for the session outside the home.
 
-    torch's second intra-op thread only spins on 2 shared cores (fed.threads.one_torch_thread): with
+    torch's second intra-op thread only spins on 2 shared cores (fed.runtime.threads.one_torch_thread): with
     it, MiniLM encoding took 1.5 times and a 2-layer denoiser's training 60 times as long, and the
     in-process runs' ClientApp and ServerApp share this process.
     """
@@ -63,7 +63,7 @@ def _offline_and_isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Non
 
     import torch
 
-    from fed.threads import limit_blas_threads
+    from fed.runtime.threads import limit_blas_threads
 
     limit_blas_threads()
     torch.set_num_threads(1)

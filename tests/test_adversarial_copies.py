@@ -1,7 +1,7 @@
 """The server is the adversary: which of a device's records are copies of each other is record
 content, so nothing a device sends may depend on it outside a charged release (issue 24, finding 1).
 
-Record ids are per copy (fed.record_ids): each copy of a sentence is its own record with its own
+Record ids are per copy (fed.device.record_ids): each copy of a sentence is its own record with its own
 ledger column, so the number of reports in every reply, and when each record runs out of budget,
 are the same as for a dataset of the same sizes without copies.
 """
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from clients import protocol
-from fed.assets import pack
-from fed.dataset import TextDataset
-from fed.record_ids import record_ids
+from fed.runtime.assets import pack
+from fed.data.dataset import TextDataset
+from fed.device.record_ids import record_ids
 from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _policy, _send
 
 DISTINCT = [f"copies record {i} the film was {'awful' if i % 2 else 'great'} indeed\t{i % 2}" for i in range(8)]

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from clients import protocol
-from fed.assets import pack
+from fed.runtime.assets import pack
 from fed.encoders import factory
 from fed.randomizers.split_denoise import DENOISER_FILE, SplitDenoiseRandomizer
-from fed.requests import Refusal
+from fed.runtime.requests import Refusal
 from simulations.local_grid import LocalGrid
 from tests.test_adversarial_server import NODE, _device, _ledger, _policy, _send
 from tests.test_adversarial_server import data  # noqa: F401 (the device's data folder, a fixture)
@@ -88,7 +88,7 @@ def loaded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 @pytest.fixture(scope="module")
 def snd_bundle(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
     """A Split-N-Denoise bundle the policy allows: token matrices of MiniLM at 4 positions, and a denoiser."""
-    from fed.denoiser import Denoiser, DenoiserShape
+    from fed.learning.denoiser import Denoiser, DenoiserShape
 
     folder = tmp_path_factory.mktemp("snd-bundle")
     (folder / "encoder.txt").write_text(f"tokens:{LENGTH}:minilm")

@@ -15,10 +15,10 @@ import pytest
 from flwr.app import RecordDict
 
 from clients import protocol
-from fed.assets import pack
+from fed.runtime.assets import pack
 from fed.encoders.projection import PCAProjection
-from fed.node import NodeHost
-from fed.requests import Refusal
+from fed.runtime.node import NodeHost
+from fed.runtime.requests import Refusal
 from tests.test_adversarial_server import SIGMA_AT_3, TRAIN, _device, _gaussian, _policy, _send, _train
 from tests.test_adversarial_server import bundle, data  # noqa: F401 - the fixtures
 
@@ -59,7 +59,7 @@ def test_a_part_that_fails_while_served_rolls_back_the_parts_before_it(
     data: Path, bundle: np.ndarray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: bool
 ) -> None:
     """Whatever makes a later part fail while it is served (here injected), the earlier parts' charges
-    are not kept: on a device (one user at a time) and in the engine (a cohort step, fed.cohort)."""
+    are not kept: on a device (one user at a time) and in the engine (a cohort step, fed.runtime.cohort)."""
     policy = None if engine else _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False)
     grid = _device(data, bundle, tmp_path / "state", policy, engine=engine, labels="public")
     before = _ledgers(grid)

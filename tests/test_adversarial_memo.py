@@ -7,7 +7,7 @@ findings 3 and 4), tried against the real ClientApp running as a device.
   repeat across steps where a fictitious one does not, so query reports are always fresh draws.
 - A memo answers only the request it was made for (same bundle, dimension, randomizer, label
   channel, kind of release): no request sequence leaves a node in a permanent error state.
-- Copies of a record (same content) are records of their own (fed.record_ids: ids per copy), each
+- Copies of a record (same content) are records of their own (fed.device.record_ids: ids per copy), each
   with its own budget and memo: never two identical reports in one reply.
 """
 
@@ -21,14 +21,14 @@ import pytest
 from flwr.app import Message
 
 from clients import protocol
-from fed.assets import pack
+from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
 from fed.encoders.projection import PCAProjection
-from fed.node import NodeReply
-from fed.plan import make_plan
-from fed.policy import DevicePolicy
-from fed.requests import Refusal
-from fed.sampling import UpSampling
+from fed.runtime.node import NodeReply
+from fed.spec.plan import make_plan
+from fed.device.policy import DevicePolicy
+from fed.runtime.requests import Refusal
+from fed.privacy.sampling import UpSampling
 from simulations.local_grid import LocalGrid
 from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _ledger, _policy, _send, _train
 

@@ -7,7 +7,7 @@ charged release: ledger answers, the per-user figures of release replies, refusa
 Each test runs two devices (the real ClientApp, ``engine=False``) whose data differ only in
 which records are equal, sends both the same requests and compares what comes back.
 
-Since stop 23 record ids are per copy (fed.record_ids), so equal records no longer share
+Since stop 23 record ids are per copy (fed.device.record_ids), so equal records no longer share
 spending; these tests check that the answers carry nothing per record either (docs/device.md,
 "What a device reveals").
 """
@@ -24,8 +24,8 @@ from flwr.app import Message, RecordDict
 from clients import protocol
 from clients.app import app as client_app
 from fed.spec.run_spec import RunSpec
-from fed.device_state import init_state
-from fed.population import Population
+from fed.device.state import init_state
+from fed.data.population import Population
 from fed.privacy.ledger import DEVICE_VIEW
 from simulations.local_grid import LocalGrid, run_local
 from strategies.app import app as server_app
@@ -153,7 +153,7 @@ def test_a_users_answers_do_not_tell_which_records_it_shares_with_another_user_o
 ) -> None:
     """Attack: user 0 trains; user 1's ledger showed counts on exactly the records it shares with
     user 0 (issue 24, when equal records shared one id). Then user 1 trains: its reply figures
-    showed the shared records again. Ids per copy keep their spending apart (fed.record_ids); no
+    showed the shared records again. Ids per copy keep their spending apart (fed.device.record_ids); no
     answer may tell them apart either."""
     shared, distinct = _devices(_shared_with_user_0(tmp_path / "data", TWO_USER_RUN), bundle, tmp_path, **TWO_USERS)
     for grid in (shared, distinct):

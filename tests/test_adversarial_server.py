@@ -20,16 +20,16 @@ from flwr.app import Message, RecordDict
 
 from clients import protocol
 from clients.app import app as client_app, owner_ledgers
-from fed.assets import pack
+from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
-from fed.device_state import init_state
-from fed.entropy import simulation_engine
+from fed.device.state import init_state
+from fed.device.entropy import simulation_engine
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
 from fed.privacy.ledger import Ledger
-from fed.requests import Refusal
-from fed.user import User, UserRecords
+from fed.runtime.requests import Refusal
+from fed.runtime.user import User, UserRecords
 from simulations.local_grid import LocalGrid
 from tests.conftest import write_review_folder
 
@@ -223,7 +223,7 @@ def _train_in_process(args: tuple[int, dict, dict, dict, bool, float]) -> int:
     run_id, run_config, node_config, state, engine, sigma = args
     from flwr.app import ConfigRecord, Context
 
-    from fed.entropy import simulation_engine
+    from fed.device.entropy import simulation_engine
 
     context = Context(run_id=run_id, node_id=NODE, node_config=node_config, state=RecordDict({"node": ConfigRecord(state)}), run_config=run_config)
     message = Message(protocol.release_request([0], _gaussian(sigma), 0, "all"), dst_node_id=NODE, message_type=protocol.TRAIN)
@@ -257,7 +257,7 @@ def test_concurrent_messages_release_each_record_once(data: Path, bundle: np.nda
 
 # -- 5. no free oracles ------------------------------------------------------------------------
 def test_evaluate_gives_nothing_uncharged_on_a_device(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
-    from fed.classifier import LinearModel
+    from fed.learning.classifier import LinearModel
 
     dim = 384
     models = {f"m{i}": LinearModel(np.random.default_rng(i).normal(size=(dim, 2)), np.zeros(2)) for i in range(3)}
@@ -292,7 +292,7 @@ def _user(train: int, enforce: str = "worst-case") -> User:
 
 def test_mixup_reports_are_charged_at_user_level_as_one_noise_draw_each() -> None:
     from fed.randomizers.instance_encoding import DPInstanceEncodingGaussian
-    from fed.requests import ReleaseRequest
+    from fed.runtime.requests import ReleaseRequest
 
     user, clip, sigma, n = _user(12), 1.0, 4.0, 12
     randomizer = DPInstanceEncodingGaussian(k=4, max_coefficient=0.25, masks=16, clip=clip, sigma=sigma)
@@ -305,8 +305,8 @@ def test_mixup_reports_are_charged_at_user_level_as_one_noise_draw_each() -> Non
 
 def test_amplified_enforcement_refuses_a_users_only_record() -> None:
     from fed.randomizers.gaussian import GaussianRandomizer
-    from fed.requests import ReleaseRequest
-    from fed.user import BudgetExhausted
+    from fed.runtime.requests import ReleaseRequest
+    from fed.runtime.user import BudgetExhausted
 
     user = _user(1, enforce="amplified")
     with pytest.raises(BudgetExhausted, match="linked"):
@@ -332,7 +332,7 @@ def test_a_device_adds_its_noise_through_opendp_and_says_so(
     data: Path, bundle: np.ndarray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A device's Gaussian noise goes through OpenDP's sampler; a seeded engine node's does not."""
-    from fed import noise
+    from fed.privacy import noise
 
     built: list[tuple[str, float]] = []
     measurement = noise._opendp_measurement

@@ -21,8 +21,8 @@ import pytest
 from flwr.app import RecordDict
 
 from clients import protocol
-from fed.device_state import init_state
-from fed.requests import Refusal
+from fed.device.state import init_state
+from fed.runtime.requests import Refusal
 from simulations.commands.device import init_device
 from tests.test_adversarial_server import NODE, SIGMA_AT_3, TRAIN, _device, _gaussian, _policy, _send, _train
 from tests.test_adversarial_server import bundle, data  # noqa: F401 - the module's fixtures

@@ -2,7 +2,7 @@
 
 Flower starts a new ``flwr-clientapp`` process for every message. Only setup may load the data
 and run the encoder (torch, transformers): it encodes the device's records once into the
-device's record store (fed.device_records), and every other message reads them from there in a
+device's record store (fed.device.records), and every other message reads them from there in a
 process that imports neither torch nor transformers, without rebuilding anything. A message
 whose records are not stored is refused as not set up.
 """
@@ -21,13 +21,13 @@ import pytest
 
 import clients.app as client_module
 from clients import protocol
-from fed.assets import pack
+from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
-from fed.device_records import RECORDS_FOLDER
+from fed.device.records import RECORDS_FOLDER
 from fed.encoders.projection import PCAProjection
-from fed.plan import make_plan
-from fed.population import Population
-from fed.requests import Refusal
+from fed.spec.plan import make_plan
+from fed.data.population import Population
+from fed.runtime.requests import Refusal
 from tests.test_adversarial_server import DEV, NODE, SIGMA_AT_3, TRAIN, _device, _gaussian, _policy, _send, _train, bundle, data  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,9 +64,9 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 from clients import protocol
 from clients.app import app
-from fed.assets import Assets
-from fed.classifier import LinearModel
-from fed.population import Population
+from fed.runtime.assets import Assets
+from fed.learning.classifier import LinearModel
+from fed.data.population import Population
 
 def rebuilt(*args, **kwargs):
     raise AssertionError("a message rebuilt the records")

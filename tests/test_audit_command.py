@@ -14,7 +14,7 @@ import pytest
 from scipy.stats import ks_2samp
 
 from fed.spec.run_spec import RunSpec
-from fed.plan import make_plan
+from fed.spec.plan import make_plan
 from fed.randomizers.auditing import auditable, build_for_audit, dimension_free
 from simulations.cli import main
 from simulations.commands.audit import DEVICE_DIM, RUN_DIM, default_dim

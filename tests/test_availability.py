@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from clients.app import app as client_app
-from fed.availability import Availability, AvailabilityAxis
+from fed.heterogeneity.availability import Availability, AvailabilityAxis
 from fed.spec.run_spec import RunSpec
 from fed.privacy.ledger import Ledger
 from strategies.app import app as server_app

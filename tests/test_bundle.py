@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from fed import assets
-from fed.assets import MAX_UNPACKED_BYTES, build_bundle, load_assets, pack, unpack
+from fed.runtime import assets
+from fed.runtime.assets import MAX_UNPACKED_BYTES, build_bundle, load_assets, pack, unpack
 from fed.spec.run_spec import RunSpec
 from fed.encoders.bilstm import BiLSTMEncoder
 from fed.encoders.bilstm_net import BiLSTMNet
@@ -310,7 +310,7 @@ def test_build_bundle_leaves_no_temp_folder(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_built_bilstm_bundle_passes_the_node_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fed.assets import load_public
+    from fed.runtime.assets import load_public
 
     temp = tmp_path / "tmp"
     temp.mkdir()

@@ -15,13 +15,13 @@ from flwr.serverapp.strategy import dp_adaptive_clipping, dp_fixed_clipping
 from clients import protocol
 from clients.app import _train_central as central_handler
 from clients.app import app as client_app
-from fed.assets import pack
+from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
-from fed.device_state import init_state
+from fed.device.state import init_state
 from fed.privacy.central import calibrate
 from strategies.app import app as server_app
-from fed.requests import Refusal, RequestRefused
-from fed.softmax_head import initial
+from fed.runtime.requests import Refusal, RequestRefused
+from fed.learning.softmax_head import initial
 from tests.conftest import DEVICE_POLICY, write_review_folder
 from tests.local_grid import LocalGrid
 
@@ -165,7 +165,7 @@ def test_a_device_refuses_central_training(tmp_path: Path, engine: bool) -> None
 
 def test_each_round_samples_set_up_node_ids_whatever_their_size(tmp_path: Path) -> None:
     """Flower node ids are uint64: ids above and below 2**63 together must come back exact (no float rounding)."""
-    from fed.run_record import RunRecord
+    from fed.reporting.run_record import RunRecord
     from strategies.central import CentralFedAvg
 
     nodes = [17, 556448001829138333, 2**63 + 12345, 2**64 - 3]

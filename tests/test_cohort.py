@@ -1,7 +1,7 @@
 """The one release pipeline (fed.runtime.release) against a reference ledger written here.
 
-A node serves training steps one user at a time (a cohort of one, fed.user) or for all its users
-at once (scale mode, fed.cohort). Both are the same pipeline; both are checked here against
+A node serves training steps one user at a time (a cohort of one, fed.runtime.user) or for all its users
+at once (scale mode, fed.runtime.cohort). Both are the same pipeline; both are checked here against
 :class:`Reference`, a few lines of plain Python that keeps its own counts per user, record and
 event and composes them itself (GDP in closed form for Gaussian-only counts). The pipeline must
 take the reference's decisions: the same candidates, charges, step logs, refusals (codes and
@@ -19,18 +19,18 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from fed.cohort import Cohort
-from fed.node import NodeHost
-from fed.plan import PrivacyPlan
-from fed.policy import DevicePolicy
+from fed.runtime.cohort import Cohort
+from fed.runtime.node import NodeHost
+from fed.spec.plan import PrivacyPlan
+from fed.device.policy import DevicePolicy
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent, PrivacyEvent
 from fed.privacy.ledger import Budget
 from fed.privacy.store import LedgerStore
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.sampling import TrainSampling
-from fed.user import UserRecords
+from fed.privacy.sampling import TrainSampling
+from fed.runtime.user import UserRecords
 
 DELTA = 1e-5
 OWNER = staticmethod(lambda uid: f"user-{uid}")
@@ -327,11 +327,11 @@ def test_a_failed_cohort_transaction_keeps_nothing(tmp_path: Path, monkeypatch: 
 
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
 def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) -> None:
-    """Blocks (fed.cohort.RELEASE_BLOCK rows per call, in chunks of GRAM_BLOCK rows) only bound memory
-    traffic, and rows preprocessed once (fed.cohort.Cohort.rows_for) only save work: for a
+    """Blocks (fed.runtime.cohort.RELEASE_BLOCK rows per call, in chunks of GRAM_BLOCK rows) only bound memory
+    traffic, and rows preprocessed once (fed.runtime.cohort.Cohort.rows_for) only save work: for a
     clip-and-noise randomizer they draw the same noise, in the same order, as one call on every
     selected row."""
-    from fed.report_sums import GRAM_BLOCK
+    from fed.learning.report_sums import GRAM_BLOCK
     from fed.runtime.release import RELEASE_BLOCK, release_blocks
     from fed.randomizers.base import make_randomizer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fed.config import HELP
+from fed.spec.config import HELP
 from fed.heterogeneity.registry import axis_options
 from fed.spec.run_spec import ORDER, RunSpec, options, section_options
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.assets import DOMAIN_DIMS, DOMAIN_OVERLAP_MIN, check_public, domain_overlap
+from fed.runtime.assets import DOMAIN_DIMS, DOMAIN_OVERLAP_MIN, check_public, domain_overlap
 from fed.spec.run_spec import RunSpec
-from fed.corpus import LABEL_NAMES, generate_public_corpus
-from fed.plan import planned_train_releases
+from fed.data.corpus import LABEL_NAMES, generate_public_corpus
+from fed.spec.plan import planned_train_releases
 from fed.spec.schedule_warnings import schedule_warnings
 from tests.conftest import write_review_folder
 

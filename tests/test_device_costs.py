@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fed.noise import ENGINE_SAMPLER
+from fed.privacy.noise import ENGINE_SAMPLER
 from simulations.benchmarks.device_costs import benchmark
 
 RELEASES = 3

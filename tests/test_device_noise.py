@@ -1,4 +1,4 @@
-"""Noise a device can trust (issue 9, item 6): fed.noise's device sampler, tested three ways.
+"""Noise a device can trust (issue 9, item 6): fed.privacy.noise's device sampler, tested three ways.
 
 Its noise has the stated distribution (Kolmogorov-Smirnov), its cost is what the event states
 (OpenDP's own privacy map against the closed form), and distinguishing attacks on
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed import noise
-from fed.entropy import generator, simulation_engine
-from fed.noise import SecureGenerator, add_gaussian, add_laplace
-from fed.policy import default_mechanisms
+from fed.privacy import noise
+from fed.device.entropy import generator, simulation_engine
+from fed.privacy.noise import SecureGenerator, add_gaussian, add_laplace
+from fed.device.policy import default_mechanisms
 from fed.privacy.float_attack import float_attack_epsilon, is_numpy_laplace_draw
 from fed.randomizers import RANDOMIZERS, make_randomizer
 from fed.randomizers.auditing import audit, build_for_audit

@@ -10,11 +10,11 @@ import pytest
 
 import clients.app
 from clients.app import app as client_app
-from fed.assets import Assets, default_cache_dir
+from fed.runtime.assets import Assets, default_cache_dir
 from fed.spec.run_spec import RunSpec
-from fed.device_tiers import DeviceTiers
+from fed.heterogeneity.device_tiers import DeviceTiers
 from fed.encoders.factory import make_encoder
-from fed.population import Population
+from fed.data.population import Population
 from strategies.app import app as server_app
 from tests.local_grid import run_local
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.corpus import generate_corpus, generate_public_corpus
-from fed.dataset import TextDataset
+from fed.data.corpus import generate_corpus, generate_public_corpus
+from fed.data.dataset import TextDataset
 from fed.encoders.base import Encoder
 from fed.encoders.bilstm import BiLSTMEncoder, train_bilstm
 from fed.encoders.cache import encode_cached, store_dir

@@ -14,14 +14,14 @@ from flwr.common.serde import recorddict_to_proto
 
 from clients import protocol
 from clients.app import app as client_app
-from fed.assets import default_cache_dir
+from fed.runtime.assets import default_cache_dir
 from fed.spec.run_spec import RunSpec
 from fed.encoders.cache import encode_cached
 from fed.encoders.factory import make_encoder
-from fed.loaders import load_dataset
-from fed.population import Population
+from fed.data.loaders import load_dataset
+from fed.data.population import Population
 from fed.privacy.ledger import Ledger
-from fed.requests import Refusal
+from fed.runtime.requests import Refusal
 from strategies.app import app as server_app
 from tests.conftest import write_review_folder
 from tests.local_grid import LocalGrid, run_local
@@ -117,7 +117,7 @@ def test_no_raw_text_or_clean_vector_leaves_a_client(canary_data: Path, tmp_path
 def _node(canary_data: Path, tmp_path: Path) -> tuple[LocalGrid, dict]:
     config = _config(canary_data, tmp_path / "run")
     grid = LocalGrid(client_app, 1, {**config, "nodes": 1})
-    from fed.assets import build_bundle
+    from fed.runtime.assets import build_bundle
 
     bundle = build_bundle(RunSpec.from_mapping(config), None, Path(tmp_path))
     setup = Message(RecordDict({"assets": ArrayRecord({"bundle": Array(bundle)})}), dst_node_id=1000, message_type="query.setup")
@@ -172,6 +172,6 @@ def test_server_pretrained_bilstm_is_shipped_and_used(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     spec = RunSpec.from_mapping(config)
     population = Population.build(spec.data, spec.seed)
-    records = sum(len(part) for part in population.train_parts)  # each copy of a sentence is a record (fed.record_ids)
+    records = sum(len(part) for part in population.train_parts)  # each copy of a sentence is a record (fed.device.record_ids)
     assert summary["errors"] == [] and summary["releases"] == records > 500
     assert summary["accuracy_nonprivate"] > 0.5  # four topics: the shipped encoder carries signal

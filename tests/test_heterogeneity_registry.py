@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from clients.app import app as client_app
-from fed.groups import heterogeneity_axes
+from fed.reporting.groups import heterogeneity_axes
 from fed.heterogeneity import registry
 from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.privacy.ledger import Ledger
-from fed.site import Site
+from fed.device.site import Site
 from fed.spec.option import Option
 from fed.spec.run_spec import RunSpec
 from simulations.commands.simulate import add_arguments

@@ -11,7 +11,7 @@ import pytest
 
 from fed.encoders.factory import make_encoder
 from fed.randomizers.token_level import TokenLevelRandomizer
-from fed.inversion_attack import (
+from fed.attacks.inversion import (
     STOPWORDS,
     attack_tokens,
     learned_inversion,
@@ -20,7 +20,7 @@ from fed.inversion_attack import (
     tokenize_for_attack,
     words_of,
 )
-from fed.loaders import read_tsv
+from fed.data.loaders import read_tsv
 from fed.randomizers import make_randomizer
 
 

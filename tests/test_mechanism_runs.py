@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from clients.app import app as client_app
-from fed.config import MECHANISMS
+from fed.spec.config import MECHANISMS
 from fed.spec.run_spec import RunSpec
 from fed.spec.sections import parse_mechanism_options
-from fed.plan import make_plan
+from fed.spec.plan import make_plan
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.ledger import Ledger
 from fed.randomizers import RANDOMIZERS

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fed.aggregation import fit_clean
-from fed.membership_attack import losses, membership_attack, membership_game
+from fed.learning.aggregation import fit_clean
+from fed.attacks.membership import losses, membership_attack, membership_game
 from fed.randomizers.gaussian import GaussianRandomizer
 
 DIM = 64

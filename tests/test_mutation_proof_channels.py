@@ -17,17 +17,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.classifier import LinearModel
-from fed.cohort import Cohort
-from fed.entropy import simulation_engine
-from fed.node import NodeHost
-from fed.plan import PrivacyPlan
-from fed.policy import DevicePolicy
+from fed.learning.classifier import LinearModel
+from fed.runtime.cohort import Cohort
+from fed.device.entropy import simulation_engine
+from fed.runtime.node import NodeHost
+from fed.spec.plan import PrivacyPlan
+from fed.device.policy import DevicePolicy
 from fed.privacy.ledger import Budget
 from fed.privacy.store import LedgerStore
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.labels import RandomizedResponse
-from fed.user import UserRecords
+from fed.runtime.user import UserRecords
 
 DELTA = 1e-5
 LABEL_EPSILON = 1.0

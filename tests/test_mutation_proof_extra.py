@@ -25,8 +25,8 @@ from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.instance_encoding import DPInstanceEncodingLaplace
 from fed.randomizers.labels import PublicLabels
 from fed.randomizers.laplace import LaplaceRandomizer
-from fed.requests import ReleaseRequest
-from fed.user import BudgetExhausted, User, UserRecords, UserState
+from fed.runtime.requests import ReleaseRequest
+from fed.runtime.user import BudgetExhausted, User, UserRecords, UserState
 
 DELTA = 1e-5
 

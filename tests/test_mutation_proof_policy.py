@@ -15,17 +15,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fed.classifier import LinearModel
-from fed.node import NodeHost
-from fed.plan import PrivacyPlan
-from fed.policy import DevicePolicy
+from fed.learning.classifier import LinearModel
+from fed.runtime.node import NodeHost
+from fed.spec.plan import PrivacyPlan
+from fed.device.policy import DevicePolicy
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.ledger import Budget
 from fed.privacy.store import LedgerStore
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.labels import PublicLabels
-from fed.requests import Refusal, RequestRefused
-from fed.user import UserRecords
+from fed.runtime.requests import Refusal, RequestRefused
+from fed.runtime.user import UserRecords
 
 DELTA = 1e-5
 DIM = 4
@@ -146,7 +146,7 @@ def _device(data: Path, folder: Path, policy: Path) -> Any:
     """A one-user device whose run (the server's) names MiniLM, not yet set up."""
     from clients.app import app
     from fed.spec.run_spec import RunSpec
-    from fed.device_state import init_state
+    from fed.device.state import init_state
     from simulations.local_grid import LocalGrid
 
     run = RunSpec.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0))
@@ -165,7 +165,7 @@ def _send(grid: Any, message_type: str, content: Any) -> tuple[str, str] | None:
 
 
 def _minilm_bundle(folder: Path) -> np.ndarray:
-    from fed.assets import pack
+    from fed.runtime.assets import pack
 
     folder.mkdir()
     (folder / "encoder.txt").write_text("minilm")

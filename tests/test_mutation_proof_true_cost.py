@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.entropy import simulation_engine
-from fed.noise import SecureGenerator
+from fed.device.entropy import simulation_engine
+from fed.privacy.noise import SecureGenerator
 from fed.privacy.ledger import Budget
 from fed.randomizers import RANDOMIZERS
 from fed.randomizers.base import make_randomizer
 from fed.randomizers.labels import PublicLabels
-from fed.requests import ClientLimits, parse_release_request
-from fed.user import User, UserRecords
+from fed.runtime.requests import ClientLimits, parse_release_request
+from fed.runtime.user import User, UserRecords
 from tests.true_cost import true_epsilon
 
 DELTA = 1e-5

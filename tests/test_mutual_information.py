@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from fed.mutual_information import (
+from fed.attacks.mutual_information import (
     gaussian_mutual_information,
     knn_entropy,
     knn_mutual_information,

@@ -13,8 +13,8 @@ from flwr_datasets.partitioner import IidPartitioner
 
 from fed.spec.run_spec import RunSpec
 from fed.spec.sections import DataSpec
-from fed.partition import partition, split_train_query
-from fed.population import Population
+from fed.data.partition import partition, split_train_query
+from fed.data.population import Population
 
 LABELS = np.random.default_rng(0).integers(0, 4, size=1200)
 
@@ -103,7 +103,7 @@ def test_split_train_query() -> None:
 def test_partition_does_not_import_flwr() -> None:
     # design.md section 3: fed/ must not import flwr; flwr_datasets (used here) must not either.
     code = (
-        "import sys, fed.partition\n"
+        "import sys, fed.data.partition\n"
         "bad = sorted(m for m in sys.modules if m == 'flwr' or m.startswith('flwr.'))\n"
         "assert not bad, bad"
     )

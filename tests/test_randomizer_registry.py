@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.config import MECHANISMS
-from fed.policy import DevicePolicy, default_mechanisms
+from fed.spec.config import MECHANISMS
+from fed.device.policy import DevicePolicy, default_mechanisms
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.ledger import Budget, Ledger
 from fed.randomizers import RANDOMIZERS, make_randomizer
@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from fed.noise import add_gaussian
+from fed.privacy.noise import add_gaussian
 from fed.privacy.events import GaussianEvent
 from fed.randomizers.audit_pairs import pair_scores
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
@@ -136,7 +136,7 @@ def test_a_randomizer_in_one_file_is_calibrated_charged_allowed_and_audited(box_
     assert not dimension_free(name)
 
     # the mutual-information estimate takes it: its noise is additive
-    from fed.mutual_information import randomizer_mutual_information
+    from fed.attacks.mutual_information import randomizer_mutual_information
 
     x = np.random.default_rng(2).normal(size=(300, 4))
     assert math.isfinite(randomizer_mutual_information(x, randomizer, np.random.default_rng(3)))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.classifier import NoiseAwareLDA
+from fed.learning.classifier import NoiseAwareLDA
 from fed.privacy.composition import compose_epsilon, gaussian_mu
 from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent
 from fed.privacy.ledger import Budget, Ledger

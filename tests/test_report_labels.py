@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from fed.spec.run_spec import RunSpec
-from fed.plan import PrivacyPlan, make_plan
+from fed.spec.plan import PrivacyPlan, make_plan
 from fed.privacy.ledger import Ledger
 from fed.randomizers.labels import PublicLabels
-from fed.report import LedgerFigures, privacy_report, summary
+from fed.reporting.report import LedgerFigures, privacy_report, summary
 
 NUM_LABELS = 4
 EPSILON = 4.0

@@ -1,4 +1,4 @@
-"""A node may send the sums of its decoded reports instead of the reports (fed.report_sums): the sums
+"""A node may send the sums of its decoded reports instead of the reports (fed.learning.report_sums): the sums
 must be exactly what the server would have computed, the model the same, the ledgers untouched,
 and a hostile or malformed request or reply must be refused."""
 
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from clients import protocol
-from fed.aggregation import ReportAggregator
-from fed.entropy import simulation_engine
+from fed.learning.aggregation import ReportAggregator
+from fed.device.entropy import simulation_engine
 from fed.randomizers import RANDOMIZERS
 from fed.randomizers.gaussian import GaussianRandomizer
-from fed.report_sums import ReportSums
-from fed.requests import RequestRefused
+from fed.learning.report_sums import ReportSums
+from fed.runtime.requests import RequestRefused
 from tests.test_cohort import _hosts, _request
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import clients.app
 from fed.spec.run_spec import RunSpec, options
-from fed.tiers import Tiers
+from fed.heterogeneity.tiers import Tiers
 
 SAMPLE = {
     "data": "generated:300", "users": 10, "dim": 8, "mechanism": "laplace", "epsilon": 2.0, "tiers": "0.5:1,0.5:4",

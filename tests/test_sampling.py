@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import binom, binomtest
 
 from fed.spec.run_spec import RunSpec
-from fed.plan import make_plan
+from fed.spec.plan import make_plan
 from fed.privacy.accountants import amplified, clt, enforced, worst_case
 from fed.privacy.accountants.base import Schedule
 from fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
@@ -18,9 +18,9 @@ from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent
 from fed.privacy.ledger import Budget, Ledger
 from fed.randomizers.labels import PublicLabels
-from fed.requests import ClientLimits, RequestRefused, parse_release_request
-from fed.sampling import TrainSampling, UpSampling
-from fed.user import BudgetExhausted, User, UserRecords
+from fed.runtime.requests import ClientLimits, RequestRefused, parse_release_request
+from fed.privacy.sampling import TrainSampling, UpSampling
+from fed.runtime.user import BudgetExhausted, User, UserRecords
 
 DELTA = 1e-5
 CLIP = 1.0

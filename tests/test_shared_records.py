@@ -1,4 +1,4 @@
-"""A simulated node's records are built once per run and read back by the engine's other processes (fed.shared_records)."""
+"""A simulated node's records are built once per run and read back by the engine's other processes (fed.device.shared_records)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.shared_records import KEEP_SECONDS, shared_records
-from fed.user import UserRecords
+from fed.device.shared_records import KEEP_SECONDS, shared_records
+from fed.runtime.user import UserRecords
 
 
 def _records() -> dict[int, UserRecords]:

@@ -15,11 +15,11 @@ from scipy import stats
 
 from clients import protocol
 from clients.app import app as client_app
-from fed.aggregation import ReportAggregator
+from fed.learning.aggregation import ReportAggregator
 from fed.spec.run_spec import RunSpec
-from fed.node import NodeReply
+from fed.runtime.node import NodeReply
 from fed.privacy.shuffle import composed, shuffled_delta, shuffled_epsilon
-from fed.shuffler import ShuffledBatch, Shuffler
+from fed.runtime.shuffler import ShuffledBatch, Shuffler
 from strategies.app import app as server_app
 from tests.conftest import write_review_folder
 from tests.local_grid import LocalGrid

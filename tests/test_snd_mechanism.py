@@ -15,17 +15,17 @@ from dp_accounting.pld import common
 from dp_accounting.pld import privacy_loss_distribution
 from scipy import stats
 
-from fed.assets import build_bundle, load_assets, pack, unpack
+from fed.runtime.assets import build_bundle, load_assets, pack, unpack
 from fed.spec.run_spec import RunSpec
-from fed.denoiser import Denoiser
-from fed.device_state import init_state
-from fed.plan import encoder_spec, make_plan
+from fed.learning.denoiser import Denoiser
+from fed.device.state import init_state
+from fed.spec.plan import encoder_spec, make_plan
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import MetricDPEvent
 from fed.randomizers import split_denoise
 from fed.randomizers.auditing import audit, build_for_audit
 from fed.randomizers.split_denoise import DENOISER_FILE, SplitDenoiseRandomizer
-from fed.requests import Refusal, RequestRefused, parse_release_request
+from fed.runtime.requests import Refusal, RequestRefused, parse_release_request
 
 TEXTS = ["the film was wonderful indeed", "an awful, boring evening", "what a lovely day it is"]
 
@@ -104,7 +104,7 @@ def _snd_config(tmp_path: Path, **extra: object) -> RunSpec:
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
-    from fed.assets import load_public
+    from fed.runtime.assets import load_public
 
     tmp = tmp_path_factory.mktemp("snd-bundle")
     config = _snd_config(tmp)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fed.denoiser import Denoiser, DenoiserShape, train_denoiser
+from fed.learning.denoiser import Denoiser, DenoiserShape, train_denoiser
 
 TEXTS = ["the film was wonderful indeed", "an awful, boring evening", "what a lovely day it is"]
 

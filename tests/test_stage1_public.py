@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not (DATA / "tweeteval" / "sentiment").is_dir(),
 
 
 def test_public_tweets_are_positive_and_negative_tweets_only() -> None:
-    from fed.loaders import load_dataset
+    from fed.data.loaders import load_dataset
 
     base = runner.public_set(DATA, "sentiment_labelled_sentences")
     both = runner.public_set(DATA, "sentiment_labelled_sentences", 500)

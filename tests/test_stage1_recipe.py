@@ -26,7 +26,7 @@ def test_simulated_private_falls_to_chance_under_large_noise(monkeypatch: pytest
 
 def test_run_and_report_on_public_sentences(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import fed.encoders.tuned as tuned
-    from fed.loaders import load_dataset
+    from fed.data.loaders import load_dataset
 
     if not (search.DATA / search.SLS).is_dir():
         pytest.skip("needs ../shared/data")

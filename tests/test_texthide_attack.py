@@ -8,7 +8,7 @@ import pytest
 
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.instance_encoding import DPInstanceEncodingGaussian, TextHideRandomizer
-from fed.texthide_attack import mixture_prior, reconstruction_game, texthide_attack, unmask
+from fed.attacks.texthide import mixture_prior, reconstruction_game, texthide_attack, unmask
 
 DIM = 64
 

@@ -13,13 +13,13 @@ from flwr.app import Array, ArrayRecord, Message, RecordDict
 
 from clients import protocol
 from clients.app import app as client_app
-from fed.assets import build_bundle
+from fed.runtime.assets import build_bundle
 from fed.spec.run_spec import RunSpec
-from fed.plan import make_plan
+from fed.spec.plan import make_plan
 from fed.privacy.ledger import Ledger
-from fed.requests import Refusal
+from fed.runtime.requests import Refusal
 from fed.heterogeneity.registry import spec_groups
-from fed.tiers import Tiers
+from fed.heterogeneity.tiers import Tiers
 from strategies.app import app as server_app
 from tests.local_grid import LocalGrid, run_local
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy.stats import ks_2samp, kstest
 
-from fed.plan import PrivacyPlan
-from fed.policy import DevicePolicy
+from fed.spec.plan import PrivacyPlan
+from fed.device.policy import DevicePolicy
 from fed.privacy.store import LedgerStore
 from fed.privacy.accountants.calibration import calibrate_noise_multiplier
 from fed.privacy.composition import compose_epsilon
@@ -20,10 +20,10 @@ from fed.privacy.events import GaussianEvent
 from fed.privacy.ledger import Budget
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.labels import PublicLabels
-from fed.requests import ClientLimits, RequestRefused, parse_release_request
-from fed.sampling import UpSampling
-from fed.node import NodeHost
-from fed.user import PENDING_FICTITIOUS, BudgetExhausted, QueriesDone, User, UserRecords
+from fed.runtime.requests import ClientLimits, RequestRefused, parse_release_request
+from fed.privacy.sampling import UpSampling
+from fed.runtime.node import NodeHost
+from fed.runtime.user import PENDING_FICTITIOUS, BudgetExhausted, QueriesDone, User, UserRecords
 
 DELTA = 1e-5
 CLIP = 1.0

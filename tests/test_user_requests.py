@@ -14,14 +14,14 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from fed.entropy import simulation_engine
+from fed.device.entropy import simulation_engine
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent
 from fed.privacy.ledger import Budget
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.requests import ClientLimits, ReleaseRequest, RequestRefused, parse_release_request
-from fed.user import BudgetExhausted, User, UserRecords
+from fed.runtime.requests import ClientLimits, ReleaseRequest, RequestRefused, parse_release_request
+from fed.runtime.user import BudgetExhausted, User, UserRecords
 
 DELTA = 1e-5
 SIGMA = calibrate_gaussian_sigma(3.0, DELTA, 1, 2.0)

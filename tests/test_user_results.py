@@ -11,21 +11,21 @@ import numpy as np
 import pytest
 
 from clients import protocol
-from fed.classifier import LinearModel
-from fed.cohort import Cohort
-from fed.dataset import TextDataset
-from fed.evaluation import Outcomes, UserOutcomes
-from fed.groups import SIZE, TIER, UserAttributes, label_skew, quartiles, tiers
-from fed.node import NodeHost
-from fed.plan import PrivacyPlan
-from fed.policy import DevicePolicy
-from fed.population import Population
+from fed.learning.classifier import LinearModel
+from fed.runtime.cohort import Cohort
+from fed.data.dataset import TextDataset
+from fed.learning.evaluation import Outcomes, UserOutcomes
+from fed.reporting.groups import SIZE, TIER, UserAttributes, label_skew, quartiles, tiers
+from fed.runtime.node import NodeHost
+from fed.spec.plan import PrivacyPlan
+from fed.device.policy import DevicePolicy
+from fed.data.population import Population
 from fed.privacy.ledger import Budget
 from fed.privacy.store import LedgerStore
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.labels import PublicLabels
-from fed.user import UserRecords
-from fed.user_results import UserResults, group_summary, round_metrics, spread, tier_gap
+from fed.runtime.user import UserRecords
+from fed.reporting.user_results import UserResults, group_summary, round_metrics, spread, tier_gap
 
 DELTA = 1e-5
 MODELS = {name: LinearModel(np.random.default_rng(i).normal(size=(4, 2)), np.zeros(2)) for i, name in enumerate(("private", "public_only"))}

@@ -13,13 +13,13 @@ from flwr.app import Array, ArrayRecord, Message, RecordDict
 
 from clients import protocol
 from clients.app import app as client_app
-from fed.assets import build_bundle
-from fed.behavior_trace import BehaviorTrace
+from fed.runtime.assets import build_bundle
+from fed.heterogeneity.behavior_trace import BehaviorTrace
 from fed.spec.run_spec import RunSpec
-from fed.device_speed import DeviceSpeed, round_duration
-from fed.plan import make_plan
+from fed.heterogeneity.device_speed import DeviceSpeed, round_duration
+from fed.spec.plan import make_plan
 from fed.privacy.ledger import Ledger
-from fed.virtual_clock import VirtualClock
+from fed.heterogeneity.virtual_clock import VirtualClock
 from strategies.app import app as server_app
 from tests.local_grid import LocalGrid, run_local
 
@@ -85,7 +85,7 @@ def test_a_node_never_opens_the_trace_files_a_server_names(tmp_path: Path, monke
     """Run options reach nodes too: a hostile server naming files on the device (to probe whether they
     exist, or to have them parsed) gets a node that serves as usual and reads none of them."""
     opened: list[str] = []
-    for module in ("fed.device_speed", "fed.behavior_trace"):
+    for module in ("fed.heterogeneity.device_speed", "fed.heterogeneity.behavior_trace"):
         monkeypatch.setattr(f"{module}.read_trace", lambda path: opened.append(str(path)) or CAPACITY)
     secret = tmp_path / "secret.pkl"
     secret.write_bytes(pickle.dumps(CAPACITY))

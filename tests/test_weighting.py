@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fed.aggregation import ReportAggregator
-from fed.classifier import NoiseAwareLDA, class_means, within_class_covariance
+from fed.learning.aggregation import ReportAggregator
+from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.labels import RandomizedResponse
-from fed.report_sums import ReportSums
+from fed.learning.report_sums import ReportSums
 from simulations.experiments.weighting_study import SKEWED, accuracy, evaluation_set, tiers
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fed.dataset import TextDataset
+from fed.data.dataset import TextDataset
 from fed.encoders.base import check_pairs
 from fed.encoders.vocab import Vocab
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from fed.dataset import TextDataset
+from fed.data.dataset import TextDataset
 from fed.encoders.base import Encoder
 
 CHUNK_RECORDS = 1024

@@ -11,7 +11,7 @@ anything but a safetensors file of at most ``MAX_FILE_BYTES`` whose metadata nam
 whose tensors are exactly the named layers' parameters of the base model's config with their
 shapes, float32, and finite. The device owner allows shipped weights by their fingerprint
 (:func:`weights_fingerprint`, the SHA-256 of the file's bytes) in the policy's
-``tuned_encoders``; any other is refused before it is read (fed.policy).
+``tuned_encoders``; any other is refused before it is read (fed.device.policy).
 
 Imports only torch, transformers, safetensors and numpy (the GPU reproduction script uses it).
 """
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from fed.encoders.hf import HFEncoder, masked_mean
-from fed.weights_file import read_weights
+from fed.encoders.weights_file import read_weights
 
 TUNED_SPEC = "minilm-tuned"
 """encoder.txt of a bundle that ships stage-1 weights (the base: the device's own MiniLM)."""

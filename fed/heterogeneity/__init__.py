@@ -1,2 +1,6 @@
-"""Heterogeneity of simulated users: one axis per module, each owning its options, its assignment of users, its
-effect on the node and its group labels, listed in one registry (fed.heterogeneity.registry)."""
+"""How simulated users differ: privacy tiers, device tiers, device speed, availability, behavior
+traces and the virtual clock, with the shares that assign users to them; each axis is one
+module listed in the axis registry.
+
+May import: fed.privacy, fed.randomizers, fed.spec.
+"""

@@ -19,7 +19,7 @@ from fed.spec.option import Option
 
 if TYPE_CHECKING:
     from fed.spec.run_spec import RunSpec
-    from fed.virtual_clock import VirtualClock
+    from fed.heterogeneity.virtual_clock import VirtualClock
 
 
 class HeterogeneityAxis:
@@ -51,7 +51,7 @@ class HeterogeneityAxis:
         return {}
 
     def encoding(self, setting: Any, group: int) -> dict[str, Any]:
-        """How group ``group``'s devices encode (keywords of fed.assets.Assets.features)."""
+        """How group ``group``'s devices encode (keywords of fed.runtime.assets.Assets.features)."""
         return {}
 
     def online(self, setting: Any, spec: RunSpec, server_round: int, clock: VirtualClock | None) -> np.ndarray | None:

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.availability import AvailabilityAxis
-from fed.behavior_trace import BehaviorTraceAxis
-from fed.device_speed import DeviceSpeedAxis
-from fed.device_tiers import DeviceTierAxis
+from fed.heterogeneity.availability import AvailabilityAxis
+from fed.heterogeneity.behavior_trace import BehaviorTraceAxis
+from fed.heterogeneity.device_speed import DeviceSpeedAxis
+from fed.heterogeneity.device_tiers import DeviceTierAxis
 from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.spec.option import Option
-from fed.tiers import PrivacyTiers
+from fed.heterogeneity.tiers import PrivacyTiers
 
 if TYPE_CHECKING:
     from fed.spec.run_spec import RunSpec
-    from fed.virtual_clock import VirtualClock
+    from fed.heterogeneity.virtual_clock import VirtualClock
 
 AXES: tuple[HeterogeneityAxis, ...] = (
     PrivacyTiers(),
@@ -72,7 +72,7 @@ def spec_groups(spec: RunSpec) -> tuple[list[RunSpec], np.ndarray]:
 
 
 def encoding_groups(spec: RunSpec) -> list[tuple[dict[str, Any], np.ndarray | None]]:
-    """How each group of devices encodes (keywords of fed.assets.Assets.features) and its users (a mask by user
+    """How each group of devices encodes (keywords of fed.runtime.assets.Assets.features) and its users (a mask by user
     id); [({}, None)] when no axis changes the encoding: every user runs the encoder as shipped."""
     active = [(axis, setting) for axis, setting in spec.heterogeneity.active() if axis.encoding(setting, 0)]
     if not active:

@@ -1,1 +1,5 @@
-"""Privacy events, composition, ledgers and calibration."""
+"""Privacy events, composition, ledgers, accountants and calibration, and the noise and sampling a
+release draws: the bottom layer, on which every guarantee rests.
+
+May import: nothing outside it.
+"""

@@ -15,14 +15,14 @@ A cached figure must never let a ledger answer less than the true composition:
   and the versions of dp_accounting, SciPy and numpy (:func:`accounting_fingerprint`). Other
   code or libraries mean other keys; their old figures are never read.
 - Every entry carries an HMAC-SHA256 of its key and value under a key derived from the
-  device's record-id key (fed.record_ids). An entry edited, copied from another device, or
+  device's record-id key (fed.device.record_ids). An entry edited, copied from another device, or
   torn is not trusted: its figure is computed again. The server cannot write the state
   folder; this guards against everything else (a crash mid-write, a damaged disk, a file from
   elsewhere).
 - The file is owner-only (mode 600) and replaced atomically. It is not fsynced: a lost entry
   costs a recomputation, never a wrong figure.
 
-Only a device uses it (fed.site turns it on with the device's state folder); elsewhere, and
+Only a device uses it (fed.device.site turns it on with the device's state folder); elsewhere, and
 for any figure not in the file, figures are computed as before.
 """
 
@@ -159,7 +159,7 @@ class FigureStore:
 
 
 _STORE: FigureStore | None = None
-"""This process's store: set on a device (fed.site), None elsewhere."""
+"""This process's store: set on a device (fed.device.site), None elsewhere."""
 _DEFERRED = 0
 """How many :func:`batch` blocks are open: while any is, new figures wait for the last one's end."""
 
@@ -192,7 +192,7 @@ def storing() -> bool:
 
 @contextmanager
 def batch() -> Iterator[None]:
-    """Figures stored in this block (a whole message, fed.site's store set in it or not) reach the file once, at its end."""
+    """Figures stored in this block (a whole message, fed.device.site's store set in it or not) reach the file once, at its end."""
     global _DEFERRED
     _DEFERRED += 1
     try:

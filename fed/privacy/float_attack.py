@@ -5,7 +5,7 @@ draws U on the grid k / 2^53 and returns ``b * log(2U)`` (or ``-b * log(2 - 2U)`
 set of doubles. For input 0 every report lies in that set; for another input the rounding
 of ``x + noise`` usually leaves it. The test "is the report a possible raw draw?" then tells
 the inputs apart far beyond any epsilon. :func:`float_attack_epsilon` runs it against any
-sampler (fed.noise) and turns its error rates into an epsilon lower bound; the device
+sampler (fed.privacy.noise) and turns its error rates into an epsilon lower bound; the device
 sampler (OpenDP) must not beat its event, the textbook one does.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from fed.noise import add_laplace
+from fed.privacy.noise import add_laplace
 from fed.privacy.audit import epsilon_lower_bound
 
 GRID = 2.0**53
@@ -47,7 +47,7 @@ def float_attack_epsilon(
 ) -> float:
     """Epsilon lower bound of the attack on Laplace(``scale``) reports of the inputs 0 and ``shift``.
 
-    ``rng`` picks the sampler (fed.noise): numpy's textbook one, or a device's OpenDP. The
+    ``rng`` picks the sampler (fed.privacy.noise): numpy's textbook one, or a device's OpenDP. The
     attack's score is 1 where a report is not a raw numpy draw.
     """
     null = add_laplace(np.zeros((samples, 1)), scale, abs(shift), rng).ravel()

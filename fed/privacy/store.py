@@ -7,14 +7,14 @@ durable before the release leaves; concurrent messages are serialised.
 - Every message is one ``BEGIN IMMEDIATE`` transaction (:meth:`LedgerStore.transaction`):
   it takes the database's write lock before any ledger is read, so two messages to one
   node (two threads, two Ray actors, two processes) check, charge and release one after
-  the other, never on the same snapshot. All parts of a release message share it (fed.hosts):
+  the other, never on the same snapshot. All parts of a release message share it (fed.runtime.hosts):
   one that fails rolls back the charges of the others.
 - The handler computes its releases inside the transaction, and the transaction commits
   (WAL, ``synchronous=FULL`` on devices) before the handler returns its reply: a crash
   before the commit loses the release with its charge; a crash after it can only waste
   budget.
 - Spending is keyed by (owner, record id). On a device the owner is the device and the
-  record id a keyed hash of the record's content (:mod:`fed.record_ids`), so a new run, a
+  record id a keyed hash of the record's content (:mod:`fed.device.record_ids`), so a new run, a
   re-setup or a different partition of the device's data into users finds the same counts.
   One row per (owner, event) holds the counts of all the owner's records (JSON, record id ->
   count): a simulated node charges tens of thousands of records per message, and one row per
@@ -23,8 +23,8 @@ durable before the release leaves; concurrent messages are serialised.
 - Memoized reports (RAPPOR's permanent randomized response) are stored beside the charge
   that paid for them, in the same transaction.
 - A device's ledger is bound to its record-id key (``binding``: the key's fingerprint,
-  :func:`fed.record_ids.key_fingerprint`), so that a node finds a deleted, emptied or swapped
-  ledger or key instead of starting over (:mod:`fed.device_state`). A device's store is never
+  :func:`fed.device.record_ids.key_fingerprint`), so that a node finds a deleted, emptied or swapped
+  ledger or key instead of starting over (:mod:`fed.device.state`). A device's store is never
   created by opening it (``create=False``): ``ldpfed device init`` makes it.
 
 Simulations keep the same file per node (``synchronous=OFF``: atomic across the engine's

@@ -1,6 +1,8 @@
-"""Local randomizers: each adds its noise and states its privacy event.
+"""Local randomizers: each adds its noise and states its privacy event (design.md section 2).
+split_denoise runs the transformer's embedding layer (encoders), its denoiser (learning) and
+one torch thread (runtime.threads), each imported where used.
 
-Importing this package registers every randomizer with :func:`make_randomizer`.
+May import: fed.privacy, fed.encoders, fed.learning, fed.runtime.
 """
 
 from fed.randomizers import gaussian  # noqa: F401  (registers)

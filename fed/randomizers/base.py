@@ -45,10 +45,10 @@ class Randomizer(ABC):
     sigma_settable: ClassVar[bool] = False
     """A Gaussian on one record per report: ``--sigma`` sets its noise and ``--enforce amplified`` applies."""
     float_safe: ClassVar[bool] = True
-    """On a device its randomness resists floating-point attacks: OpenDP's samplers or coins only (fed.noise)."""
+    """On a device its randomness resists floating-point attacks: OpenDP's samplers or coins only (fed.privacy.noise)."""
     batch_release: ClassVar[bool] = False
     """Each report depends on its own row and fresh noise only, so many users' rows may be released
-    in one call (fed.cohort); a mechanism that mixes rows or labels must leave this False."""
+    in one call (fed.runtime.cohort); a mechanism that mixes rows or labels must leave this False."""
     decoded_as_sent: ClassVar[bool] = False
     """:meth:`decode` returns the reports themselves (as float64), so their sums need no decoding."""
     invalid: ClassVar[bool] = False
@@ -60,13 +60,13 @@ class Randomizer(ABC):
     device sampler may be audited at dimension 2 (fed.randomizers.auditing.dimension_free)."""
     pinned: ClassVar[frozenset[str]] = frozenset()
     """Parameters a request must give exactly as the user's own plan does (they name what the user
-    loads, e.g. a model): the server may choose the noise, never these (fed.requests)."""
+    loads, e.g. a model): the server may choose the noise, never these (fed.runtime.requests)."""
     size_params: ClassVar[tuple[str, ...]] = ()
     """Integer parameters that size what building or running it allocates (a dimension, a pool of
     vectors): a node refuses a request that names one above its policy's ``max_dim`` before it
-    builds anything (fed.requests)."""
+    builds anything (fed.runtime.requests)."""
     shipped_files: ClassVar[tuple[str, ...]] = ()
-    """Bundle files (fed.assets) the users of this mechanism need, made by :meth:`bundle_files`."""
+    """Bundle files (fed.runtime.assets) the users of this mechanism need, made by :meth:`bundle_files`."""
 
     @classmethod
     @abstractmethod
@@ -108,7 +108,7 @@ class Randomizer(ABC):
 
     @classmethod
     def device_default(cls) -> bool:
-        """Whether a device runs it unless its owner's policy says otherwise (fed.policy): a guarantee
+        """Whether a device runs it unless its owner's policy says otherwise (fed.device.policy): a guarantee
         (:attr:`private`) that holds as published (not :attr:`invalid`) and a float-safe sampler."""
         return cls.private and not cls.invalid and cls.float_safe
 
@@ -163,7 +163,7 @@ class Randomizer(ABC):
     def preprocess_key(self) -> Hashable | None:
         """What :meth:`preprocess` depends on, where :meth:`release` is :meth:`randomize` of
         :meth:`preprocess` with the labels travelling as they are: rows preprocessed once then
-        serve every release whose key is equal (fed.cohort). None where a release is not split so."""
+        serve every release whose key is equal (fed.runtime.cohort). None where a release is not split so."""
         return None
 
     def randomize(self, prepared: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -208,7 +208,7 @@ class Randomizer(ABC):
     @property
     def additive(self) -> bool:
         """Whether a release is :meth:`preprocess` of the rows plus noise drawn independently of them
-        (what the mutual-information estimate needs, fed.mutual_information)."""
+        (what the mutual-information estimate needs, fed.attacks.mutual_information)."""
         return False
 
     def audit_scores(self, dim: int) -> Scores:

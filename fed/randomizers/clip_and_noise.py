@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.noise import add_gaussian, add_laplace
+from fed.privacy.noise import add_gaussian, add_laplace
 from fed.privacy.validators import check_positive
 from fed.randomizers.base import Randomizer, check_finite_matrix, check_params
 
@@ -31,7 +31,7 @@ def clip_l1(x: np.ndarray, clip: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NoiseKind:
-    """A clip norm and a noise distribution: the name of its scale, its sampler (fed.noise), its variance."""
+    """A clip norm and a noise distribution: the name of its scale, its sampler (fed.privacy.noise), its variance."""
 
     key: str
     clip_rows: Callable[[np.ndarray, float], np.ndarray]
@@ -91,7 +91,7 @@ class ClipAndNoise(Randomizer):
         return self.noise_kind.key, self.clip
 
     def randomize(self, prepared: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """``prepared`` plus fresh noise of this kind (on a device, from OpenDP: fed.noise)."""
+        """``prepared`` plus fresh noise of this kind (on a device, from OpenDP: fed.privacy.noise)."""
         return self.noise_kind.add(prepared, self.noise, self.event.sensitivity, rng)
 
     def release(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

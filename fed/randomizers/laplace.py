@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.noise import add_laplace
+from fed.privacy.noise import add_laplace
 from fed.privacy.events import LaplaceEvent
 from fed.privacy.validators import check_int, check_positive
 from fed.randomizers.audit_pairs import Scores, antipodal_scores, pair_scores

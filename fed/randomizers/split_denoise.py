@@ -12,7 +12,7 @@ with full attention over all L positions, mean-pooled: e_n, a sentence vector co
 release only (post-processing). Its noise is not additive, so the classifier treats e_n as data
 (noise variance 0). The same pass on the clean clipped X (:meth:`features`) is local inference on
 a user that runs the whole encoder. A user that runs only the embedding layer denoises e_n with
-the shipped denoiser (fed.denoiser: ``denoiser.safetensors`` in the bundle, trained by
+the shipped denoiser (fed.learning.denoiser: ``denoiser.safetensors`` in the bundle, trained by
 :meth:`bundle_files`); the denoised vector depends on X, so it never leaves the user.
 """
 
@@ -32,7 +32,7 @@ from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, 
 from fed.randomizers.clip_and_noise import clip_l2
 from fed.randomizers.metric import dchi_noise
 from fed.randomizers.target import CalibrationTarget
-from fed.threads import one_torch_thread
+from fed.runtime.threads import one_torch_thread
 
 DENOISER_FILE = "denoiser.safetensors"
 
@@ -195,7 +195,7 @@ class SplitDenoiseRandomizer(Randomizer):
 
     def bundle_files(self, public: np.ndarray, seed: int, progress: bool = False) -> dict[str, bytes]:
         """The denoiser, trained on the public records released with this randomizer's noise."""
-        from fed.denoiser import DenoiserShape, train_denoiser
+        from fed.learning.denoiser import DenoiserShape, train_denoiser
 
         rng = np.random.default_rng([seed, 3])
         clean = self.preprocess(public)

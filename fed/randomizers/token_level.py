@@ -42,7 +42,7 @@ import numpy as np
 
 from fed.encoders.base import check_pairs
 from fed.encoders.hf import HFEncoder
-from fed.noise import add_gaussian
+from fed.privacy.noise import add_gaussian
 from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent
 from fed.privacy.validators import check_int, check_positive
 from fed.randomizers.base import check_params, register
@@ -345,7 +345,7 @@ class TokenGaussian(TokenLevelRandomizer):
         return target.gaussian_sigma(self.event.sensitivity)
 
     def _noisy(self, clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return add_gaussian(clean, self.noise, self.diameter, rng)  # each token moves by at most the diameter (fed.noise)
+        return add_gaussian(clean, self.noise, self.diameter, rng)  # each token moves by at most the diameter (fed.privacy.noise)
 
 
 class _MetricTokens(TokenLevelRandomizer):

@@ -1,1 +1,5 @@
-"""What a node runs: its hosts, users and cohorts, the requests they serve, and the one release pipeline."""
+"""How a node answers the server: the hosted users, their release pipeline (requests, user and
+cohort steps), the node and its hosts, the setup bundle (assets), the shuffler, and thread limits.
+
+May import: fed.privacy, fed.randomizers, fed.encoders, fed.data, fed.device, fed.spec, fed.learning.
+"""

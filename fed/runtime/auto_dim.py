@@ -10,7 +10,7 @@ other half, clean (local inference).
 
 Public data labelled like the task stands in for the task: the best simulated dimension wins.
 Public data with other labels measures only how much of a text's signal the noise leaves in d
-dimensions; a projection fitted on it may still discard what the task needs (fed.assets'
+dimensions; a projection fitted on it may still discard what the task needs (fed.runtime.assets'
 domain check, measured in simulations). So then no projection is shipped unless the full
 dimension loses more than ``UNRELATED_MARGIN`` to the best projection on the public data itself.
 """
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fed.aggregation import ReportAggregator
+from fed.learning.aggregation import ReportAggregator
 from fed.encoders.projection import PCAProjection
 from fed.randomizers.base import Randomizer
 
@@ -182,8 +182,8 @@ def choose_for_run(
     count is known, as the nodes tell it); ``train_records`` is the number of training records the
     nodes hold (public, design.md section 2). Reports = records x the planned releases per record.
     """
-    from fed.assets import same_labels
-    from fed.plan import make_plan, planned_train_releases
+    from fed.runtime.assets import same_labels
+    from fed.spec.plan import make_plan, planned_train_releases
 
     plan = make_plan(config.with_options(dim=0), len(task_labels))
     related = same_labels(public_label_names, task_labels)

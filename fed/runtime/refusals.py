@@ -2,7 +2,7 @@
 
 A refusal releases nothing and spends no budget. The code travels with the reason text in a
 node's reply (``refusals``: user -> (code, text)); the texts below are the only ones the release
-pipeline (fed.runtime.release) and the users (fed.user) give.
+pipeline (fed.runtime.release) and the users (fed.runtime.user) give.
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 A training step (:func:`train_step`) takes, for every user a request names and all at once, the
 steps of design.md section 2: the records that can afford one more release (one per content),
 the sampling, the user-level check, the event cap, the release, then the charge and the step log.
-A per-user release (:meth:`fed.user.User.release`) is this step for a cohort of one
-(:meth:`fed.cohort.Cohort.of_user`) drawing from the user's own generator (:class:`UserDraws`);
-scale mode (fed.node) serves all of a node's users with one generator (:class:`CohortDraws`).
+A per-user release (:meth:`fed.runtime.user.User.release`) is this step for a cohort of one
+(:meth:`fed.runtime.cohort.Cohort.of_user`) drawing from the user's own generator (:class:`UserDraws`);
+scale mode (fed.runtime.node) serves all of a node's users with one generator (:class:`CohortDraws`).
 Only the order of the random draws differs: each report still gets fresh noise.
 
-Query and evaluation releases (fed.user, fed.node) pass through the same checks (:func:`refuse_past_cap`,
+Query and evaluation releases (fed.runtime.user, fed.runtime.node) pass through the same checks (:func:`refuse_past_cap`,
 :meth:`~fed.privacy.cohort_ledger.CohortLedger.users_can_afford`) and the same charge (:func:`charge`).
 Every refusal's code and text comes from fed.runtime.refusals.
 """
@@ -23,16 +23,16 @@ from functools import reduce
 
 import numpy as np
 
-from fed.cohort import Cohort, ranges
+from fed.runtime.cohort import Cohort, ranges
 from fed.privacy.cohort_ledger import LABELS, REPORTS, CohortLedger
 from fed.privacy.events import PrivacyEvent
 from fed.randomizers.base import Randomizer
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.report_sums import GRAM_BLOCK, ReportSums
-from fed.requests import ReleaseRequest
+from fed.learning.report_sums import GRAM_BLOCK, ReportSums
+from fed.runtime.requests import ReleaseRequest
 from fed.runtime import refusals as texts
 from fed.runtime.refusals import BudgetExhausted, EventCapReached
-from fed.sampling import TrainSampling
+from fed.privacy.sampling import TrainSampling
 
 Refusals = dict[int, tuple[str, str]]
 """User id -> (refusal code, reason text)."""

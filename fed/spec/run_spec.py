@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from fed.classifier import SCREENING, WEIGHTINGS
-from fed.config import HELP
+from fed.learning.classifier import SCREENING, WEIGHTINGS
+from fed.spec.config import HELP
 from fed.heterogeneity import registry
 from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.policy import MAX_DELTA
+from fed.device.policy import MAX_DELTA
 from fed.spec.option import Option, flag
 from fed.spec.sections import (
     DIM_AUTO,
@@ -155,8 +155,8 @@ class RunSpec:
         for part, name in ((privacy, "clip"), (privacy, "delta"), (schedule, "round_timeout")):
             if not math.isfinite(getattr(part, name)) or getattr(part, name) <= 0:
                 raise ValueError(f"{flag(name)} must be a positive finite number")
-        if not privacy.delta <= MAX_DELTA:  # every simulated user's policy takes the run's delta (fed.policy)
-            raise ValueError(f"--delta must be at most {MAX_DELTA:g} (a device policy's range, fed.policy)")
+        if not privacy.delta <= MAX_DELTA:  # every simulated user's policy takes the run's delta (fed.device.policy)
+            raise ValueError(f"--delta must be at most {MAX_DELTA:g} (a device policy's range, fed.device.policy)")
         if self.encoder.dim < DIM_AUTO:
             raise ValueError(f"--dim must be 'auto' or a non-negative number of dimensions (0: no projection), got {self.encoder.dim}")
         if self.encoder.dim > 0 and data.public == "none":

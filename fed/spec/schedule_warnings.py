@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fed.plan import planned_train_releases
+from fed.spec.plan import planned_train_releases
 from fed.spec.run_spec import RunSpec
 
 

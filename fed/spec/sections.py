@@ -14,8 +14,8 @@ from typing import Any
 
 from fed.heterogeneity import registry
 from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.policy import MAX_RR_EPSILON
-from fed.sampling import TrainSampling, UpSampling
+from fed.device.policy import MAX_RR_EPSILON
+from fed.privacy.sampling import TrainSampling, UpSampling
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,16 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from fed.cohort import Cohort
-from fed.entropy import simulation_engine
-from fed.node import NodeHost
-from fed.plan import PrivacyPlan
-from fed.policy import DevicePolicy
+from fed.runtime.cohort import Cohort
+from fed.device.entropy import simulation_engine
+from fed.runtime.node import NodeHost
+from fed.spec.plan import PrivacyPlan
+from fed.device.policy import DevicePolicy
 from fed.privacy.ledger import Budget
 from fed.privacy.store import LedgerStore
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.randomizers.labels import PublicLabels
-from fed.user import UserRecords
+from fed.runtime.user import UserRecords
 
 
 def _records(users: list[int], per_user: int, dim: int, rng: np.random.Generator) -> dict[int, UserRecords]:

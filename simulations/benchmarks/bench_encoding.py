@@ -14,7 +14,7 @@ On the same N distinct sentences (ordered by token count), in one process, it ti
 
 (a) and (b) take turns over slices of ``SLICE_BATCHES`` batches (which goes first swaps
 every slice), so on a shared machine both see the same load; the times are the sums. Both
-use the same thread settings: one BLAS thread (``fed.threads.limit_blas_threads``, as in the
+use the same thread settings: one BLAS thread (``fed.runtime.threads.limit_blas_threads``, as in the
 ClientApps) and ``--threads`` torch intra-op threads (default: torch's own, one per core).
 Both models are loaded and run on one batch before anything is timed. The target is (b) at
 least 0.9 times as fast as (a).
@@ -45,13 +45,13 @@ def load_sentences(spec: str, count: int) -> list[str]:
     """The first ``count`` distinct sentences of a data spec's train split (first column).
 
     ``spec`` is "generated" (the project's corpus, seed 0, drawn until ``count`` distinct
-    sentences) or anything ``fed.loaders.load_dataset`` reads. Raises ValueError when the
+    sentences) or anything ``fed.data.loaders.load_dataset`` reads. Raises ValueError when the
     data holds fewer distinct sentences.
     """
     if count < 1:
         raise ValueError(f"--sentences must be at least 1, got {count}")
     if spec == "generated":
-        from fed.corpus import generate_corpus
+        from fed.data.corpus import generate_corpus
 
         size = count
         while True:
@@ -60,7 +60,7 @@ def load_sentences(spec: str, count: int) -> list[str]:
                 break
             size = min(2 * size, MAX_GENERATED)
     else:
-        from fed.loaders import load_dataset
+        from fed.data.loaders import load_dataset
 
         distinct = list(dict.fromkeys(load_dataset(spec, "train").texts))
     if len(distinct) < count:
@@ -120,10 +120,10 @@ def run_benchmark(
     import torch
     from tqdm.auto import tqdm
 
-    from fed.dataset import TextDataset
+    from fed.data.dataset import TextDataset
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
-    from fed.threads import limit_blas_threads
+    from fed.runtime.threads import limit_blas_threads
 
     limit_blas_threads()  # as in the ClientApps
     if threads is not None:

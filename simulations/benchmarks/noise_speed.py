@@ -1,4 +1,4 @@
-"""Time the two samplers of fed.noise: a device's (OpenDP + ChaCha20) against the engine's (numpy).
+"""Time the two samplers of fed.privacy.noise: a device's (OpenDP + ChaCha20) against the engine's (numpy).
 
 ``python -m simulations.benchmarks.noise_speed [--repeats N]`` prints milliseconds per release (median)
 for one 16-d report and a 16 x 384 token matrix, Gaussian and Laplace.
@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from fed.noise import SecureGenerator, add_gaussian, add_laplace
+from fed.privacy.noise import SecureGenerator, add_gaussian, add_laplace
 
 SHAPES = {"16-d report": (1, 16), "16 x 384": (16, 384)}
 

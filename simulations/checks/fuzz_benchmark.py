@@ -31,7 +31,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
 from clients import protocol
-from fed.assets import pack
+from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
 from fed.privacy.ledger import Ledger
 
@@ -93,7 +93,7 @@ def node(folder: Path, memoize: bool = True, engine: bool = False, cache: Path |
     by default ``<folder>/state/cache``.
     """
     from clients.app import app
-    from fed.device_state import init_state
+    from fed.device.state import init_state
     from simulations.local_grid import LocalGrid
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -344,7 +344,7 @@ def ledger(grid: Any) -> Ledger:
     from contextlib import nullcontext
 
     from clients.app import owner_ledgers
-    from fed.entropy import simulation_engine
+    from fed.device.entropy import simulation_engine
 
     with simulation_engine() if grid.engine else nullcontext():
         return owner_ledgers(grid.node_ctx[NODE])[0]
@@ -376,7 +376,7 @@ def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = Fal
 
 def check_messages(grid: Any, hostile: "Hostile", messages: Any, exact: bool) -> dict[str, TypeStats]:
     """Send each ``(message type, content)`` of ``messages`` and check what it did (see :func:`fuzz`)."""
-    from fed.policy import DevicePolicy
+    from fed.device.policy import DevicePolicy
 
     policy = DevicePolicy.from_mapping(POLICY)
     stats = {t: TypeStats() for t in MESSAGE_TYPES}
@@ -481,8 +481,8 @@ def ledger_file(grid: Any) -> Path:
     """The node's ledger database, where the node's site puts it."""
     from contextlib import nullcontext
 
-    from fed.entropy import simulation_engine
-    from fed.site import Site
+    from fed.device.entropy import simulation_engine
+    from fed.device.site import Site
 
     context = grid.node_ctx[NODE]
     with simulation_engine() if grid.engine else nullcontext():

@@ -42,7 +42,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- issue 26's survivors ------------------------------------------------------------------------
     Mutation(
         "eval-exact-bits",
-        "fed/node.py",
+        "fed/runtime/node.py",
         "noisy = channel.release(flags[ids].astype(np.int64), rng)",
         "noisy = flags[ids].astype(np.int64)",
         (f"{CH}test_device_evaluation_bits_follow_binary_randomized_response", f"{ADV}test_evaluate_gives_nothing_uncharged_on_a_device"),
@@ -78,7 +78,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "node-budget-100x",
-        "fed/node.py",
+        "fed/runtime/node.py",
         "self.budget = Budget(policy.epsilon_sentence, policy.delta, policy.epsilon_user)",
         "self.budget = Budget(100 * policy.epsilon_sentence, policy.delta, 100 * policy.epsilon_user)",
         # the fuzz (checked against the owner's policy) catches it too, but serving 100 times the releases
@@ -89,7 +89,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "query-release-uncharged",
-        "fed/user.py",
+        "fed/runtime/user.py",
         'charge(ledger, request.sampling, [("query", event)], [event], ledger.columns[n_train + true_items], user_events, logged, ONE, ONE)',
         "pass",
         ("tests/test_upsampling.py::test_fictitious_releases_cost_nothing_and_every_true_release_is_charged", f"{FUZZ}[device]"),
@@ -98,7 +98,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "policy-encoder-allow-list-removed",
-        "fed/policy.py",
+        "fed/device/policy.py",
         "if (name if name != TUNED_SPEC else \"minilm\") not in self.encoders:",
         "if False:",
         (f"{POL}test_policy_encoders_allow_list_alone_refuses_the_runs_own_encoder", f"{ADV}test_a_bundle_naming_an_encoder_outside_the_policy_is_refused"),
@@ -107,7 +107,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "policy-mechanism-allow-list-removed",
-        "fed/policy.py",
+        "fed/device/policy.py",
         "if name not in self.mechanisms:",
         "if False:",
         (f"{POL}test_policy_mechanisms_allow_list_alone_refuses_a_valid_request", f"{ADV}test_run_config_asking_beyond_the_policy_is_refused_with_nothing_spent"),
@@ -137,7 +137,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "device-coins-keyed-by-run-seed",
-        "fed/entropy.py",
+        "fed/device/entropy.py",
         "return SecureGenerator.from_os()",
         "return SecureGenerator.keyed(hash((seed, *key)))",
         (f"{ADV}test_a_server_that_knows_the_seed_cannot_replay_a_devices_coins",
@@ -147,7 +147,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "device-gaussian-sampler-half-noise",
-        "fed/noise.py",
+        "fed/privacy/noise.py",
         '    measurement = _opendp_measurement("gaussian", float(sigma))',
         '    sigma = sigma / 2\n    measurement = _opendp_measurement("gaussian", float(sigma))',
         (f"{DN}test_the_distinguishing_audit_of_the_device_sampler_stays_within_the_claim[gaussian]",
@@ -213,7 +213,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "evaluation-uncharged",
-        "fed/node.py",
+        "fed/runtime/node.py",
         'charge(ledger, "all", [(EVALUATION, event)], [event], ledger.columns[n_train + ids], cost, cost, ONE, ONE)',
         "pass",
         (f"{ADV}test_evaluate_gives_nothing_uncharged_on_a_device",),
@@ -221,7 +221,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "constant-memo-key",
-        "fed/user.py",
+        "fed/runtime/user.py",
         'return json.dumps({**scope, "randomizer": randomizer.params(), "labels": self.labels.params()}, sort_keys=True)',
         'return "memo"',
         (f"{ADV}test_memoized_repeats_are_free_and_identical_and_a_new_draw_is_charged",),
@@ -229,7 +229,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "memo-key-without-bundle",
-        "fed/user.py",
+        "fed/runtime/user.py",
         'scope = {"kind": "train", "bundle": self.memo.bundle, "dim": int(self.records.train.shape[1])}',
         'scope = {"kind": "train", "dim": int(self.records.train.shape[1])}',
         ("tests/test_adversarial_memo.py::test_after_a_new_bundle_a_train_is_a_fresh_draw_of_its_encoding",),
@@ -237,7 +237,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "message-not-one-transaction",
-        "fed/hosts.py",
+        "fed/runtime/hosts.py",
         "        with self.hosts[0].store.transaction() as tx:\n            return [host.serve(kind, request, tx) for host, request in checked]",
         "        replies = []\n        for host, request in checked:\n            with host.store.transaction() as tx:\n"
         "                replies.append(host.serve(kind, request, tx))\n        return replies",
@@ -279,7 +279,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "textbook-gaussian-sampler-on-device",
-        "fed/noise.py",
+        "fed/privacy/noise.py",
         "    if not isinstance(rng, SecureGenerator):\n        # x + rng.normal",
         "    if True:\n        # x + rng.normal",
         (f"{ADV}test_a_device_adds_its_noise_through_opendp_and_says_so",
@@ -288,7 +288,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "textbook-laplace-sampler-on-device",
-        "fed/noise.py",
+        "fed/privacy/noise.py",
         "    if not isinstance(rng, SecureGenerator):\n        return x + rng.laplace(0.0, scale, size=x.shape)",
         "    if True:\n        return x + rng.laplace(0.0, scale, size=x.shape)",
         (f"{DN}test_mironovs_floating_point_attack_breaks_textbook_laplace_but_not_the_device_sampler",),
@@ -328,11 +328,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the user-level budget check admits up to twice the budget",
         fast=True,
     ),
-    # -- more, from reading fed/privacy, fed/randomizers, fed/user.py, fed/cohort.py, fed/node.py,
-    #    fed/policy.py, clients/app.py (through fed/site.py) ------------------------------------------
+    # -- more, from reading fed/privacy, fed/randomizers, fed/runtime/user.py, fed/runtime/cohort.py, fed/runtime/node.py,
+    #    fed/device/policy.py, clients/app.py (through fed/device/site.py) ------------------------------------------
     Mutation(
         "noise-floor-unchecked",
-        "fed/requests.py",
+        "fed/runtime/requests.py",
         "if cost > limits.max_release_epsilon * (1 + 1e-9):",
         "if False:",
         (f"{UR}test_hostile_requests_are_refused_at_parse[override0-floor]", f"{ADV}test_without_a_policy_file_the_strict_defaults_apply"),
@@ -341,7 +341,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "device-policy-from-run-config",
-        "fed/site.py",
+        "fed/device/site.py",
         "        if self.device_policy is not None:\n            return self.device_policy\n",
         "",
         (f"{ADV}test_run_config_asking_beyond_the_policy_is_refused_with_nothing_spent",),
@@ -349,7 +349,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "device-seeded-by-run-seed",
-        "fed/entropy.py",
+        "fed/device/entropy.py",
         "    if not in_simulation_engine():\n        return SecureGenerator.from_os()",
         "    if False:\n        return SecureGenerator.from_os()",
         (f"{DN}test_outside_the_engine_every_generator_is_chacha20_keyed_by_the_os_whatever_the_seed",),
@@ -358,7 +358,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "invalid-mechanism-allowed",
-        "fed/policy.py",
+        "fed/device/policy.py",
         'if getattr(randomizer, "invalid", False) and not self.allow_invalid:',
         "if False:",
         (f"{ADV}test_an_invalid_mechanism_is_refused_unless_the_policy_allows_it",),
@@ -366,7 +366,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "amplified-with-memoization-allowed",
-        "fed/policy.py",
+        "fed/device/policy.py",
         'if self.enforce == "amplified" and self.memoize is True:',
         "if False:",
         ("tests/test_adversarial_memo.py::test_amplified_enforcement_with_memoization_is_refused_wherever_a_policy_is_made",),
@@ -375,7 +375,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "exact-evaluation-on-a-device",
-        "fed/node.py",
+        "fed/runtime/node.py",
         "        if self.simulation:\n            if self.cohort is not None:",
         "        if True:\n            if self.cohort is not None:",
         ("tests/test_user_results.py::test_per_user_outcomes_never_leave_a_device",
@@ -384,7 +384,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "full-ledger-sent-by-a-device",
-        "fed/node.py",
+        "fed/runtime/node.py",
         "        if self.simulation:\n            return {uid: {\"view\": FULL_VIEW",
         "        if True:\n            return {uid: {\"view\": FULL_VIEW",
         ("tests/test_adversarial_oracle.py",),
@@ -401,7 +401,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "worst-case-query-cap-removed",
-        "fed/user.py",
+        "fed/runtime/user.py",
         "affordable = ledger.remaining([event], n_train + true_items) - n_train",
         "affordable = true_items",
         ("tests/test_upsampling.py::test_worst_case_caps_each_true_query_at_its_budget_with_fictitious_stand_ins",),
@@ -410,7 +410,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "amplified-check-skipped",
-        "fed/user.py",
+        "fed/runtime/user.py",
         "if not enforced.within_budget(groups, ledger.budget.delta, ledger.budget.epsilon_sentence):",
         "if False:",
         ("tests/test_sampling.py::test_amplified_enforcement_serves_exactly_the_calibrated_steps",),

@@ -56,10 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the attack, print its success next to chance and the run's epsilon, write attack_<kind>.json."""
-    from fed.assets import build_bundle, default_cache_dir, load_assets, load_public, unpack
+    from fed.runtime.assets import build_bundle, default_cache_dir, load_assets, load_public, unpack
     from fed.spec.run_spec import RunSpec
-    from fed.plan import make_plan
-    from fed.population import Population
+    from fed.spec.plan import make_plan
+    from fed.data.population import Population
 
     folder = Path(args.run_dir)
     config_file = folder / "config.json"
@@ -114,7 +114,7 @@ def add_to_report(path: Path, result: dict[str, Any]) -> None:
 
 
 def _attribute(c: AttackContext) -> dict[str, Any]:
-    from fed.attribute_attack import attribute_attack
+    from fed.attacks.attribute import attribute_attack
 
     groups = c.population.train.groups
     if groups is None or c.config.data.partition != "natural":
@@ -139,7 +139,7 @@ def _single_record(c: AttackContext, kind: str) -> None:
 
 
 def _inversion(c: AttackContext) -> dict[str, Any]:
-    from fed.inversion_attack import STOPWORDS, learned_inversion
+    from fed.attacks.inversion import STOPWORDS, learned_inversion
 
     _single_record(c, "inversion")
     reports = c.plan.train.release(c.train_x, c.rng)
@@ -151,7 +151,7 @@ def _inversion(c: AttackContext) -> dict[str, Any]:
 
 
 def _membership(c: AttackContext) -> dict[str, Any]:
-    from fed.membership_attack import membership_game
+    from fed.attacks.membership import membership_game
 
     x, y = c.train_x, c.population.train.labels
     members = max(2, min(40, len(x) // 4))  # few members, so the classifier can overfit them (the leak measured)
@@ -161,7 +161,7 @@ def _membership(c: AttackContext) -> dict[str, Any]:
 
 
 def _reconstruction(c: AttackContext) -> dict[str, Any]:
-    from fed.texthide_attack import reconstruction_game
+    from fed.attacks.texthide import reconstruction_game
 
     if c.plan.train.records_per_report == 1:
         raise ValueError(f"{c.config.privacy.mechanism} does not mix records; reconstruction attacks texthide and dpie-*")
@@ -176,7 +176,7 @@ def _reconstruction(c: AttackContext) -> dict[str, Any]:
 
 
 def _mutual_information(c: AttackContext) -> dict[str, Any]:
-    from fed.mutual_information import randomizer_mutual_information
+    from fed.attacks.mutual_information import randomizer_mutual_information
 
     value = randomizer_mutual_information(c.train_x, c.plan.train, c.rng)
     return {"measure": "I(clean; released), nats", "success": value, "chance": 0.0, "records": int(len(c.train_x))}

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     from rich.console import Console
 
-    from fed.noise import SecureGenerator, sampler
+    from fed.privacy.noise import SecureGenerator, sampler
     from fed.randomizers.auditing import auditable, build_for_audit, calibrates, judge
 
     if args.samples < 100:

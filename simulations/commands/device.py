@@ -26,7 +26,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from fed.device_state import write_owner_only
+from fed.device.state import write_owner_only
 
 HELP = (
     "Set up a device for deployment (policy, node key, trusted app signers, state folder), encode its data once "
@@ -42,7 +42,7 @@ CA_CERT = "ca.crt"  # the SuperLink's CA certificate, copied here by the owner
 SUPERNODE_ENV = {"FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1", "HF_HUB_OFFLINE": "1"}
 """Settings a device runs ``flower-supernode`` with (docs/device.md, "What it costs"): its SuperExec
 starts a message's ClientApp process within 0.1 s of its arrival, not Flower's default 1 s; and the
-Hugging Face Hub stays offline for every process (the app also sets it on a device: fed.site)."""
+Hugging Face Hub stays offline for every process (the app also sets it on a device: fed.device.site)."""
 
 
 @dataclass(frozen=True)
@@ -146,11 +146,11 @@ def init_device(root: Path, trust: list[Path] | tuple[Path, ...] = ()) -> Device
     """Create a device folder; keys, a policy and a state folder already there are kept, never overwritten.
 
     Everything in it is the owner's only (folders 700, files 600), whatever the umask. The state
-    folder (record-id key and the ledger bound to it) is made by :func:`fed.device_state.init_state`:
+    folder (record-id key and the ledger bound to it) is made by :func:`fed.device.state.init_state`:
     after the owner deletes it, this is how the node starts over.
     """
-    from fed.device_state import init_state, owner_only_dir, restrict
-    from fed.policy import DevicePolicy
+    from fed.device.state import init_state, owner_only_dir, restrict
+    from fed.device.policy import DevicePolicy
 
     files = DeviceFiles(root.resolve())
     owner_only_dir(files.root)
@@ -180,12 +180,12 @@ def encode_data(files: DeviceFiles, data: str, spec: str = "minilm", cache_dir: 
     setup finds them, whatever the run's partition or --train-limit). ValueError, encoding nothing,
     for an encoder the device's policy refuses or whose weights a server ships (bilstm).
     """
-    from fed.device_state import DEVICE_UMASK, owner_only_dir
+    from fed.device.state import DEVICE_UMASK, owner_only_dir
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
-    from fed.loaders import load_dataset
-    from fed.policy import DevicePolicy
-    from fed.site import hub_offline
+    from fed.data.loaders import load_dataset
+    from fed.device.policy import DevicePolicy
+    from fed.device.site import hub_offline
 
     policy = DevicePolicy.load(files.policy) if files.policy.exists() else DevicePolicy()
     refused = policy.encoder_refusal(spec)

@@ -56,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
     ray_address = resolve_ray_address(args.ray_address)
     config = RunSpec.from_mapping(values)
     if ray_address:  # actors on a cluster inherit neither this environment ($LDPFED_CACHE) nor its folder
-        from fed.assets import default_cache_dir
+        from fed.runtime.assets import default_cache_dir
 
         config = config.with_options(cache_dir=str(default_cache_dir(config).resolve()))
-    from fed.virtual_clock import VirtualClock
+    from fed.heterogeneity.virtual_clock import VirtualClock
 
     if VirtualClock.runs(config):  # reads the trace files now: a bad one is refused before anything starts
         VirtualClock(config, dim=1)
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _warm_cache(config: RunSpec, progress: bool) -> list[str]:
     """Encode the run's data once, with progress bars, so every Ray actor reads the cache; returns
-    the warnings of the public-data check (fed.assets.check_public).
+    the warnings of the public-data check (fed.runtime.assets.check_public).
 
     The encoding runs in a child process: the encoder's memory (hundreds of MiB) is gone before
     the run starts instead of staying in this process for the whole run.
@@ -102,13 +102,13 @@ def _encode_run_data(config: RunSpec, progress: bool) -> list[str]:
     """Fill the encoding cache with the run's public data and both splits; check the public data
     against the task (labels; the domain too, unless the encoder is the BiLSTM the server trains on the
     public data inside the run)."""
-    from fed.assets import check_public, default_cache_dir, load_public
+    from fed.runtime.assets import check_public, default_cache_dir, load_public
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
     from fed.encoders.tuned import TUNED_SPEC
     from fed.heterogeneity.registry import encoding_groups
-    from fed.plan import encoder_spec
-    from fed.population import Population
+    from fed.spec.plan import encoder_spec
+    from fed.data.population import Population
 
     population = Population.build(config.data, config.seed)
     public = load_public(config)

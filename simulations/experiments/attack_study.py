@@ -9,10 +9,10 @@ one release (delta 1e-5), records are encoded as a run encodes them (MiniLM, or 
 randomizer calibrated to that epsilon, then attacked:
 
 - attribute: which site a review was written for (Amazon, IMDb or Yelp; the three files of
-  sentiment_labelled_sentences, a real source column that is not the task label), fed.attribute_attack;
-- inversion: the words of the sentence, learned from public SST-2 sentences (top-5 F1), fed.inversion_attack;
-- membership: was a record in the server classifier's training set (AUC), fed.membership_attack;
-- reconstruction: which records a mixed report holds (top-1), dpie-gaussian and texthide, fed.texthide_attack;
+  sentiment_labelled_sentences, a real source column that is not the task label), fed.attacks.attribute;
+- inversion: the words of the sentence, learned from public SST-2 sentences (top-5 F1), fed.attacks.inversion;
+- membership: was a record in the server classifier's training set (AUC), fed.attacks.membership;
+- reconstruction: which records a mixed report holds (top-1), dpie-gaussian and texthide, fed.attacks.texthide;
 - mutual information between clean and released vectors (kNN estimate, nats), additive mechanisms.
 
 Bit encodings (sue, oue) are measured at 16 dims only: at 384 dims their reports have 3,840 bits
@@ -69,16 +69,16 @@ def randomizer_for(mechanism: str, epsilon: float, clip: float, dim: int):  # no
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from fed.attribute_attack import attribute_attack
-    from fed.dataset import TextDataset
+    from fed.attacks.attribute import attribute_attack
+    from fed.data.dataset import TextDataset
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
     from fed.encoders.projection import PCAProjection
-    from fed.inversion_attack import STOPWORDS, learned_inversion
-    from fed.loaders import read_tsv
-    from fed.membership_attack import membership_game
-    from fed.mutual_information import randomizer_mutual_information
-    from fed.texthide_attack import reconstruction_game
+    from fed.attacks.inversion import STOPWORDS, learned_inversion
+    from fed.data.loaders import read_tsv
+    from fed.attacks.membership import membership_game
+    from fed.attacks.mutual_information import randomizer_mutual_information
+    from fed.attacks.texthide import reconstruction_game
 
     args.out.mkdir(parents=True, exist_ok=True)
     cache = args.cache_dir or Path.home() / ".cache" / "ldpfed"
@@ -174,8 +174,8 @@ TOKEN_CLIP, TOKEN_LENGTH = 12.3, 32
 def token_sweep(encoder, texts: list[str], etas: list[float], seed: int) -> list[dict]:  # noqa: ANN001
     """Seed 003's figure 2: token inversion success and I(X; X~) per token vector, for each eta."""
     from fed.randomizers.token_level import TokenLevelRandomizer
-    from fed.inversion_attack import token_inversion_sweep
-    from fed.mutual_information import knn_mutual_information
+    from fed.attacks.inversion import token_inversion_sweep
+    from fed.attacks.mutual_information import knn_mutual_information
 
     sweep = token_inversion_sweep(encoder, texts, etas, TOKEN_CLIP, TOKEN_LENGTH, np.random.default_rng([seed, 3]))
     out = []

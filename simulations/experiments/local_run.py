@@ -15,8 +15,8 @@ from typing import Any
 
 
 def single_threaded_blas() -> None:
-    """One BLAS thread in this process (see fed/threads.py); the apps do the same when they start."""
-    from fed.threads import limit_blas_threads
+    """One BLAS thread in this process (see fed/runtime/threads.py); the apps do the same when they start."""
+    from fed.runtime.threads import limit_blas_threads
 
     limit_blas_threads()
 

@@ -77,7 +77,7 @@ NOTES = [
 
 def _params(values: dict[str, Any]) -> str:
     from fed.spec.run_spec import RunSpec
-    from fed.plan import make_plan
+    from fed.spec.plan import make_plan
 
     p = make_plan(RunSpec.from_mapping(values), 2).train.params()
     keep = {k: v for k, v in p.items() if k not in ("mechanism", "mean", "std") and not isinstance(v, list)}

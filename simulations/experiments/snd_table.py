@@ -5,7 +5,7 @@
 For each eta (seed 003's BERT values 50, 100, 500) the server trains a denoiser on public
 sentences (SST-2, MR, AG News, TweetEval-offensive; half of them as random pairs) released with
 synthetic d_chi noise. Then, per task (QQP, MRPC, RTE), every training and test record is
-released four ways and a downstream classifier (fed.classifier's discriminant) is trained on
+released four ways and a downstream classifier (fed.learning.classifier's discriminant) is trained on
 the training embeddings and scored on the test ones (AUC, accuracy), as the seed's appendix A.4:
 
 - clean: the same pipeline without noise (eta = infinity);
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.loaders import read_tsv
+from fed.data.loaders import read_tsv
 
 TASKS = {  # name: (folder, train split, test split)
     "qqp": ("qqp", "train", "dev"),
@@ -71,7 +71,7 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
 
 def score(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray) -> dict[str, float]:
     """AUC and accuracy of the project's discriminant trained on ``train_x``."""
-    from fed.aggregation import fit_clean
+    from fed.learning.aggregation import fit_clean
 
     model = fit_clean(np.asarray(train_x, np.float64), train_y, 2, -1.0)
     s = model.scores(np.asarray(test_x, np.float64))
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
-    from fed.denoiser import DenoiserShape, train_denoiser
+    from fed.learning.denoiser import DenoiserShape, train_denoiser
     from fed.encoders.factory import make_encoder
     from fed.randomizers.token_level import TokenLevelRandomizer
 

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from simulations.reproductions._seed000_stage1_run import accuracy, clean_model, clip, encode, load_base, public_set
-from fed.classifier import NoiseAwareLDA, class_means, within_class_covariance
-from fed.dataset import TextDataset
+from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
+from fed.data.dataset import TextDataset
 from fed.encoders.projection import PCAProjection
-from fed.loaders import load_dataset
+from fed.data.loaders import load_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"

@@ -52,15 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default="runs/reports/token_vs_latent.md")
     args = parser.parse_args(argv)
 
-    from fed.aggregation import fit_clean
-    from fed.classifier import NoiseAwareLDA, class_means, within_class_covariance
+    from fed.learning.aggregation import fit_clean
+    from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
     from fed.spec.run_spec import RunSpec
-    from fed.assets import default_cache_dir
+    from fed.runtime.assets import default_cache_dir
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
     from fed.encoders.projection import PCAProjection
     from fed.randomizers.token_level import TokenLevelRandomizer
-    from fed.loaders import load_dataset
+    from fed.data.loaders import load_dataset
     from fed.privacy.ledger import Budget, Ledger
     from fed.randomizers import RANDOMIZERS
     from simulations.experiments.local_run import single_threaded_blas

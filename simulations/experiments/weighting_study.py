@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.aggregation import ReportAggregator
+from fed.learning.aggregation import ReportAggregator
 from fed.randomizers.gaussian import GaussianRandomizer
-from fed.report_sums import ReportSums
+from fed.learning.report_sums import ReportSums
 from simulations.report_file import write_report
 
 DIM, CLASSES, CLIP, DELTA = 16, 3, 1.0, 1e-5

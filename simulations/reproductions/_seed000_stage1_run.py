@@ -8,13 +8,13 @@ polarity): a PCA to ``dim`` dimensions fitted on the public encodings, clipped i
 ``clip_quantile`` of the public rows' norms, one report per training record (clip + Gaussian noise
 of std ``noise_multiplier[eps] * 2 * clip``, the worst-case calibration ldpfed computed for one
 release at sensitivity 2C, given in the input JSON), public labels; the server's noise-aware
-discriminant (fed.classifier) scored on the task's clean dev encodings (local inference):
+discriminant (fed.learning.classifier) scored on the task's clean dev encodings (local inference):
 
 - public only: the discriminant on the public encodings;
 - non-private: the same on the clean training encodings in the shipped representation;
 - private: on the reports (public covariance as shrinkage target, public means for screening);
 - combined: private plus the public data as one more group, its domain shift estimated
-  (fed.classifier.domain_shift) and added to its class means' variance.
+  (fed.learning.classifier.domain_shift) and added to its class means' variance.
 
 The noise here is torch/numpy Gaussian with the sigma from ldpfed's calibration, not ldpfed's
 randomizer objects (so the script needs no flwr, opendp or dp_accounting).
@@ -43,12 +43,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: fed/ without installing ldpfed
 
-from fed.classifier import NoiseAwareLDA, class_means, domain_shift, within_class_covariance  # noqa: E402
-from fed.dataset import TextDataset  # noqa: E402
+from fed.learning.classifier import NoiseAwareLDA, class_means, domain_shift, within_class_covariance  # noqa: E402
+from fed.data.dataset import TextDataset  # noqa: E402
 from fed.encoders.hf import masked_mean  # noqa: E402
 from fed.encoders.projection import PCAProjection  # noqa: E402
 from fed.encoders.tuned import finetune, read_tuned, tuned_bytes, weights_fingerprint  # noqa: E402
-from fed.loaders import load_dataset  # noqa: E402
+from fed.data.loaders import load_dataset  # noqa: E402
 
 ENCODE_LENGTH = 256
 """Tokens the users' encoder reads (fed.encoders.hf.MINILM_MAX_LENGTH)."""
@@ -136,7 +136,7 @@ def public_set(data: Path, folder: str, extra_tweets: int = 0) -> TextDataset:
 
 
 def clean_model(x: np.ndarray, y: np.ndarray, classes: int) -> NoiseAwareLDA:
-    """The discriminant on clean rows (fed.aggregation.fit_clean's statistics)."""
+    """The discriminant on clean rows (fed.learning.aggregation.fit_clean's statistics)."""
     lda = NoiseAwareLDA(x.shape[1], classes, -1.0)
     lda.update(x, y, 0.0)
     return lda
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     budget = Budget(args.time_budget)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
-        torch.set_num_threads(1)  # a second thread only spins on shared cores (fed.threads.one_torch_thread)
+        torch.set_num_threads(1)  # a second thread only spins on shared cores (fed.runtime.threads.one_torch_thread)
     config = json.loads(args.input.read_text())
     checkpoint = args.out / "checkpoint"
     checkpoint.mkdir(parents=True, exist_ok=True)

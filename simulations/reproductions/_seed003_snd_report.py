@@ -127,7 +127,7 @@ def render(results: dict[str, Any], results_path: str) -> str:
             "",
         ]
     lines += [
-        "What runs (simulations/reproductions/seed003_snd.py, fed/encoders/word_split.py, fed/denoiser.py): the user "
+        "What runs (simulations/reproductions/seed003_snd.py, fed/encoders/word_split.py, fed/learning/denoiser.py): the user "
         "noises the raw word-embedding rows of its real tokens (MiniLM, d = 384, before position embeddings and "
         f"LayerNorm; rows' bound C = {results['bounds']['clip']:.3f}), clips each noisy row to C and sends the rows; "
         "padding is neither noised nor sent, and the token count is public. The server runs MiniLM on them as "

@@ -144,7 +144,7 @@ class Context:
     @cache
     def splits(self) -> tuple[Any, Any, Any]:
         """(server's own 10% slice, users' 90%, dev) of the dataset."""
-        from fed.loaders import load_dataset
+        from fed.data.loaders import load_dataset
 
         train = load_dataset(str(self.data / self.dataset), "train")
         order = np.random.default_rng(0).permutation(len(train))
@@ -159,7 +159,7 @@ class Context:
     @cache
     def encoder(self, dim: int) -> Any:
         """The BiLSTM pre-trained on the server's own slice (saved under the cache folder)."""
-        from fed.assets import default_cache_dir
+        from fed.runtime.assets import default_cache_dir
         from fed.spec.run_spec import RunSpec
         from fed.encoders.bilstm import BiLSTMEncoder, train_bilstm
 
@@ -183,7 +183,7 @@ class Context:
     @cache
     def latent(self, dim: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Clean latent rows of (users' records, dev, server's own slice)."""
-        from fed.assets import default_cache_dir
+        from fed.runtime.assets import default_cache_dir
         from fed.spec.run_spec import RunSpec
         from fed.encoders.cache import encode_cached
 
@@ -314,7 +314,7 @@ class Learners:
     def __init__(self, dim: int, x_own: np.ndarray, y_own: np.ndarray, clip: float | None, seed: int) -> None:
         import torch
 
-        from fed.classifier import NoiseAwareLDA, class_means, within_class_covariance
+        from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
         from fed.randomizers.gaussian import clip_l2
 
         self.clip = clip

@@ -83,11 +83,11 @@ def settings(args: argparse.Namespace) -> list[Setting]:
 @cache
 def subsample(data: Path, dataset: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """The training rows and labels of a seeded subsample (all with limit 0), encoding only those."""
-    from fed.assets import default_cache_dir
+    from fed.runtime.assets import default_cache_dir
     from fed.spec.run_spec import RunSpec
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
-    from fed.loaders import load_dataset
+    from fed.data.loaders import load_dataset
 
     train = load_dataset(str(data / dataset), "train")
     if limit and limit < len(train):
@@ -99,11 +99,11 @@ def subsample(data: Path, dataset: str, limit: int) -> tuple[np.ndarray, np.ndar
 @cache
 def dev_rows(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
     """MiniLM rows and labels of the dev split."""
-    from fed.assets import default_cache_dir
+    from fed.runtime.assets import default_cache_dir
     from fed.spec.run_spec import RunSpec
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
-    from fed.loaders import load_dataset
+    from fed.data.loaders import load_dataset
 
     dev = load_dataset(str(data / dataset), "dev")
     return encode_cached(make_encoder("minilm"), dev, default_cache_dir(RunSpec())).astype(np.float64), dev.labels

@@ -4,7 +4,7 @@ The user noises the raw word-embedding rows of its real tokens (fed.encoders.wor
 the text's d_chi sampler or the authors' per-coordinate sampler, clips them to the rows' bound
 and sends them; the server runs MiniLM on them as ``inputs_embeds`` with the attention mask and
 mean-pools over the mask (e_n). The user denoises e_n with a transformer of the seed's shape
-(fed.denoiser, layout ``paper``: [e_n; X~; Z] with a mask, 6 layers at the model's width, 8
+(fed.learning.denoiser, layout ``paper``: [e_n; X~; Z] with a mask, 6 layers at the model's width, 8
 heads), trained by the server on public sentences with synthetic noise, one model per eta group
 (seed 003 appendix A.5.3). The two sentences of a pair are encoded separately and concatenated;
 the seed's MLP classifier (appendix A.5.4) is trained on the training pairs' embeddings and
@@ -99,7 +99,7 @@ METHODS = ("snd", "snd_without_output", "server_output", "tokembpriv")
 # -- data ------------------------------------------------------------------------------------
 def read_task(data: Path, name: str, split: str, limit: int | None, rng: np.random.Generator) -> dict[str, Any]:
     """A seeded sample of ``limit`` pairs (all if None) of one task split."""
-    from fed.loaders import read_tsv
+    from fed.data.loaders import read_tsv
 
     first, second, labels = read_tsv(data / name / f"{split}.tsv")
     if second is None:
@@ -114,7 +114,7 @@ def public_sentences(data: Path, count: int, rng: np.random.Generator) -> tuple[
     SST-2 is drawn from the same Rotten Tomatoes reviews as MR, so sentences already taken (compared
     lower-cased, spaces normalised) are skipped.
     """
-    from fed.loaders import read_tsv
+    from fed.data.loaders import read_tsv
 
     chosen: list[str] = []
     seen: set[str] = set()
@@ -161,7 +161,7 @@ def train_denoiser(
     """A denoiser for ``group``, trained on the public sentences with fresh noise every step (etas in turn)."""
     import torch
 
-    from fed.denoiser import Denoiser, DenoiserShape
+    from fed.learning.denoiser import Denoiser, DenoiserShape
     from fed.encoders.word_split import WordSplit, server_pass
 
     splits = [WordSplit(model, group["sampler"], eta) for eta in group["train_etas"]]
@@ -295,7 +295,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from fed.denoiser import Denoiser, DenoiserShape
+    from fed.learning.denoiser import Denoiser, DenoiserShape
     from fed.encoders.word_split import TableBounds, WordSplit
 
     setting = SETTINGS[args.setting]

@@ -106,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
 @cache
 def _encoded(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test) before any split of the sentiment sets (whole set in train)."""
-    from fed.assets import default_cache_dir
+    from fed.runtime.assets import default_cache_dir
     from fed.spec.run_spec import RunSpec
     from fed.encoders.cache import encode_cached
     from fed.encoders.factory import make_encoder
-    from fed.loaders import load_dataset
+    from fed.data.loaders import load_dataset
 
     encoder, cache_dir = make_encoder("minilm"), default_cache_dir(RunSpec())
 

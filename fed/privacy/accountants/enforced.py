@@ -34,7 +34,7 @@ from fed.privacy.accountants.base import Schedule
 from fed.privacy.composition import PLD_DISCRETIZATION
 from fed.privacy.events import GaussianEvent, PrivacyEvent
 from fed.privacy.solver import least_integer
-from fed.sampling import amplified_rate
+from fed.privacy.sampling import amplified_rate
 
 Entry = tuple[float, float, int]  # (per-step rate, noise multiplier, steps)
 

@@ -2,7 +2,7 @@
 time to first report.
 
 Everything runs the real device code path on this machine, outside the simulation engine
-(``fed.entropy.in_simulation_engine()`` is false, so noise comes from the OS through the
+(``fed.device.entropy.in_simulation_engine()`` is false, so noise comes from the OS through the
 device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``):
 
 1. **Latency per release** (median and p95 over ``--releases`` fresh releases), for the
@@ -11,7 +11,7 @@ device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``
 
    - *encode*: MiniLM (and the shipped projection) on one sentence of the device's data;
    - *clip + noise*: the randomizer's release of one record, with the fresh OS-keyed generator
-     a release draws from (``fed.entropy.generator``);
+     a release draws from (``fed.device.entropy.generator``);
    - *durable charge*: one ledger transaction of the node's store as a release message makes it
      (read the device's ledger, check, charge, log the step, store the memo, commit with fsync),
      and the commit alone;

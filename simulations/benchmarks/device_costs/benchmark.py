@@ -31,8 +31,8 @@ def run_benchmark(
     """Every figure, as a JSON-ready dict (see the module docstring); the token block is timed
     ``token_block_releases`` times (default: ``releases``, at most 10)."""
     progress = progress or Progress(quiet=True)
-    from fed.entropy import in_simulation_engine
-    from fed.threads import limit_blas_threads
+    from fed.device.entropy import in_simulation_engine
+    from fed.runtime.threads import limit_blas_threads
 
     limit_blas_threads()  # as in the ClientApp's process
     if in_simulation_engine():

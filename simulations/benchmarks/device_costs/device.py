@@ -25,8 +25,8 @@ class Device:
     label: str
     config: Any  # fed.spec.run_spec.RunSpec, the server's run options
     grid: Any  # simulations.local_grid.LocalGrid with engine=False
-    plan: Any  # the server's fed.plan.PrivacyPlan
-    assets: Any  # fed.assets.Assets: the device's encoder and projection
+    plan: Any  # the server's fed.spec.plan.PrivacyPlan
+    assets: Any  # fed.runtime.assets.Assets: the device's encoder and projection
     texts: list[str]
     state_dir: Path
     setup_seconds: float
@@ -42,12 +42,12 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int, labels
 
     from clients import protocol
     from clients.app import app as client_app
-    from fed.assets import build_bundle, load_assets, load_public, unpack
+    from fed.runtime.assets import build_bundle, load_assets, load_public, unpack
     from fed.spec.run_spec import RunSpec
-    from fed.device_state import init_state
-    from fed.loaders import load_dataset
-    from fed.plan import make_plan
-    from fed.site import Site
+    from fed.device.state import init_state
+    from fed.data.loaders import load_dataset
+    from fed.spec.plan import make_plan
+    from fed.device.site import Site
     from simulations.local_grid import LocalGrid
 
     server_cache = work / "server-cache"
@@ -93,12 +93,12 @@ def send(grid: Any, message: Any) -> Any:
 
 
 def _sampler_name() -> str:
-    """The sampler a device release draws its noise from (fed.noise when present)."""
-    from fed.entropy import generator
+    """The sampler a device release draws its noise from (fed.privacy.noise when present)."""
+    from fed.device.entropy import generator
 
     rng = generator(None, (0,))
     try:
-        from fed.noise import sampler
+        from fed.privacy.noise import sampler
     except ImportError:
         return f"numpy {type(rng.bit_generator).__name__} (OS-seeded)"
     return sampler(rng)

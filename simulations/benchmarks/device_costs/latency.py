@@ -49,7 +49,7 @@ def _mean_tokens(encoder: Any, texts: list[str]) -> float | None:
 
 def time_clip_noise(randomizer: Any, x: np.ndarray, num_labels: int, n: int) -> list[float]:
     """The randomizer's release of one record, with the fresh generator each release draws (device: OS-keyed)."""
-    from fed.entropy import generator
+    from fed.device.entropy import generator
 
     labels = np.zeros(len(x), dtype=np.int64)
     randomizer.release_with_labels(x, labels, num_labels, generator(None, (0, -1)))  # warm-up: one-time set-up of the sampler
@@ -88,7 +88,7 @@ def time_charge(device: Device, randomizer: Any, n: int, report_dim: int) -> dic
     budget left, check the user-level budget, charge, log the step, store the memoized report,
     commit (WAL, synchronous=FULL: fsync before the reply may leave).
     """
-    from fed.policy import DevicePolicy
+    from fed.device.policy import DevicePolicy
     from fed.privacy.ledger import Budget
     from fed.privacy.store import LedgerStore
 

@@ -1,0 +1,94 @@
+"""Who holds what: the run's users and their records, derived deterministically from the config.
+
+Training records come from the dataset's train split and query records from its dev split,
+each partitioned among users with the run's scheme, so every node of a simulation (and
+the server's simulation-only baselines) rebuilds the same assignment from the run seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fed.data.dataset import TextDataset
+from fed.spec.sections import DataSpec
+from fed.data.loaders import load_dataset
+from fed.device.record_ids import record_ids
+from fed.runtime.user import UserRecords
+
+POPULATION_OPTIONS = ("data", "users", "partition", "seed", "train_limit")
+"""The run options :meth:`Population.build` reads."""
+
+
+def hosted_users(num_users: int, partition_id: int, num_partitions: int) -> list[int]:
+    """The users a node hosts: user u lives on node u mod num_partitions."""
+    if not 0 <= partition_id < num_partitions:
+        raise ValueError(f"partition-id {partition_id} is outside [0, {num_partitions})")
+    return list(range(partition_id, num_users, num_partitions))
+
+
+@dataclass(frozen=True)
+class Population:
+    """The datasets of a run and each user's training and query record indices."""
+
+    train: TextDataset
+    dev: TextDataset
+    train_parts: tuple[np.ndarray, ...]
+    query_parts: tuple[np.ndarray, ...]
+
+    @classmethod
+    def build(cls, data: DataSpec, seed: int) -> "Population":
+        """Load the run's data (its data section) and partition it among ``data.users`` users with the run ``seed``."""
+        from fed.data.partition import natural_partition, partition  # Flower Datasets: only where records are built
+
+        train = load_dataset(data.data, "train")
+        dev = load_dataset(data.data, "dev")
+        if data.train_limit and data.train_limit < len(train):
+            keep = np.random.default_rng(seed).choice(len(train), data.train_limit, replace=False)
+            train = train.subset(np.sort(keep))
+        if len(train) < data.users:
+            raise ValueError(f"the train split has {len(train)} records, fewer than --users {data.users}")
+        if data.partition == "natural":
+            train_parts, query_parts = natural_partition(train.groups, dev.groups, data.users, seed, data.data)
+            return cls(train, dev, tuple(train_parts), tuple(query_parts))
+        train_parts = partition(train.labels, data.users, data.partition, seed, train.groups)
+        # Fewer dev records than users: a seeded random subset of users hold the queries, one or
+        # more each; the others hold none (they do not evaluate).
+        holders = np.arange(data.users)
+        if len(dev) < data.users:
+            holders = np.sort(np.random.default_rng(seed + 2).choice(data.users, len(dev), replace=False))
+        query_parts = [np.zeros(0, np.int64)] * data.users
+        if len(holders):
+            parts = partition(dev.labels, len(holders), data.partition, seed + 1, dev.groups)
+            for user, part in zip(holders.tolist(), parts):
+                query_parts[user] = part
+        return cls(train, dev, tuple(train_parts), tuple(query_parts))
+
+
+def user_records(
+    population: Population,
+    train_x: np.ndarray,
+    dev_x: np.ndarray,
+    users: list[int],
+    secret: bytes | None = None,
+) -> dict[int, UserRecords]:
+    """Clean records of the given users from the features of the train and dev splits.
+
+    With ``secret``, every record carries its stable id (fed.device.record_ids) for the ledger store.
+    """
+    train_ids = dev_ids = None
+    if secret is not None:
+        train_ids, dev_ids = record_ids([population.train, population.dev], secret)
+    return {
+        u: UserRecords(
+            train=train_x[population.train_parts[u]],
+            train_labels=population.train.labels[population.train_parts[u]],
+            query=dev_x[population.query_parts[u]],
+            query_labels=population.dev.labels[population.query_parts[u]],
+            ids=None
+            if secret is None
+            else np.concatenate([train_ids[population.train_parts[u]], dev_ids[population.query_parts[u]]]),
+        )
+        for u in users
+    }

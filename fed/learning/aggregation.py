@@ -1,0 +1,100 @@
+"""Server side: turn received reports into the downstream classifier."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fed.learning.classifier import LinearModel, NoiseAwareLDA
+from fed.privacy.composition import compose_epsilon
+from fed.privacy.validators import check_delta
+from fed.randomizers import Randomizer, make_randomizer
+from fed.learning.report_sums import ReportSums
+
+
+class ReportAggregator:
+    """Everything received so far, summarised as the classifier's sufficient statistics.
+
+    Parameters
+    ----------
+    dim, num_classes:
+        Dimension of decoded reports and number of classes.
+    shrinkage:
+        Covariance shrinkage of the noise-aware discriminant.
+    target:
+        Covariance to shrink towards (the public data's within-class covariance), or None.
+    public_means, screening:
+        The public data's class means and how they screen coordinates (see NoiseAwareLDA).
+    weighting:
+        How batches of different noise (privacy tiers) are combined (see NoiseAwareLDA).
+    delta:
+        The delta at which a batch's epsilon is stated, for ``epsilon`` weighting.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_classes: int,
+        shrinkage: float,
+        target: np.ndarray | None = None,
+        public_means: np.ndarray | None = None,
+        screening: str = "auto",
+        weighting: str = "inverse-variance",
+        delta: float = 1e-5,
+    ) -> None:
+        check_delta(delta)
+        self.lda = NoiseAwareLDA(dim, num_classes, shrinkage, target, public_means, screening, weighting)
+        self.delta = delta
+        self.reports = 0
+        self._fitted: tuple[int, LinearModel] | None = None
+
+    def add(
+        self,
+        reports: np.ndarray,
+        labels: np.ndarray,
+        randomizer_params: Mapping[str, Any],
+        label_transition: np.ndarray | None,
+    ) -> None:
+        """Decode one batch of reports made by one randomizer and add it."""
+        randomizer = make_randomizer(randomizer_params)
+        estimates, noise_variance = randomizer.decode(reports)
+        self.lda.update(estimates, labels, np.sqrt(noise_variance), label_transition, self._epsilon(randomizer))
+        self.reports += len(reports)
+
+    def add_sums(
+        self, sums: ReportSums, randomizer_params: Mapping[str, Any], label_transition: np.ndarray | None
+    ) -> None:
+        """Add a node's sums of decoded reports made by one randomizer (a summarised reply)."""
+        randomizer = make_randomizer(randomizer_params)
+        _, noise_variance = randomizer.decode(np.zeros((0, self.lda.dim)))
+        self.lda.add(sums, np.sqrt(noise_variance), label_transition, self._epsilon(randomizer))
+        self.reports += int(sums.count)
+
+    def _epsilon(self, randomizer: Randomizer) -> float | None:
+        """Epsilon of one release by ``randomizer`` at this delta, where the weighting needs it."""
+        return compose_epsilon({randomizer.event: 1}, self.delta) if self.lda.weighting == "epsilon" else None
+
+    def model(self) -> LinearModel:
+        """The classifier for clean inputs (local inference), refitted only after new reports."""
+        if self._fitted is None or self._fitted[0] != self.reports:
+            self._fitted = (self.reports, self.lda.fit())
+        return self._fitted[1]
+
+    def model_for_reports(self, randomizer_params: Mapping[str, Any], answers: int = 1) -> LinearModel:
+        """The classifier for noisy query reports made by this randomizer (remote inference).
+
+        With ``answers`` > 1 (up-sampling: a user averages the scores of at least k answers to
+        one query), the model is the one for the mean of k reports, whose noise variance is
+        1/k of one report's: averaging the scores of a linear model is scoring the mean.
+        """
+        _, noise_variance = make_randomizer(randomizer_params).decode(np.zeros((0, self.lda.dim)))
+        return self.lda.model_for(np.sqrt(np.asarray(noise_variance) / max(int(answers), 1)))
+
+
+def fit_clean(x: np.ndarray, y: np.ndarray, num_classes: int, shrinkage: float) -> LinearModel:
+    """The same discriminant trained on clean inputs (public-only and non-private baselines)."""
+    lda = NoiseAwareLDA(x.shape[1], num_classes, shrinkage)
+    lda.update(x, y, 0.0)
+    return lda.fit()
