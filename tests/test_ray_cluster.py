@@ -160,7 +160,7 @@ def test_simulate_joins_a_two_node_ray_cluster(two_node_ray: RayCluster, tmp_pat
     assert run.returncode == 0, output[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rounds"] == 2 and summary["errors"] == [] and summary["releases"] == 2 * 240
-    assert summary["accuracy_nonprivate"] > 0.5 and summary["epsilon_sentence_max"] <= RunSpec().epsilon + 1e-9
+    assert summary["accuracy_nonprivate"] > 0.5 and summary["epsilon_sentence_max"] <= RunSpec().privacy.epsilon + 1e-9
     assert "accuracy_local" in output  # the run's table, printed even with --quiet
     rounds = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [sum(r["users_by_host"].values()) for r in rounds] == [8, 8], rounds  # every user released each round

@@ -16,7 +16,7 @@ from fed.randomizers import RANDOMIZERS
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.learning.report_sums import ReportSums
 from fed.runtime.requests import RequestRefused
-from tests.test_cohort import _hosts, _request
+from tests.test_cohort import PATHS, _host, _request
 
 
 def _fields(sums: ReportSums) -> tuple:
@@ -39,11 +39,11 @@ def test_report_sums_are_the_class_sums_counts_and_second_moment_and_they_merge(
     assert np.allclose(ReportSums.of(x, soft, 3).label_counts, soft.sum(axis=0))
 
 
-@pytest.mark.parametrize("path", ["users", "cohort"])
+@pytest.mark.parametrize("path", PATHS)
 def test_a_summarised_reply_holds_the_sums_of_the_reports_it_replaces_and_spends_the_same(tmp_path: Path, path: str) -> None:
     with simulation_engine():
-        raw = _hosts(tmp_path / "raw", "public")[path == "cohort"]
-        summed = _hosts(tmp_path / "summed", "public")[path == "cohort"]
+        raw = _host(tmp_path / "raw", path, "public")
+        summed = _host(tmp_path / "summed", path, "public")
         users = sorted(raw.records)
         reply = raw.release("train", _request(raw, users, 0))
         short = summed.release("train", {**_request(summed, users, 0), "summarise": True})
@@ -76,7 +76,7 @@ def test_the_server_fits_the_same_model_from_sums_as_from_reports() -> None:
 
 def test_summarise_is_refused_on_query_releases_and_unless_a_boolean_and_nothing_is_spent(tmp_path: Path) -> None:
     with simulation_engine():
-        host = _hosts(tmp_path, "public")[1]
+        host = _host(tmp_path, "cohort", "public")
         before = host.ledgers()
         users = sorted(host.records)
         with pytest.raises(RequestRefused, match="train requests only"):
