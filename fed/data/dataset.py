@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,22 +46,22 @@ class TextDataset:
         n = len(self.texts)
         if self.texts2 is not None and len(self.texts2) != n:
             raise ValueError(f"{self.name}: {len(self.texts2)} second sentences for {n} records")
-        labels = np.asarray(self.labels)
-        if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer):
-            raise ValueError(f"{self.name}: labels must be {n} integers, got {labels.dtype} {labels.shape}")
-        if n and (labels.min() < 0 or labels.max() >= len(self.label_names)):
-            raise ValueError(f"{self.name}: label ids must lie in [0, {len(self.label_names)})")
-        object.__setattr__(self, "labels", labels.astype(np.int64, copy=False))
+        object.__setattr__(self, "labels", self._ids(self.labels, "labels", "label", len(self.label_names)))
         if self.groups is None:
             if self.group_names:
                 raise ValueError(f"{self.name}: group_names given without groups")
             return
-        groups = np.asarray(self.groups)
-        if groups.shape != (n,) or not np.issubdtype(groups.dtype, np.integer):
-            raise ValueError(f"{self.name}: groups must be {n} integers, got {groups.dtype} {groups.shape}")
-        if n and (groups.min() < 0 or groups.max() >= len(self.group_names)):
-            raise ValueError(f"{self.name}: group ids must lie in [0, {len(self.group_names)})")
-        object.__setattr__(self, "groups", groups.astype(np.int64, copy=False))
+        object.__setattr__(self, "groups", self._ids(self.groups, "groups", "group", len(self.group_names)))
+
+    def _ids(self, values: Any, field: str, kind: str, count: int) -> np.ndarray:
+        """``values`` as one int64 id in [0, count) per record; ValueError naming ``field`` otherwise."""
+        n = len(self.texts)
+        ids = np.asarray(values)
+        if ids.shape != (n,) or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"{self.name}: {field} must be {n} integers, got {ids.dtype} {ids.shape}")
+        if n and (ids.min() < 0 or ids.max() >= count):
+            raise ValueError(f"{self.name}: {kind} ids must lie in [0, {count})")
+        return ids.astype(np.int64, copy=False)
 
     @property
     def num_labels(self) -> int:
