@@ -123,19 +123,18 @@ def report(args: argparse.Namespace) -> int:
     """Every report from a device call's files (here: needs the full environment)."""
     python = sys.executable
     res = args.results
-    device = f" (device call: {args.command})" if args.command else ""
     commands = []
     if (res / "recipe.json").is_file():
         commands.append([python, "-m", "simulations.experiments.stage1_recipe", "--report", "--results", str(res / "recipe.json"),
-                         "--command", f"{args.command or 'gpu_issue25.py run'} (its step 1)"])
+                         "--command", f"{args.command or '_gpu_issue25.py run'} (its step 1)"])
     for unit, folder in (("stage1", "recipe"), ("stage1_dim16", "recipe_dim16")):
         if (res / unit / "results.json").is_file():
             commands.append([python, "-m", "simulations.reproductions.seed000_stage1", "--report", str(res / unit / "results.json"),
                              "--out", str(REPORTS / "reproductions" / "seed000_stage1" / folder),
-                             "--command", f"{args.command or 'gpu_issue25.py run'} (its step 2: {unit}){device and ''}"])
+                             "--command", f"{args.command or '_gpu_issue25.py run'} (its step 2: {unit})"])
     if (res / "seed004_bits" / "results.json").is_file():
         commands.append([python, "-m", "simulations.reproductions.seed004_bits", "report", "--results", str(res / "seed004_bits"),
-                         "--command", args.command or "gpu_issue25.py run (its step 3)"])
+                         "--command", args.command or "_gpu_issue25.py run (its step 3)"])
     for command in commands:
         print("+", " ".join(command[:4]), flush=True)
         subprocess.run(command, check=True, cwd=ROOT)
