@@ -172,7 +172,7 @@ def run_all(model_dir: Path, data: Path, work: Path, device: str, results_path: 
             combined["candidates"][name] = json.loads(path.read_text())
             continue
         left = time_budget - (time.monotonic() - started)
-        expected = max(durations, default=0.0) * (1 + CANDIDATES[name]["tweets"] / 2400) * CANDIDATES[name]["epochs"] / 2
+        expected = (durations[-1] if durations else 0.0) * (1 + CANDIDATES[name]["tweets"] / 2400) * CANDIDATES[name]["epochs"] / 2
         if left <= expected:
             combined["skipped"].append(name)
             print(f"stage1_recipe: {name} skipped ({left:.0f} s left, about {expected:.0f} s needed)", flush=True)

@@ -37,7 +37,7 @@ if __package__ in (None, ""):  # run as a file (the GPU command): make the repos
 ROOT = Path(__file__).resolve().parents[2]
 FULL_INPUT = ROOT / "simulations" / "reproductions" / "seed000_stage1_full.json"
 REPORTS = ROOT / "simulations" / "reports"
-SHARES = {"recipe": 0.40, "stage1": 0.68, "stage1_dim16": 0.74}
+SHARES = {"recipe": 0.45, "stage1": 0.72, "stage1_dim16": 0.77}
 """Cumulative share of the budget by which each step must end (seed 004 gets the rest)."""
 
 
