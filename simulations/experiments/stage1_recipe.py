@@ -81,11 +81,12 @@ def tuning_set(spec: dict[str, Any], data: Path = DATA) -> TextDataset:
 
 
 def simulated_private(
-    tune: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.ndarray], sigma: float, seed: int, reports: int = REPORTS,
+    tune: tuple[np.ndarray, np.ndarray], val: tuple[np.ndarray, np.ndarray], sigma: float, seed: int, reports: int | None = None,
 ) -> float:
     """Held-out accuracy of the noise-aware discriminant on REPORTS noisy reports drawn from half the validation rows."""
     (tx, ty), (vx, vy) = tune, val
     classes = int(max(ty.max(), vy.max())) + 1
+    reports = REPORTS if reports is None else reports
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(vx))
     halves = (order[: len(vx) // 2], order[len(vx) // 2 :])
@@ -100,13 +101,14 @@ def simulated_private(
     return float(np.mean(scores))
 
 
-def run(name: str, model_dir: Path | None = None, data: Path = DATA, work: Path = WORK, device: str = "cpu",
+def run(name: str, model_dir: Path | None = None, data: Path = DATA, work: Path | None = None, device: str = "cpu",
         smoke: bool = False) -> dict[str, Any]:
     """Fine-tune candidate ``name``, encode, score; results in work/name.json (the tuned layers beside it)."""
     import torch
 
     from fed.encoders.tuned import finetune, tuned_bytes
 
+    work = WORK if work is None else work
     if model_dir is None:
         from fed.encoders.hf import minilm_path
 
@@ -115,7 +117,7 @@ def run(name: str, model_dir: Path | None = None, data: Path = DATA, work: Path 
         torch.set_num_threads(1)
     spec, noise = dict(CANDIDATES[name]), json.loads(INPUT.read_text())["noise_multiplier"]
     tune_data, val_data = tuning_set(spec, data), load_dataset(str(data / SLS), "dev")
-    reports = REPORTS
+    reports = None
     if smoke:
         spec.update(layers=SMOKE["layers"], epochs=SMOKE["epochs"])
         tune_data = limited(tune_data, SMOKE["tune"], 0)
@@ -146,7 +148,7 @@ def run(name: str, model_dir: Path | None = None, data: Path = DATA, work: Path 
                 row["private"][eps] = simulated_private((tx, tune_data.labels), (vx, val_data.labels), z * 2 * radius, 0, reports)
             rows.append(row)
     result = {"candidate": name, "spec": spec, "tuning_records": len(tune_data), "validation_records": len(val_data),
-              "simulated_reports": reports, "smoke": smoke, "device": device,
+              "simulated_reports": REPORTS if reports is None else reports, "smoke": smoke, "device": device,
               "finetune_s": round(tuned_s, 1), "total_s": round(time.monotonic() - started, 1), "rows": rows}
     (work / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
