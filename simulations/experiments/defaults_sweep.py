@@ -41,7 +41,12 @@ GRID: dict[str, dict[str, Any]] = {
     "public none, dim 0": {"public": "none", "dim": 0},
     "generated, dim 8": {"dim": 8},
     "generated, dim 64": {"dim": 64},
+    "generated, dim 8, clip 1": {"dim": 8, "clip": 1.0},
     "generated, dim 16, clip 1": {"dim": 16, "clip": 1.0},
+    "generated, dim 32, clip 1": {"dim": 32, "clip": 1.0},
+    "generated, dim 64, clip 1": {"dim": 64, "clip": 1.0},
+    "generated, dim 128, clip 1": {"dim": 128, "clip": 1.0},
+    "generated, dim 384, clip 1": {"dim": 384, "clip": 1.0},
 }
 """Cells run on every dataset at the first epsilon; the 'defaults' cell gives only the base options (the
 CLI defaults: public 'generated', dim 16, clip 3), 'auto' adds the opt-in --dim auto.
