@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from fed.learning.classifier import SCREENING, WEIGHTINGS
-from fed.spec.config import HELP
+from fed.spec import config
 from fed.heterogeneity import registry
 from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.device.policy import MAX_DELTA
@@ -48,7 +48,7 @@ registry and not listed here follow them."""
 PRIVACY_MODELS = ("local", "shuffle", "central")
 """--privacy-model: local reports (the default), the same reports through a shuffler, or central DP-FedAvg."""
 
-SEED = Option("seed", int, 0, HELP["seed"])
+SEED = Option("seed", int, 0, config.HELP["seed"])
 """The run seed, read by every section's draws."""
 _KINDS = {"int": int, "float": float, "str": str, "bool": bool}
 _PARSERS = {"dim": (parse_dim, lambda dim: "auto" if dim == DIM_AUTO else dim)}
@@ -58,10 +58,11 @@ _PARSERS = {"dim": (parse_dim, lambda dim: "auto" if dim == DIM_AUTO else dim)}
 def section_options() -> dict[str, tuple[str, Option]]:
     """Every option but the heterogeneity axes', with the name of its section ("" for the seed)."""
     options = {SEED.name: ("", SEED)}
+    texts = config.HELP  # the mechanism's lists the randomizers registered now
     for section, cls in SECTIONS.items():
         for f in fields(cls):
             parse, show = _PARSERS.get(f.name, (None, None))
-            options[f.name] = (section, Option(f.name, _KINDS[f.type], f.default, HELP[f.name], parse=parse, show=show))
+            options[f.name] = (section, Option(f.name, _KINDS[f.type], f.default, texts[f.name], parse=parse, show=show))
     return options
 
 
