@@ -65,6 +65,11 @@ def load_plugins() -> None:
     _refresh()
 
 
+def plugin_option_names() -> set[str]:
+    """The names of the plugin axes' options (they travel in one run-config key, fed.spec.run_spec.PLUGIN_OPTIONS)."""
+    return {option.name for axis in _PLUGINS.values() for option in axis.options}
+
+
 def _refresh() -> None:
     """:data:`AXES`: the built-in axes, then the plugins' in the order they were registered."""
     global AXES

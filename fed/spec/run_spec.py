@@ -143,7 +143,7 @@ class RunSpec:
         """Hyphenated keys, as in [tool.flwr.app.config]: what Flower carries to every node (plugin axes'
         options packed in :data:`PLUGIN_OPTIONS`)."""
         known = {option.name: option for option in options()}
-        plugin = {option.name for axis in registry.AXES if axis.name not in registry.BUILTIN for option in axis.options}
+        plugin = registry.plugin_option_names()
         mapping = {name.replace("_", "-"): known[name].to_config(value) for name, value in self.flat().items() if name not in plugin}
         if plugin:
             mapping[PLUGIN_OPTIONS] = json.dumps({name: known[name].to_config(self.flat()[name]) for name in sorted(plugin)}, separators=(",", ":"))
