@@ -115,7 +115,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 # -- end to end, through the installed entry points ---------------------------------------------------------------
 def test_a_simulation_runs_the_plugins_and_its_ledgers_charge_the_randomizers_true_cost(site: Path, tmp_path: Path) -> None:
     """``ldpfed simulate`` (Flower + Ray workers) with the plugin randomizer, encoder and axis; each user's ledger
-    charges what a Gaussian of the sphere's diameter 2C at the noise actually added costs (GDP, computed here)."""
+    charges what a Gaussian of the sphere's diameter 2C at the noise actually added costs (GDP, computed here);
+    ``ldpfed attack`` then reads the run."""
     out = tmp_path / "run"
     done = _run(
         site, "-m", "simulations.cli", "simulate", "--quiet", "--data", "generated:200", "--users", "4", "--nodes", "2",
@@ -147,6 +148,11 @@ def test_a_simulation_runs_the_plugins_and_its_ledgers_charge_the_randomizers_tr
         assert float(row["epsilon_sentence"]) == pytest.approx(sentence, rel=1e-4)
         assert float(row["epsilon_user"]) == pytest.approx(gdp_epsilon(math.sqrt(reported["reports"]) * 2 * clip / sigma, DELTA), rel=1e-4)
     assert max(float(row["epsilon_sentence"]) for row in users.values()) == pytest.approx(8.0, rel=1e-3)
+    # the server's attacks read the finished run, the plugin's randomizer rebuilt from config.json
+    done = _run(site, "-m", "simulations.cli", "attack", str(out), "--kind", "mutual-information")
+    assert done.returncode == 0, done.stderr[-3000:]
+    attack = json.loads((out / "attack_mutual-information.json").read_text())
+    assert attack["mechanism"] == "sphere-gaussian" and attack["records"] > 0 and math.isfinite(attack["success"])
 
 
 def test_the_audit_finds_the_plugin_within_its_claim_and_catches_one_that_under_reports(site: Path) -> None:
