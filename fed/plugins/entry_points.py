@@ -60,15 +60,15 @@ def install(
     ------
     PluginError
         If ``name`` is one of the ``builtin`` names (a plugin never replaces what ldpfed ships), or another
-        plugin already holds it.
+        object already holds it.
     """
     kind = group.removeprefix("ldpfed.").removesuffix("s")
     if not isinstance(name, str) or not name:
         raise PluginError(f"{kind} plugin from {source}: its name must be a non-empty string, got {name!r}")
     if name in builtin:
         raise PluginError(f"{kind} plugin {name!r} from {source}: {name!r} is a built-in {kind}; a plugin cannot replace it")
-    held = PLUGINS[group].get(name)
-    if held is not None and registry.get(name) is not plugin:
+    if registry.get(name, plugin) is not plugin:
+        held = PLUGINS[group].get(name, "code that registered it first")
         raise PluginError(f"{kind} {name!r} is registered twice ({held} and {source}); uninstall one of them")
     registry[name] = plugin
     PLUGINS[group][name] = source
