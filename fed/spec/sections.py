@@ -146,6 +146,14 @@ class HeterogeneitySpec:
         """The axes this run uses, with their settings, in registry order."""
         return [(axis, self.setting(axis.name)) for axis in registry.AXES if self.setting(axis.name) is not None]
 
+    def grouping(self) -> list[tuple[HeterogeneityAxis, Any]]:
+        """The axes this run uses that serve groups of users with their own run options (e.g. privacy tiers)."""
+        return [(axis, setting) for axis, setting in self.active() if axis.overrides(setting, 0)]
+
+    def grouping_options(self) -> list[tuple[str, Any, Any]]:
+        """The options of the :meth:`grouping` axes: name, value and default."""
+        return [(o.name, self.value(o.name), o.default) for axis, _ in self.grouping() for o in axis.options]
+
 
 @dataclass(frozen=True)
 class EvaluationSpec:
