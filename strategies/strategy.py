@@ -94,7 +94,7 @@ class LdpStrategy(Strategy):
         self.group_of = np.zeros(config.data.users, dtype=np.int64)
         """Each user's group among :attr:`plans`, by user id."""
         self.clock: VirtualClock | None = None
-        """With --device-speed: the run's virtual clock (simulation only)."""
+        """Where an axis plays on one (--device-speed): the run's virtual clock (simulation only)."""
         self.late: set[int] = set()
         """This round's stragglers: asked, but their reports arrive past --deadline and are left out."""
         self.dim = self.feature_dim = self.num_labels = 0
@@ -138,7 +138,7 @@ class LdpStrategy(Strategy):
         # encodings report dim * bits; snd decodes token matrices to sentence vectors); local
         # inference applies the same features.
         self.dim = int(self.plan.train.features(np.zeros((1, self.feature_dim))).shape[1])
-        self.clock = VirtualClock(self.config, self.dim) if VirtualClock.runs(self.config) else None
+        self.clock = VirtualClock.start(self.config, self.dim)
         self.aggregator = ReportAggregator(
             self.dim, self.num_labels, self.config.evaluation.shrinkage, weighting=self.config.evaluation.weighting, delta=self.plan.budget.delta
         )

@@ -21,7 +21,7 @@ from fed.spec.option import Option
 if TYPE_CHECKING:
     from fed.spec.plan import PrivacyPlan
     from fed.spec.run_spec import RunSpec
-    from fed.heterogeneity.virtual_clock import VirtualClock
+    from fed.heterogeneity.virtual_clock import ClockPart, VirtualClock
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,11 @@ class HeterogeneityAxis:
 
     def online(self, setting: Any, spec: RunSpec, server_round: int, clock: VirtualClock | None) -> np.ndarray | None:
         """Which users the simulated network reaches in ``server_round``, by user id (None: everyone)."""
+        return None
+
+    def on_clock(self, setting: Any, spec: RunSpec, dim: int) -> ClockPart | None:
+        """What this axis plays on the run's virtual clock (fed.heterogeneity.virtual_clock; ``dim`` values per
+        report), set up once by a simulation's server, which reads here any file the axis names (None: nothing)."""
         return None
 
     def reported_groups(self, setting: Any) -> bool:
