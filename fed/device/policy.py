@@ -56,12 +56,16 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
 from fed.randomizers import BUILTIN, RANDOMIZERS
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
+
+if TYPE_CHECKING:
+    from fed.spec.plan import PrivacyPlan
+    from fed.spec.sections import EncodingSections
 
 
 def default_mechanisms() -> tuple[str, ...]:
@@ -284,8 +288,9 @@ class DevicePolicy:
         return None
 
     @classmethod
-    def from_run(cls, config: Any, plan: Any) -> "DevicePolicy":
-        """A simulated user's policy: what the run options grant (the experimenter writes both sides)."""
+    def from_run(cls, config: EncodingSections, plan: PrivacyPlan) -> "DevicePolicy":
+        """A simulated user's policy: what the run options grant (the experimenter writes both sides); reads the
+        run's privacy and encoder sections only."""
         return cls(
             epsilon_sentence=plan.budget.epsilon_sentence,
             epsilon_user=plan.budget.epsilon_user,

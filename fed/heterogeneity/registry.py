@@ -2,17 +2,18 @@
 
 Adding an axis is one module (a :class:`~fed.heterogeneity.axis.HeterogeneityAxis`) and one line in
 :data:`AXES`: the run spec parses its options, the CLI lists them, simulated nodes serve its groups
-with their run options and encodings, the server's simulated network asks whom it reaches, and the
-reports group users by it. Another package adds one through the ``ldpfed.axes`` entry-point group (an
-axis instance, or a class built without arguments), loaded when this module is imported, or with
-:func:`register_axis` in one process; it follows the built-in axes, and may take neither an axis's
-name nor a run option's.
+with their run options and encodings, the server's simulated network asks whom it reaches and
+whether it fits a baseline of its own, and the reports group users by it and carry its summary
+entries and privacy-report section. Nothing outside an axis's module names that axis. Another
+package adds one through the ``ldpfed.axes`` entry-point group (an axis instance, or a class built
+without arguments), loaded when this module is imported, or with :func:`register_axis` in one
+process; it follows the built-in axes, and may take neither an axis's name nor a run option's.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from fed.heterogeneity.availability import AvailabilityAxis
 from fed.heterogeneity.behavior_trace import BehaviorTraceAxis
 from fed.heterogeneity.device_speed import DeviceSpeedAxis
 from fed.heterogeneity.device_tiers import DeviceTierAxis
-from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
 from fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
 from fed.spec.option import Option
 from fed.heterogeneity.tiers import PrivacyTiers
@@ -126,7 +127,7 @@ def _groups(spec: RunSpec, active: list[tuple[HeterogeneityAxis, Any]]) -> tuple
 def spec_groups(spec: RunSpec) -> tuple[list[RunSpec], np.ndarray]:
     """The run as each group of users sees it (axes that change run options, e.g. privacy tiers), and each user's
     group by user id; one group, the run itself, when no axis changes any option."""
-    active = [(axis, setting) for axis, setting in spec.heterogeneity.active() if axis.overrides(setting, 0)]
+    active = spec.heterogeneity.grouping()
     if not active:
         return [spec], np.zeros(spec.data.users, dtype=np.int64)
     combos, group_of = _groups(spec, active)
@@ -172,6 +173,29 @@ def reported_groups(spec: RunSpec) -> list[tuple[str, np.ndarray, tuple[str, ...
         for axis, setting in spec.heterogeneity.active()
         if axis.reported_groups(setting)
     ]
+
+
+def group_baseline(spec: RunSpec) -> bool:
+    """Whether an axis of the run asks the server to fit the classifier on the largest-budget group's reports alone."""
+    return any(axis.group_baseline(setting) for axis, setting in spec.heterogeneity.active())
+
+
+def summaries(spec: RunSpec, groups: ServedGroups) -> dict[str, Any]:
+    """What the run's axes add to summary.json, in registry order."""
+    entries: dict[str, Any] = {}
+    for axis, setting in spec.heterogeneity.active():
+        entries.update(axis.summary(setting, groups))
+    return entries
+
+
+def report_lines(spec: RunSpec, result: Mapping[str, Any], fmt: Callable[[Any], str]) -> list[str]:
+    """The run's axes' sections of the privacy report, each after an empty line, in registry order."""
+    lines: list[str] = []
+    for axis, setting in spec.heterogeneity.active():
+        section = axis.report_lines(setting, spec, result, fmt)
+        if section:
+            lines += ["", *section]
+    return lines
 
 
 load_plugins()

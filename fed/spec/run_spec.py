@@ -290,7 +290,7 @@ class RunSpec:
             )
         if privacy.central_noise == 0 and privacy.epsilon <= 0:
             raise ValueError("--privacy-model central: give --epsilon > 0 (user-level; noise calibrated) or --central-noise > 0")
-        tiers = self.heterogeneity.value("tiers")
-        for name, value, default in (("inference", evaluation.inference, "local"), ("labels", privacy.labels, "public"), ("tiers", tiers, "")):
+        grouping = self.heterogeneity.grouping_options()  # e.g. --tiers
+        for name, value, default in (("inference", evaluation.inference, "local"), ("labels", privacy.labels, "public"), *grouping):
             if value != default:
                 raise ValueError(f"--privacy-model central trains on clean local data: {flag(name)} {value!r} does not apply")
