@@ -1,9 +1,11 @@
-"""Seed 004 on a GPU: the Intent (SNIPS) and MRPC cells of seed004_bits, many MLPs trained at once.
+"""Seed 004 on a GPU: the cells of seed004_bits (IMDb, Amazon, Yelp, Intent, MRPC), many MLPs trained at once.
 
-Every cell is the one ``seed004_bits.compute`` defines: the same split, the same randomizer object
-(``fed.randomizers``) releasing the same reports from the same seeded generator, the same MLP recipe
-(one hidden ReLU layer of 768, dropout 0.5 on the input, SGD lr 0.01 momentum 0.9, Keras-style decay
-1e-6 per step, batch 32, ``--epochs``), tested on the clean bits of the test split. What differs: the
+Every cell is the one ``seed004_bits.compute`` defines: the same split (the sentiment sets' seeded 8:2
+split per run, ``seed004_bits.split_rows``), its training split's z-score statistics, the same randomizer
+object (``fed.randomizers``) releasing the same reports from the same seeded generator, the same MLP
+recipe (one hidden ReLU layer of 128 for the sentiment sets and 768 for Intent and MRPC, dropout 0.5 on
+the input, SGD lr 0.01 momentum 0.9, Keras-style decay 1e-6 per step, batch 32, ``--epochs``), tested
+on the clean bits of the run's test split. What differs: the
 MLPs of a chunk (every bit-flipping row of up to ``--chunk`` seeds of one dataset; the clean rows of
 every seed go with the first chunk) are trained side by side as one
 stacked model (independent weights, batches, dropout and optimizer state; the loss is the sum of the
@@ -75,9 +77,9 @@ def build_from_table(protocol: str, accounting: str, published_paper: float, lam
 
 
 def train_stacked(data: Any, slot: Any, y: Any, num_classes: int, hidden: int, epochs: int, batch: int, lr: float,
-                  momentum: float, decay: float, dropout: float, generator: Any) -> tuple[Any, ...]:
-    """K one-hidden-layer MLPs, model k on rows ``data[slot[k]]`` (data: (S, N, D), any dtype) with labels ``y``;
-    returns the weights (W1 (K, D, H), b1, W2, b2)."""
+                  momentum: float, decay: float, dropout: float, generator: Any, y_slot: Any = None) -> tuple[Any, ...]:
+    """K one-hidden-layer MLPs, model k on rows ``data[slot[k]]`` (data: (S, N, D), any dtype) with labels ``y``
+    ((N,) shared, or (T, N) with model k on labels ``y[y_slot[k]]``); returns the weights (W1 (K, D, H), b1, W2, b2)."""
     import torch
 
     device = data.device
@@ -101,7 +103,8 @@ def train_stacked(data: Any, slot: Any, y: Any, num_classes: int, hidden: int, e
                 keep = torch.rand(xb.shape, generator=generator, device=device) >= dropout
                 xb = xb * keep / (1 - dropout)
             logits = torch.baddbmm(b2, torch.relu(torch.baddbmm(b1, xb, w1)), w2)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, num_classes), y[idx].reshape(-1), reduction="sum")
+            yb = y[idx] if y_slot is None else y[y_slot[:, None], idx]
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, num_classes), yb.reshape(-1), reduction="sum")
             optimizer.zero_grad(set_to_none=True)
             (loss / idx.shape[1]).backward()
             optimizer.step()
@@ -109,26 +112,39 @@ def train_stacked(data: Any, slot: Any, y: Any, num_classes: int, hidden: int, e
     return tuple(t.detach() for t in (w1, b1, w2, b2))
 
 
-def accuracies(weights: tuple[Any, ...], x_test: Any, y_test: Any) -> list[float]:
-    """Test accuracy of each stacked model on the same rows."""
+def accuracies(weights: tuple[Any, ...], x_test: Any, y_test: Any, test_slot: Any = None) -> list[float]:
+    """Test accuracy of each stacked model: on the same rows ``x_test`` (M, D), or model k on
+    ``x_test[test_slot[k]]`` ((T, M, D), labels (T, M))."""
     import torch
 
     w1, b1, w2, b2 = weights
     out = []
     with torch.inference_mode():
         for k in range(w1.shape[0]):
-            pred = (torch.relu(x_test @ w1[k] + b1[k]) @ w2[k] + b2[k]).argmax(dim=1)
-            out.append(float((pred == y_test).float().mean()))
+            xs, ys = (x_test, y_test) if test_slot is None else (x_test[test_slot[k]], y_test[test_slot[k]])
+            pred = (torch.relu(xs @ w1[k] + b1[k]) @ w2[k] + b2[k]).argmax(dim=1)
+            out.append(float((pred == ys).float().mean()))
     return out
 
 
+SENTIMENT_FILES = {"imdb": "imdb_labelled", "amazon": "amazon_cells_labelled", "yelp": "yelp_labelled"}
+"""The Kotzias et al. sentiment sets: dataset -> its group in sentiment_labelled_sentences."""
+
+
 def encodings(model_dir: Path, data: Path, dataset: str, device: str, limits: tuple[int, int]) -> tuple[np.ndarray, ...]:
-    """(x_train, y_train, x_test, y_test) of Intent or MRPC, MiniLM-encoded on ``device`` (float64)."""
+    """(x_train, y_train, x_test, y_test) MiniLM-encoded on ``device`` (float64); a sentiment set comes whole
+    in the training part (at most ``limits[0]`` records) with an empty test part, to be split per run."""
     from fed.data.loaders import load_dataset
     from simulations.reproductions._seed000_stage1_run import encode, limited, load_base
 
-    folder = {"intent": "snips", "mrpc": "mrpc"}[dataset]
     tokenizer, model = load_base(model_dir, device)
+    if dataset in SENTIMENT_FILES:
+        everything = load_dataset(str(data / "sentiment_labelled_sentences"), "all")
+        group = everything.group_names.index(SENTIMENT_FILES[dataset])
+        part = limited(everything.subset(np.flatnonzero(everything.groups == group)), limits[0], 0)
+        x = encode(tokenizer, model, part.texts, device, 256).astype(np.float64)
+        return x, part.labels, np.empty((0, x.shape[1])), np.empty(0, dtype=np.int64)
+    folder = {"intent": "snips", "mrpc": "mrpc"}[dataset]
     out = []
     for split, limit, seed in (("train", limits[0], 0), ("test", limits[1], 1)):
         ds = limited(load_dataset(str(data / folder), split), limit, seed)
@@ -136,8 +152,9 @@ def encodings(model_dir: Path, data: Path, dataset: str, device: str, limits: tu
     return tuple(out)
 
 
-def run(args: Any, rows_for: Any, setup: dict[str, Any], hidden_of: Any) -> dict[str, Any]:
-    """Every missing cell of ``args.datasets`` x seeds, chunk by chunk, within ``args.time_budget``."""
+def run(args: Any, reproduction: Any) -> dict[str, Any]:
+    """Every missing cell of ``args.datasets`` x seeds, chunk by chunk, within ``args.time_budget``;
+    ``reproduction`` is the seed004_bits module (its rows, setup, split, paper epsilon and MLP width)."""
     import torch
 
     from simulations.reproductions._cells import Results
@@ -147,6 +164,7 @@ def run(args: Any, rows_for: Any, setup: dict[str, Any], hidden_of: Any) -> dict
     if device == "cpu":
         torch.set_num_threads(1)
     strict = json.loads(STRICT_FILE.read_text())
+    setup, rows_for, split_rows = reproduction.SETUP, reproduction.rows_for, reproduction.split_rows
     if args.train_limit or args.test_limit:
         setup = {**setup, "smoke_limits": [args.train_limit, args.test_limit]}
     results = Results(args.out, setup)
@@ -157,9 +175,15 @@ def run(args: Any, rows_for: Any, setup: dict[str, Any], hidden_of: Any) -> dict
     chunks = [list(range(s, min(s + args.chunk, args.seeds))) for s in range(0, args.seeds, args.chunk)]
     for seeds in chunks:
         for dataset in args.datasets:
-            x, y, x_test, y_test = enc[dataset]
-            mean, std = x.mean(axis=0), x.std(axis=0) + 1e-12
-            classes = int(max(y.max(), y_test.max())) + 1
+            classes = int(max(enc[dataset][1].max(), enc[dataset][3].max(initial=0))) + 1
+            parts: dict[int, tuple[np.ndarray, ...]] = {}  # seed -> its (x, y, x_test, y_test, mean, std)
+
+            def part(seed: int) -> tuple[np.ndarray, ...]:
+                if seed not in parts:
+                    x, y, x_test, y_test = split_rows(dataset, enc[dataset], seed)
+                    parts[seed] = (x, y, x_test, y_test, x.mean(axis=0), x.std(axis=0) + 1e-12)
+                return parts[seed]
+
             jobs = []  # (setting, seed, randomizer or None for clean)
             for seed in range(args.seeds):  # the clean MLPs (cheap) of every seed go with the first chunk
                 for row, protocol, epsilon, lam in rows_for(dataset):
@@ -170,8 +194,10 @@ def run(args: Any, rows_for: Any, setup: dict[str, Any], hidden_of: Any) -> dict
                         if protocol == "clean":
                             jobs.append((setting, seed, None))
                             continue
+                        x, _, _, _, mean, std = part(seed)
                         try:
-                            randomizer = build_from_table(protocol, acc, epsilon, lam, x.shape[1], mean, std, strict, row)
+                            randomizer = build_from_table(protocol, acc, reproduction.paper_epsilon(protocol, epsilon), lam,
+                                                          x.shape[1], mean, std, strict, row)
                         except ValueError as err:
                             results.put(setting, seed, {"accuracy": None, "refused": str(err), "seconds": 0.0})
                             continue
@@ -189,28 +215,38 @@ def run(args: Any, rows_for: Any, setup: dict[str, Any], hidden_of: Any) -> dict
             clean_jobs = [j for j in jobs if j[2] is None]
 
             def release(job: tuple[Any, int, Any]) -> np.ndarray:
-                return job[2].release(x, np.random.default_rng([4, job[1], 1])).astype(np.uint8)
+                return job[2].release(part(job[1])[0], np.random.default_rng([4, job[1], 1])).astype(np.uint8)
 
-            hidden = hidden_of(dataset)
-            yt, yt_test = torch.as_tensor(y, device=device), torch.as_tensor(y_test, device=device)
+            def per_seed(group: list[tuple[Any, int, Any]], test_of: Any) -> tuple[Any, ...]:
+                """Each seed's labels, test rows (``test_of(seed, job)``) and test labels once, and each job's index."""
+                order = list(dict.fromkeys(seed for _, seed, _ in group))
+                first = {seed: next(j for j in group if j[1] == seed) for seed in order}
+                tensors = [torch.as_tensor(np.stack(a), device=device) for a in (
+                    [part(s)[1] for s in order], [test_of(s, first[s]) for s in order], [part(s)[3] for s in order])]
+                return (*tensors, torch.as_tensor([order.index(seed) for _, seed, _ in group], device=device))
+
+            hidden = reproduction.hidden_units(dataset)
             accs: list[float] = []
             if bit_jobs:
                 with ThreadPoolExecutor(args.threads) as pool:
                     bits = torch.as_tensor(np.stack(list(pool.map(release, bit_jobs))), device=device)
-                test_bits = torch.as_tensor(bit_jobs[0][2].preprocess(x_test), dtype=torch.float32, device=device)
+                ys, test_bits, ys_test, slot = per_seed(bit_jobs, lambda s, job: job[2].preprocess(part(s)[2]).astype(np.float32))
                 gen = torch.Generator(device=device).manual_seed(zlib.crc32(f"{dataset}/{seeds[0]}/bits".encode()))
-                weights = train_stacked(bits, torch.arange(len(bit_jobs), device=device), yt, classes, hidden, args.epochs,
-                                        32, 0.01, 0.9, 1e-6, 0.5, gen)
-                accs += accuracies(weights, test_bits, yt_test)
+                weights = train_stacked(bits, torch.arange(len(bit_jobs), device=device), ys, classes, hidden, args.epochs,
+                                        32, 0.01, 0.9, 1e-6, 0.5, gen, y_slot=slot)
+                accs += accuracies(weights, test_bits, ys_test, slot)
                 del bits, weights
                 per_model[dataset] = (time.monotonic() - begun) / len(bit_jobs)
             if clean_jobs:
-                z = torch.as_tensor(((x - mean) / std)[None], dtype=torch.float32, device=device)
-                z_test = torch.as_tensor((x_test - mean) / std, dtype=torch.float32, device=device)
+                def zscored(seed: int, i: int) -> np.ndarray:  # i: 0 the training rows, 2 the test rows
+                    rows = part(seed)
+                    return ((rows[i] - rows[4]) / rows[5]).astype(np.float32)
+
+                ys, z_test, ys_test, slot = per_seed(clean_jobs, lambda s, job: zscored(s, 2))
+                z = torch.as_tensor(np.stack([zscored(s, 0) for s in dict.fromkeys(s for _, s, _ in clean_jobs)]), device=device)
                 gen = torch.Generator(device=device).manual_seed(zlib.crc32(f"{dataset}/{seeds[0]}/clean".encode()))
-                weights = train_stacked(z, torch.zeros(len(clean_jobs), dtype=torch.long, device=device), yt, classes, hidden,
-                                        args.epochs, 32, 0.01, 0.9, 1e-6, 0.5, gen)
-                accs += accuracies(weights, z_test, yt_test)
+                weights = train_stacked(z, slot, ys, classes, hidden, args.epochs, 32, 0.01, 0.9, 1e-6, 0.5, gen, y_slot=slot)
+                accs += accuracies(weights, z_test, ys_test, slot)
             seconds = time.monotonic() - begun
             for (setting, seed, randomizer), acc in zip(bit_jobs + clean_jobs, accs):
                 values: dict[str, Any] = {"accuracy": acc, "seconds": round(seconds / len(jobs), 3), "device": device,

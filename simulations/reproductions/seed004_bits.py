@@ -90,8 +90,10 @@ SETUP = {
     "intent": "snips train / test", "mrpc": "train / test (GLUE train, MSRP test)",
 }
 """What every cell shares (results.json refuses cells of another setup)."""
-GPU_COMMAND = ("python3 simulations/reproductions/seed004_bits.py run --datasets intent mrpc --seeds 20 --epochs 50 "
+GPU_COMMAND = ("python3 simulations/reproductions/seed004_bits.py run --datasets DATASETS --seeds 20 --epochs 50 "
                "--model .gpu/minilm --data .gpu/data --out $OUT/seed004_bits --device cuda --time-budget SECONDS")
+DEVICE_RUNS = "device_runs.json"
+"""In the report folder: each merged device run (its datasets, command, device and time), for the README."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,16 +119,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def gpu_main(argv: list[str]) -> int:
-    """The device path: ``run`` (Intent and MRPC, stacked MLPs), ``report --results DIR`` (merge its cells
-    into the report folder's results.json and rewrite README.md), ``write-strict`` (the strict rows'
-    calibration, made here where dp_accounting is installed)."""
+    """The device path: ``run`` (stacked MLPs), ``report --results DIR`` (merge its cells into the report
+    folder's results.json, replacing every cell of the datasets it ran, and rewrite README.md),
+    ``write-strict`` (the strict rows' calibration, made here where dp_accounting is installed)."""
     from simulations.reproductions import _seed004_gpu
 
     parser = argparse.ArgumentParser(prog="seed004_bits.py", description=_seed004_gpu.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     go = sub.add_parser("run", help="run the cells on a device and write OUT/results.json (no report)")
-    go.add_argument("--datasets", nargs="+", choices=("intent", "mrpc"), default=["intent", "mrpc"])
+    go.add_argument("--datasets", nargs="+", choices=DATASETS, default=["intent", "mrpc"])
     go.add_argument("--seeds", type=int, default=PAPER_RUNS)
     go.add_argument("--epochs", type=int, default=PAPER_EPOCHS)
     go.add_argument("--model", type=Path, required=True, help="all-MiniLM-L6-v2 folder")
@@ -136,7 +138,8 @@ def gpu_main(argv: list[str]) -> int:
     go.add_argument("--time-budget", type=float, default=600.0, help="seconds; chunks that would not fit are skipped")
     go.add_argument("--chunk", type=int, default=5, help="seeds trained side by side per dataset")
     go.add_argument("--threads", type=int, default=8, help="CPU threads releasing the reports")
-    go.add_argument("--train-limit", type=int, default=0, help="smoke test only: seeded sample of the training split")
+    go.add_argument("--train-limit", type=int, default=0,
+                    help="smoke test only: seeded sample of the training split (of the whole set before the 8:2 split for sentiment)")
     go.add_argument("--test-limit", type=int, default=0, help="smoke test only: seeded sample of the test split")
     rep = sub.add_parser("report", help="merge a device run's results.json and write README.md")
     rep.add_argument("--results", type=Path, required=True, help="folder with the device run's results.json")
@@ -146,25 +149,39 @@ def gpu_main(argv: list[str]) -> int:
     strict.add_argument("--dim", type=int, default=384)
     args = parser.parse_args(argv)
     if args.command == "write-strict":
-        table_ = _seed004_gpu.strict_table(rows_for("intent"), args.dim, DELTA)
+        table_ = _seed004_gpu.strict_table(all_rows(), args.dim, DELTA)
         _seed004_gpu.STRICT_FILE.write_text(json.dumps(table_, indent=1) + "\n")
         print(f"wrote {_seed004_gpu.STRICT_FILE}")
         return 0
     if args.command == "run":
-        summary = _seed004_gpu.run(args, rows_for, SETUP, lambda d: 128 if d in SENTIMENT else 768)
+        summary = _seed004_gpu.run(args, sys.modules[__name__])
         print(json.dumps(summary))
         return 0
     device = json.loads((args.results / "results.json").read_text())
     results = Results(args.out, SETUP)
     if device["setup"] != SETUP:
         raise ValueError(f"{args.results}/results.json holds cells of another setup: {device['setup']}")
+    ran = sorted({cell["setting"]["dataset"] for cell in device["cells"].values()}, key=DATASETS.index)
+    # The device run replaces every cell of its datasets: no mean mixes its runs with another run's.
+    results.cells = {k: c for k, c in results.cells.items() if c["setting"]["dataset"] not in ran}
     results.cells.update(device["cells"])
     results.save()
     run_info = args.results / "run.json"
     note = json.loads(run_info.read_text()) if run_info.is_file() else {}
-    report_args = argparse.Namespace(seeds=0, epochs=0, datasets=list(DATASETS), gpu_command=args.command, gpu=note)
+    runs_file = args.out / DEVICE_RUNS
+    runs = json.loads(runs_file.read_text()) if runs_file.is_file() else []
+    runs = [r for r in runs if not set(r["datasets"]) <= set(ran)]
+    runs.append({"datasets": ran, "command": args.command, "gpu": note.get("gpu", "?"),
+                 "elapsed_s": note.get("elapsed_s", "?"), "skipped": note.get("skipped", [])})
+    runs_file.write_text(json.dumps(runs, indent=1) + "\n")
+    report_args = argparse.Namespace(seeds=0, epochs=0, datasets=list(DATASETS))
     print(f"wrote {write_readme(args.out, report(results, report_args))}")
     return 0
+
+
+def all_rows() -> list[tuple[str, str, float, float | None]]:
+    """Every row of any dataset, once (the strict calibration file's rows)."""
+    return list({row[0]: row for dataset in DATASETS for row in rows_for(dataset)}.values())
 
 
 @cache
@@ -192,8 +209,14 @@ def _encoded(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 def split(data: Path, dataset: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The run's train/test rows: a seeded 8:2 split for the sentiment sets, the fixed split otherwise."""
-    x, y, x_test, y_test = _encoded(data, dataset)
+    """The run's train/test rows (see split_rows)."""
+    return split_rows(dataset, _encoded(data, dataset), seed)
+
+
+def split_rows(dataset: str, encoded: tuple[np.ndarray, ...], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The run's train/test rows of ``encoded`` (x, y, x_test, y_test): a seeded 8:2 split of x for the
+    sentiment sets, the fixed split otherwise."""
+    x, y, x_test, y_test = encoded
     if dataset not in SENTIMENT:
         return x, y, x_test, y_test
     order = np.random.default_rng([4, seed]).permutation(len(x))
@@ -212,8 +235,18 @@ def build(protocol: str, accounting: str, epsilon: float, lam: float | None, dim
     cls = RANDOMIZERS[protocol]
     if accounting == "strict":
         return cls.calibrated(epsilon, DELTA, 1, options)
-    published = epsilon if protocol == "ome" else epsilon * BITS_PER_VALUE / 2  # Delta f = 2r, per bit eps / 2r
-    return cls.from_params({"epsilon": published, **options})
+    return cls.from_params({"epsilon": paper_epsilon(protocol, epsilon), **options})
+
+
+def paper_epsilon(protocol: str, epsilon: float) -> float:
+    """The randomizer's epsilon parameter under the paper's accounting: OME's as published; SUE/OUE per bit
+    epsilon / (2r) from Delta f = 2r, i.e. ldpfed's sue/oue at l/2 * epsilon."""
+    return epsilon if protocol == "ome" else epsilon * BITS_PER_VALUE / 2
+
+
+def hidden_units(dataset: str) -> int:
+    """The paper's MLP width: 128 for the sentiment sets, 768 for Intent and MRPC."""
+    return 128 if dataset in SENTIMENT else 768
 
 
 def compute(setting: Setting, seed: int, data: Path) -> dict[str, Any]:
@@ -222,8 +255,7 @@ def compute(setting: Setting, seed: int, data: Path) -> dict[str, Any]:
     _, protocol, epsilon, lam = next(r for r in rows_for(dataset) if r[0] == setting["row"])
     x, y, x_test, y_test = split(data, dataset, seed)
     mean, std = x.mean(axis=0), x.std(axis=0) + 1e-12
-    hidden = 128 if dataset in SENTIMENT else 768
-    recipe = MLPRecipe(hidden=(hidden,), epochs=setting["epochs"], input_dropout=0.5)
+    recipe = MLPRecipe(hidden=(hidden_units(dataset),), epochs=setting["epochs"], input_dropout=0.5)
     num_classes = int(max(y.max(), y_test.max())) + 1
     if protocol == "clean":
         model = train_mlp((x - mean) / std, y, num_classes, recipe, seed)
@@ -246,18 +278,21 @@ def compute(setting: Setting, seed: int, data: Path) -> dict[str, Any]:
 
 def report(results: Results, args: argparse.Namespace) -> list[str]:
     """README.md: the paper's figures, ours under both accountings, and the differences."""
-    gpu = getattr(args, "gpu_command", "")
+    runs_file = results.path.parent / DEVICE_RUNS
+    device_runs = json.loads(runs_file.read_text()) if runs_file.is_file() else []
     lines = [
         "# Seed 004, Tables 1 and 2: OME / SUE / OUE with an MLP",
         "",
         f"Command: `ldpfed reproduce {NAME} --seeds N --epochs E --datasets ...` (CPU; resumes from results.json; "
         "each dataset's seeds and epochs are stated under it)"
-        + (f". Intent and MRPC ran on a device ({args.gpu.get('gpu', '?')}, {args.gpu.get('elapsed_s', '?')} s"
-           + (f"; not run for lack of time: {', '.join(args.gpu['skipped'])}" if args.gpu.get("skipped") else "")
-           + f") with `{gpu}`, then `python -m simulations.reproductions.seed004_bits report --results DIR`: the same "
-           "cells (split, randomizer, seeded reports, MLP recipe) with the MLPs of a chunk trained side by side as one "
-           "stacked model, so their initialisation, shuffling and dropout draws differ from the CPU path's"
-           if gpu else "")
+        + "".join(
+            f". {', '.join(run['datasets'])} ran on a device ({run['gpu']}, {run['elapsed_s']} s"
+            + (f"; not run for lack of time: {', '.join(run['skipped'])}" if run["skipped"] else "")
+            + f") with `{run['command']}`" for run in device_runs)
+        + (", each then merged with `python -m simulations.reproductions.seed004_bits report --results DIR --command "
+           "'...'` (replacing every CPU cell of its datasets): the same cells (split, randomizer, seeded reports, MLP "
+           "recipe) with the MLPs of a chunk trained side by side as one stacked model, so their initialisation, "
+           "shuffling and dropout draws differ from the CPU path's" if device_runs else "")
         + ".",
         "",
         "Accuracy in %, mean [min, max] over the seeds that finished (n). Each seed is one run: its split "
