@@ -8,6 +8,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,10 +35,9 @@ def _cli_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
         (["--sigma", "inf"], {"sigma": math.inf}),
         (["--users", "0"], {"users": 0}),
         (["--mechanism", "no-such-randomizer"], {"mechanism": "no-such-randomizer"}),
-        (["--dim", "1000"], {"dim": 1000}),  # refused by the encoding step (a child interpreter), not the spec
         (["--cpus-per-client", "0"], {"cpus_per_client": 0}),
     ],
-    ids=["epsilon-nan", "sigma-inf", "no-users", "unknown-mechanism", "dim-above-encoder", "no-cpus"],
+    ids=["epsilon-nan", "sigma-inf", "no-users", "unknown-mechanism", "no-cpus"],
 )
 def test_bad_options_raise_the_command_lines_error_and_nothing_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], options: dict
@@ -48,6 +49,30 @@ def test_bad_options_raise_the_command_lines_error_and_nothing_runs(
         ldpfed.simulate(**{"data": "generated:200", "users": 4, "out": str(out), **options}, progress=False)
     assert cli == f"ldpfed simulate: error: {error.value}"
     assert not (out / "flower.log").exists() and not (out / "ledgers.json").exists()  # Flower never started
+
+
+def test_a_script_without_a_main_guard_runs_and_the_encoding_steps_error_comes_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As a notebook cell would: no ``if __name__ == "__main__"``. The encoding step runs in a child
+    interpreter that never imports the caller again (multiprocessing's spawn did, and failed), and the
+    child's refusal (a dimension above the encoder's) is the command line's."""
+    out = tmp_path / "run"
+    script = tmp_path / "cell.py"
+    script.write_text(
+        "import ldpfed\n"
+        "try:\n"
+        f"    ldpfed.simulate(data='generated:200', users=4, dim=1000, out={str(out)!r}, progress=False)\n"
+        "except ValueError as error:\n"
+        "    print('refused:', error)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("refused: ")]
+    assert "--dim 1000 exceeds the encoder's 384 dimensions" in line
+    cli = _cli_error(capsys, "simulate", "--data", "generated:200", "--users", "4", "--dim", "1000", "--out", str(out), "--quiet")
+    assert cli == "ldpfed simulate: error: " + line.removeprefix("refused: ")
+    assert not (out / "flower.log").exists()
 
 
 def test_an_unknown_option_is_named_and_a_spec_takes_changes(tmp_path: Path) -> None:

@@ -37,7 +37,8 @@ def simulate(
     ray_address : str, optional
         Join this running Ray cluster ('auto' or HOST:PORT; default: $RAY_ADDRESS, else a private Ray instance).
     progress : bool
-        Show the encoding and round progress bars, warnings and nothing else (the summary is returned, not printed).
+        Show the encoding and round progress bars. Warnings print to standard error either way; the
+        summary is returned, not printed.
     **run_options
         Run options by their underscored names (``ldpfed simulate --help``, fed.spec.run_spec.options),
         e.g. ``data="generated:200", users=4, epsilon=3``. Without ``out`` the run goes to runs/<UTC time>.
