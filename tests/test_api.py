@@ -84,6 +84,15 @@ def test_an_unknown_option_is_named_and_a_spec_takes_changes(tmp_path: Path) -> 
     assert not (tmp_path / "run" / "flower.log").exists()
 
 
+def test_a_randomizer_object_is_no_way_around_the_nodes_calibration_and_ledgers(tmp_path: Path) -> None:
+    """A run names its mechanism; the nodes build, calibrate and charge it. An object is refused."""
+    from fed.randomizers import RANDOMIZERS
+
+    with pytest.raises(ValueError, match="mechanism"):
+        ldpfed.simulate(data="generated:200", mechanism=RANDOMIZERS["gaussian"], out=str(tmp_path / "run"), progress=False)
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small run written by the same ServerApp and ClientApp in one process (tests.local_grid)."""
