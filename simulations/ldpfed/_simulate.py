@@ -98,6 +98,8 @@ def resolve(spec: RunSpec | None, values: dict[str, Any]) -> RunSpec:
     ``sigma`` given without ``epsilon`` sets epsilon to 0 (sigma overrides it); the run directory
     defaults to runs/<UTC time>; it and trace files that exist are made absolute (the ServerApp reads them elsewhere).
     """
+    if spec is not None and not isinstance(spec, RunSpec):
+        raise TypeError(f"spec must be a RunSpec, got {type(spec).__name__}; give run options as keywords")
     values = dict(values)
     if "sigma" in values and "epsilon" not in values:
         values["epsilon"] = 0.0
