@@ -130,7 +130,9 @@ def study(
         if not report_only:
             failures = _run_with_progress(grid, folder, len(runs), console)
             states = {run.name: run_state(folder / run.name, run) for run in runs}
-        given = [str(config)] + [item for flag, value in (("--out", out), ("--report", report)) if value is not None for item in (flag, str(value))]
+        given = [str(config)]  # the command line that makes this report (not --report-only)
+        for flag, value in (("--out", out), ("--report", report)):
+            given += [] if value is None else [flag, str(value)]
         given += [item for path in runs_from for item in ("--runs-from", str(path))]
         command = "ldpfed study " + " ".join(shlex.quote(a) for a in given)
         target = (Path(report) if report is not None else folder).resolve()
