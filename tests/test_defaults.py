@@ -92,15 +92,16 @@ def test_domain_overlap_tells_shared_directions_from_other_ones() -> None:
 
 
 def test_simulate_and_the_server_report_the_mismatch(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from simulations.commands.simulate import _encode_run_data, _warn
+    from ldpfed._encode import encode_run_data
+    from ldpfed._simulate import warn
     from strategies.app import _public_check, _warning_section
 
     data = write_review_folder(tmp_path, {"train": 40, "dev": 10}, "r", seed=0)
     (data / "labels.txt").write_text("0\tnegative\n1\tpositive\n")
     values = dict(data=str(data), public="generated:60", encoder="bilstm", dim=0, users=2, nonprivate_baseline=False)
     config = RunSpec.of(**values)
-    warnings = _encode_run_data(config, progress=False)  # bilstm: labels checked, nothing encoded
-    _warn(warnings)
+    warnings = encode_run_data(config, progress=False)  # bilstm: labels checked, nothing encoded
+    warn(warnings)
     assert "WARNING: the public data (generated:60: 4 labels" in capsys.readouterr().err
     server = _public_check(config, None, generate_public_corpus(60), num_labels=2)  # the nodes' label count
     assert server.labels_match is False and "not labelled like the task" in server.warnings[0]

@@ -22,7 +22,7 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    for package, member in (("privacy", "fed.privacy.ledger"), ("randomizers", "fed.randomizers.gaussian"), ("encoders", "fed.encoders.cache")):
+    for package, member in (("privacy", "fed.privacy.ledger"), ("randomizers", "fed.randomizers.gaussian"), ("encoders", "fed.encoders.cache"), ("ldpfed", "ldpfed.simulate")):
         assert f'id="{member}"' in (site / "api" / package / "index.html").read_text(), member
     assert not (site / "hooks").exists()
 

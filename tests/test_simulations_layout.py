@@ -62,3 +62,11 @@ def test_the_import_scan_sees_lazy_and_from_imports(tmp_path: Path) -> None:
 def test_the_wheel_leaves_the_experiments_out() -> None:
     wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
     assert "simulations" in wheel["packages"] and "simulations/experiments" in wheel["exclude"]
+
+
+def test_the_api_package_installs_as_ldpfed_and_the_examples_stay_out_of_the_wheel() -> None:
+    """simulations/ldpfed is the top-level package ldpfed in a built wheel (``sources``) and in the
+    README's editable install (``dev-mode-exact``: hatchling maps each package to its folder)."""
+    wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["sources"] == {"simulations/ldpfed": "ldpfed"} and wheel["dev-mode-exact"] is True
+    assert "simulations/examples" in wheel["exclude"]

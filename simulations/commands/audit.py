@@ -1,34 +1,14 @@
-"""``ldpfed audit``: distinguishing audit of a randomizer against its claimed epsilon."""
+"""``ldpfed audit``: distinguishing audit of a randomizer against its claimed epsilon (ldpfed.audit)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
-import time
-from collections.abc import Iterator
-from contextlib import ExitStack
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import numpy as np
-    from rich.console import Console
-
-    from fed.randomizers.auditing import AuditCase
+from ldpfed._audit import DEVICE_DIM, RUN_DIM, check, default_dim  # noqa: F401 (default_dim: the command's default, tests read it)
 
 HELP = "Audit a randomizer: worst neighbouring pair, likelihood-ratio test, epsilon lower bound vs its claim."
-
-RUN_DIM = 384
-"""The default dimension: MiniLM's, as runs use it."""
-DEVICE_DIM = 2
-"""The device sampler's default dimension for a mechanism whose audit does not depend on it
-(:func:`fed.randomizers.auditing.dimension_free`): OpenDP takes about 0.1 ms per coordinate."""
-WARMUP_RELEASES = 16
-"""Releases per input in the first, untimed batch: it pays for imports and OpenDP's setup."""
-TIMED_SECONDS = 0.1
-"""How long the batches after the warm-up must have lasted before they time the sampler for the estimate."""
-BAR_STEPS = 40
-"""The largest batch is 1/BAR_STEPS of the draw: the progress bar moves at least this often."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,25 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build each configuration, audit it and print claimed, accounted and audited epsilon."""
-    import numpy as np
-    from rich.console import Console
+    """Audit each configuration (ldpfed.audit) and print claimed, accounted and audited epsilon."""
+    import ldpfed
+    from fed.randomizers.auditing import auditable, calibrates
 
-    from fed.privacy.noise import SecureGenerator, sampler
-    from fed.randomizers.auditing import auditable, build_for_audit, calibrates, judge
-
-    if args.samples < 100:
-        raise ValueError("--samples must be at least 100")
-    if not 0 < args.confidence < 1:
-        raise ValueError("--confidence must lie in (0, 1)")
-    if args.dim is not None and args.dim < 2:
-        raise ValueError("--dim must be at least 2")
-    if not 0 < args.noise_factor < math.inf:
-        raise ValueError(f"--noise-factor must be positive and finite, got {args.noise_factor}")
+    check(args.samples, args.confidence, args.dim, args.noise_factor)
     options = {
         key: value
         for key, value in {
-            "clip": args.clip,
             "lambda": args.lam,
             "integer_bits": args.integer_bits,
             "fraction_bits": args.fraction_bits,
@@ -115,98 +84,17 @@ def run(args: argparse.Namespace) -> int:
     for offset, name in enumerate(names):
         if args.mechanism == "all" and not calibrates(name, args.epsilon):
             continue  # e.g. the classical Gaussian formula, which holds for epsilon < 1 only
-        started = time.perf_counter()
-        dim = default_dim(name, args.sampler) if args.dim is None else args.dim
-        case = build_for_audit(name, args.epsilon, args.delta, dim, options, args.noise_factor)
-        rng = SecureGenerator.from_os() if args.sampler == "device" else np.random.default_rng(args.seed + offset)
-        null, alt = _draw(case, args.samples, rng, f"{args.sampler} sampler, dim {dim}", Console(stderr=True))
-        result = judge(case, args.delta, null, alt, args.confidence)
-        rows.append(
-            {
-                **result.to_json(),
-                "dim": dim,
-                "noise_factor": args.noise_factor,
-                "sampler": sampler(rng),
-                "params": case.event.to_json(),
-                "randomizer": case.randomizer.params(),
-                "seconds": round(time.perf_counter() - started, 2),
-            }
+        result = ldpfed.audit(
+            name, args.epsilon, delta=args.delta, dim=args.dim, clip=args.clip, samples=args.samples,
+            confidence=args.confidence, seed=args.seed + offset, sampler=args.sampler, noise_factor=args.noise_factor,
+            options=options,
         )
+        rows.append(result.to_json())
     if args.json:
         print(json.dumps(rows, indent=2, default=_json_default))
     else:
         _print_table(rows, args)
     return 0
-
-
-def default_dim(mechanism: str, sampler: str) -> int:
-    """The dimension audited unless ``--dim`` is given: MiniLM's, or the device sampler's shortcut
-    for a mechanism whose audit is the same at every dimension."""
-    from fed.randomizers.auditing import dimension_free
-
-    return DEVICE_DIM if sampler == "device" and dimension_free(mechanism) else RUN_DIM
-
-
-def _draw(
-    case: AuditCase, samples: int, rng: np.random.Generator, where: str, console: Console
-) -> tuple[np.ndarray, np.ndarray]:
-    """Scores of ``samples`` releases per input in batches, with an estimate and a progress bar.
-
-    Once the batches after the untimed warm-up have lasted :data:`TIMED_SECONDS`, the
-    estimate of the whole draw is printed from them and the rest is drawn under a progress
-    bar; an audit that ends sooner prints neither. The batch sizes depend on ``samples``
-    only, so a seeded draw is reproducible.
-    """
-    import numpy as np
-    from rich.progress import (
-        BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
-    )
-
-    started = time.perf_counter()
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
-    timed, timed_seconds = 0, 0.0
-    with ExitStack() as stack:
-        bar = task = None
-        for size in _batch_sizes(samples):
-            batch_started = time.perf_counter()
-            parts.append(case.scores(size, rng))
-            done = sum(len(null) for null, _ in parts)
-            if bar is not None:
-                bar.update(task, completed=done)
-            elif len(parts) > 1:
-                timed, timed_seconds = timed + size, timed_seconds + time.perf_counter() - batch_started
-                if timed_seconds >= TIMED_SECONDS and done < samples:
-                    total = time.perf_counter() - started + (samples - done) * timed_seconds / timed
-                    hint = " (--samples or --dim shorten it)" if total > 120 else ""
-                    console.print(
-                        f"{case.mechanism}: about {_duration(total)} for {samples:,} releases per input ({where}){hint}"
-                    )
-                    columns = (
-                        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TimeRemainingColumn(),
-                    )
-                    bar = stack.enter_context(Progress(*columns, console=console))
-                    task = bar.add_task(case.mechanism, total=samples, completed=done)
-    return np.concatenate([null for null, _ in parts]), np.concatenate([alt for _, alt in parts])
-
-
-def _batch_sizes(samples: int) -> Iterator[int]:
-    """The warm-up batch, then doubling batches up to 1/:data:`BAR_STEPS` of ``samples``, adding up to ``samples``."""
-    cap = max(WARMUP_RELEASES, math.ceil(samples / BAR_STEPS))
-    size = done = 0
-    while done < samples:
-        size = min(max(WARMUP_RELEASES, 2 * size), cap, samples - done)
-        yield size
-        done += size
-
-
-def _duration(seconds: float) -> str:
-    """``seconds`` as a person reads an estimate: s, min or h."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _json_default(value: object) -> object:

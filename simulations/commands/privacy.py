@@ -1,10 +1,9 @@
-"""``ldpfed privacy``: every accountant's epsilon for a Gaussian schedule, side by side."""
+"""``ldpfed privacy``: every accountant's epsilon for a Gaussian schedule, side by side (ldpfed.privacy)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,40 +42,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compute, print and optionally plot and calibrate."""
-    from fed.privacy.accountants import Schedule, all_figures
-    from fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
+    """Compute (ldpfed.privacy), print and optionally plot and calibrate."""
+    import ldpfed
 
-    noise_multiplier = _noise_multiplier(args)
-    output: dict[str, Any] = {"mechanism": args.mechanism}
-    if noise_multiplier is not None:
-        schedule = Schedule(
-            noise_multiplier,
-            args.p,
-            args.steps,
-            args.delta,
-            q=args.q,
-            releases=args.releases,
-            dataset_size=args.dataset_size,
-        )
-        output["schedule"] = {**schedule.to_json(), "sigma": args.sigma, "sensitivity": args.sensitivity}
-        output["figures"] = [f.to_json() for f in all_figures(schedule)]
-    elif args.calibrate is None:
-        raise ValueError("give --noise-multiplier, or --sigma with --sensitivity, or --calibrate EPSILON")
-    if args.calibrate is not None:
-        output["calibration"] = [
-            calibrate_noise_multiplier(
-                name, args.calibrate, args.delta, args.steps, args.p, args.q, args.releases
-            ).to_json()
-            for name in ACCOUNTANTS
-        ]
-        if args.sensitivity is not None:
-            for entry in output["calibration"]:
-                entry["sigma"] = entry["noise_multiplier"] * args.sensitivity
-    if args.plot:
-        if noise_multiplier is None:
-            raise ValueError("--plot needs --noise-multiplier or --sigma")
-        output["plot"] = str(plot_schedule(schedule, args.plot))
+    result = ldpfed.privacy(
+        p=args.p, steps=args.steps, noise_multiplier=args.noise_multiplier, sigma=args.sigma, sensitivity=args.sensitivity,
+        q=args.q, delta=args.delta, releases=args.releases, dataset_size=args.dataset_size, calibrate=args.calibrate,
+        plot=args.plot, mechanism=args.mechanism,
+    )
+    output = result.to_json()
     if args.json:
         print(json.dumps(output, indent=2))
     else:
@@ -133,18 +107,6 @@ def plot_schedule(schedule: Schedule, path: str | Path, points: int = 25) -> Pat
 
     steps = step_grid(schedule.steps, points)
     return plot_curves(figures_over_steps(schedule, steps), steps, path, schedule_title(schedule))
-
-
-def _noise_multiplier(args: argparse.Namespace) -> float | None:
-    if args.sigma is None:
-        if args.sensitivity is not None and args.noise_multiplier is not None:
-            raise ValueError("--sensitivity goes with --sigma, not --noise-multiplier")
-        return args.noise_multiplier
-    if args.sensitivity is None:
-        raise ValueError("--sigma needs --sensitivity (the replace-one diameter, 2C for clip C)")
-    if not (math.isfinite(args.sensitivity) and args.sensitivity > 0):
-        raise ValueError(f"--sensitivity must be a positive finite number, got {args.sensitivity!r}")
-    return args.sigma / args.sensitivity
 
 
 def _print_tables(output: dict[str, Any]) -> None:

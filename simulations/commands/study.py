@@ -3,15 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from simulations.study import Study, StudyRun, load_study, run_state, run_study
-from simulations.study_report import write_report
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 HELP = "run a study (a grid of simulate runs over axes and seeds, from a TOML file), resume it, report it"
 
@@ -36,56 +28,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate the whole study first, run what is not complete, write the report; 1 if a run failed."""
+    """Validate the whole study first, run what is not complete, write the report (ldpfed.study); 1 if a run failed."""
     from rich.console import Console
 
-    study = load_study(args.config)
-    out = (args.out or Path("runs") / "studies" / args.config.stem).resolve()
-    report = (args.report or out).resolve()
+    import ldpfed
+
+    result = ldpfed.study(
+        args.config, out=args.out, report=args.report, runs_from=args.runs_from, dry_run=args.dry_run,
+        report_only=args.report_only,
+    )
     console = Console(soft_wrap=True)  # paths stay on one line
-    runs = study.runs()
-    states = {run.name: run_state(out / run.name, run) for run in runs}
-    todo = sum(state != "complete" for state in states.values())
-    console.print(f"study {args.config}: {len(runs)} runs in {out}, {len(runs) - todo} complete, {todo} to run")
     if args.dry_run:
-        for run in runs:
-            console.print(f"  {states[run.name]:>10}  {run.name}")
+        for entry in result.runs:
+            console.print(f"  {entry.state:>10}  {entry.name}")
         return 0
-    failures: list[str] = []
-    if not args.report_only:
-        failures = _run_with_progress(study, out, len(runs), console)
-    for failure in failures:
-        console.print(failure, style="red", markup=False)
-    command = "ldpfed study " + " ".join(shlex.quote(a) for a in _given(args))
-    console.print(f"report: {write_report(study, out, report, command, args.runs_from)}")
-    return 1 if failures else 0
-
-
-def _run_with_progress(study: Study, out: Path, total: int, console: Console) -> list[str]:
-    """run_study with a progress bar over runs and one line per finished run."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as bar:
-        task = bar.add_task("study", total=total)
-
-        def start(run: StudyRun) -> None:
-            bar.update(task, description=f"running {run.name}")
-
-        def done(run: StudyRun, result: str) -> None:
-            bar.console.print(f"{run.name}: {result}")
-            bar.advance(task)
-
-        return run_study(study, out, start, done)
-
-
-def _given(args: argparse.Namespace) -> list[str]:
-    """The arguments as given that make the study (not --report-only), for the report's command line."""
-    given = [str(args.config)]
-    for flag, value in (("--out", args.out), ("--report", args.report)):
-        if value is not None:
-            given += [flag, str(value)]
-    for path in args.runs_from:
-        given += ["--runs-from", str(path)]
-    return given
+    console.print(f"report: {result.report}")
+    return 1 if result.failures else 0
