@@ -14,9 +14,9 @@
 Each step gets a share of the budget (steps that do not fit are skipped and say so in the log); a
 rerun with the same OUT and WORK resumes. Checkpoints (tuned layers, encodings) live in WORK, not OUT.
 
-    python3 simulations/reproductions/_gpu_issue25.py run --model .gpu/minilm --data .gpu/data \\
+    python3 simulations/experiments/gpu_issue25.py run --model .gpu/minilm --data .gpu/data \\
         --out $OUT --work /tmp/issue25 --device cuda --time-budget 450
-    python -m simulations.reproductions._gpu_issue25 report --results DIR --command "..."   # here, afterwards
+    python -m simulations.experiments.gpu_issue25 report --results DIR --command "..."   # here, afterwards
 """
 
 from __future__ import annotations
@@ -126,15 +126,15 @@ def report(args: argparse.Namespace) -> int:
     commands = []
     if (res / "recipe.json").is_file():
         commands.append([python, "-m", "simulations.experiments.stage1_recipe", "--report", "--results", str(res / "recipe.json"),
-                         "--command", f"{args.command or '_gpu_issue25.py run'} (its step 1)"])
+                         "--command", f"{args.command or 'gpu_issue25.py run'} (its step 1)"])
     for unit, folder in (("stage1", "recipe"), ("stage1_dim16", "recipe_dim16")):
         if (res / unit / "results.json").is_file():
             commands.append([python, "-m", "simulations.reproductions.seed000_stage1", "--report", str(res / unit / "results.json"),
                              "--out", str(REPORTS / "reproductions" / "seed000_stage1" / folder),
-                             "--command", f"{args.command or '_gpu_issue25.py run'} (its step 2: {unit})"])
+                             "--command", f"{args.command or 'gpu_issue25.py run'} (its step 2: {unit})"])
     if (res / "seed004_bits" / "results.json").is_file():
         commands.append([python, "-m", "simulations.reproductions.seed004_bits", "report", "--results", str(res / "seed004_bits"),
-                         "--command", args.command or "_gpu_issue25.py run (its step 3)"])
+                         "--command", args.command or "gpu_issue25.py run (its step 3)"])
     for command in commands:
         print("+", " ".join(command[:4]), flush=True)
         subprocess.run(command, check=True, cwd=ROOT)
