@@ -1,7 +1,7 @@
 """A device asked for a plugin's randomizer and encoder, under owner policies that do and do not name them.
 
 Run by tests/test_plugins.py as ``python -m tests.plugin_device FOLDER`` in a process whose path holds
-the example plugin (examples/plugin), so that its entry points are what the node discovers; prints
+the example plugin (simulations/examples/plugin), so that its entry points are what the node discovers; prints
 one JSON object: per policy, the setup's and the training request's refusal and the releases charged.
 The node is a device (an in-process LocalGrid with ``engine=False``), as in tests/test_adversarial_server.py.
 """

@@ -1,6 +1,6 @@
 """Issue 28 item 2: randomizers, encoders and axes from other packages (docs/plugins.md).
 
-The example plugin package (examples/plugin) is built and installed with pip into a temporary
+The example plugin package (simulations/examples/plugin) is built and installed with pip into a temporary
 folder; every end-to-end check runs in a subprocess whose PYTHONPATH holds that folder, so the
 plugins are found the way an installed package's are: through their entry points. A second
 package there states half its true sensitivity (its event under-reports), and the audit must
@@ -38,7 +38,7 @@ from fed.spec.option import Option
 from fed.spec.run_spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "plugin"
+EXAMPLE = ROOT / "simulations" / "examples" / "plugin"
 DELTA = 1e-5
 UNDERCOUNTED = '''
 from fed.privacy.events import GaussianEvent
