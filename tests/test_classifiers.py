@@ -151,7 +151,7 @@ def test_mlp_run_releases_exactly_what_the_lda_run_releases(tmp_path: Path) -> N
 def test_mlp_answers_remote_inference(tmp_path: Path) -> None:
     summary = _run(tmp_path / "remote", classifier="mlp", inference="remote", answers=2, upsampling_q=0.5)
     assert summary["errors"] == [] and isinstance(summary["accuracy_remote"], float)
-    assert summary["inference"]["queries_with_k_answers"] == summary["inference"]["queries"] > 0
+    assert summary["remote_inference"]["queries_with_k_answers"] == summary["remote_inference"]["queries"] > 0
 
 
 def test_a_classifier_registered_in_process_runs_end_to_end(tmp_path: Path) -> None:
