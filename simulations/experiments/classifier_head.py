@@ -65,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.datasets:
                 for classifier in CLASSIFIERS:
                     if key(name, epsilon, classifier) not in results:
-                        results[key(name, epsilon, classifier)] = {**_run(args, name, epsilon, classifier), "command": command}
+                        row = {**_run(args, name, epsilon, classifier), "command": command}
+                        # re-read first: another invocation (e.g. --datasets SNIPS) may have added runs meanwhile
+                        results = json.loads(results_path.read_text()) if results_path.is_file() else {}
+                        results[key(name, epsilon, classifier)] = row
                         args.out.mkdir(parents=True, exist_ok=True)
                         results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
                         print(f"{key(name, epsilon, classifier)}: {results[key(name, epsilon, classifier)]['accuracy']:.3f}", flush=True)
