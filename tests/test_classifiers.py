@@ -186,3 +186,12 @@ def test_an_installed_distribution_adds_a_classifier_by_entry_point(tmp_path: Pa
         sys.modules.pop("ldpfed_nearest", None)
         classifiers._plugins.cache_clear()
     assert "nearest-plugin" not in classifiers.classifiers()
+
+
+def test_simulate_refuses_an_unknown_classifier_before_starting(capsys: pytest.CaptureFixture) -> None:
+    from simulations.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", "--classifier", "nope", "--data", "generated:100", "--public", "none", "--dim", "0"])
+    assert exit_info.value.code == 2
+    assert "--classifier 'nope' is not available; choose one of lda, mlp" in capsys.readouterr().err

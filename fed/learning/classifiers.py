@@ -78,12 +78,17 @@ def classifiers() -> dict[str, Factory]:
     return {**BUILT_IN, **_plugins(), **_registered}
 
 
-def make_classifier(name: str, context: ClassifierContext) -> ServerClassifier:
-    """The classifier ``name`` for ``context``; ValueError naming the available ones if there is none."""
+def check_classifier(name: str) -> Factory:
+    """The factory of classifier ``name``; ValueError naming the available ones if there is none."""
     available = classifiers()
     if name not in available:
         raise ValueError(f"--classifier {name!r} is not available; choose one of {', '.join(available)}")
-    made = available[name](context)
+    return available[name]
+
+
+def make_classifier(name: str, context: ClassifierContext) -> ServerClassifier:
+    """The classifier ``name`` for ``context``; ValueError naming the available ones if there is none."""
+    made = check_classifier(name)(context)
     if not isinstance(made, ServerClassifier):
         raise TypeError(f"classifier {name!r} gave a {type(made).__name__}, not a fed.learning.server_classifier.ServerClassifier")
     return made

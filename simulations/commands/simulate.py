@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--cpus-per-client {args.cpus_per_client}: each ClientApp needs at least 1 CPU")
     ray_address = resolve_ray_address(args.ray_address)
     config = RunSpec.from_mapping(values)
+    from fed.learning.classifiers import check_classifier
+
+    check_classifier(config.evaluation.classifier)  # built in or an installed plugin: the ServerApp runs elsewhere
     if ray_address:  # actors on a cluster inherit neither this environment ($LDPFED_CACHE) nor its folder
         from fed.runtime.assets import default_cache_dir
 
