@@ -36,6 +36,8 @@ class MLPRecipe:
     input_dropout: float = 0.0
     optimizer: str = "sgd"
     """'sgd' (momentum, Keras-style decay) or 'adam' (lr, no decay)."""
+    weight_decay: float = 0.0
+    """L2 penalty on the weights (the optimizer's weight_decay)."""
 
 
 @dataclass(frozen=True)
@@ -130,9 +132,9 @@ def train_mlp(
             ct = torch.as_tensor(np.asarray(channel, dtype=np.int64))
             targets = yt if y.ndim == 2 else nn.functional.one_hot(yt, num_classes).float()
         if recipe.optimizer == "adam":
-            optimizer = torch.optim.Adam(net.parameters(), lr=recipe.lr)
+            optimizer = torch.optim.Adam(net.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
         else:
-            optimizer = torch.optim.SGD(net.parameters(), lr=recipe.lr, momentum=recipe.momentum)
+            optimizer = torch.optim.SGD(net.parameters(), lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1.0 + recipe.decay * step))
         net.train()
         for _ in range(recipe.epochs):

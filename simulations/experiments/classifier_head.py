@@ -61,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
     if not args.report_only:
         single_threaded_blas()
+        import torch
+
+        torch.set_num_threads(1)  # the MLP's training: a second thread only spins on shared cores
         for epsilon in args.epsilons:
             for name in args.datasets:
                 for classifier in CLASSIFIERS:
