@@ -142,9 +142,8 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
                 f"{'yes' if lda['ledgers_sha256'] == mlp['ledgers_sha256'] else 'no'} | {_acc(lda, 'accuracy_public_only')} | "
                 f"{_acc(lda, 'accuracy_nonprivate')} |"
             )
-    seconds = {c: sum(r["seconds"] for k, r in results.items() if k.endswith(f"| {c}")) for c in CLASSIFIERS}
-    lines += ["", "Wall time of all runs (the whole run, not the fit alone; loaded machine): "
-              + ", ".join(f"{c} {s:.0f} s" for c, s in seconds.items()) + "."]
+    lines += ["", "MLP recipes against LDA on the same simulated reports (not a run; SNIPS at epsilon 8): "
+              "[variants.md](variants.md). What the figures show: docs/results.md, section \"The server's classifier\"."]
     return "\n".join(lines) + "\n"
 
 
