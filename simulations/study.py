@@ -62,8 +62,9 @@ USER_ACCURACY = "accuracy_private"
 """users.csv column with each user's accuracy of the private model (empty: the user has no queries)."""
 ALL = "all users"
 """The group of a row with whole-run figures."""
-PATH_OPTIONS = ("data", "public", "encoder", "cache_dir", "device_speed", "behavior_trace")
-"""Run options that may name a local path: passed to the run as absolute paths (its apps run elsewhere)."""
+PATH_OPTIONS = ("data", "public", "encoder", "cache_dir", *(o.name for o in options() if o.file))
+"""Run options that may name a local path (those above, and the files an axis's options name, e.g. traces): passed
+to the run as absolute paths (its apps run elsewhere)."""
 SET_BY_STUDY = ("seed", "out")
 """Run options a study sets itself: seeds from ``seeds``, run directories from the study's folder."""
 TOP_LEVEL = ("title", "description", "seeds", "group_by", "baselines", "figures", "base", "axes")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -162,9 +162,12 @@ def _spread_text(spread: Spread | None, spec: str) -> str:
 
 def markdown(
     study: Study, rows: Sequence[Row], results: Sequence[RunResult], missing: Sequence[str], plots: Sequence[Path],
-    command: str,
+    command: str, reused: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
-    """study.md: the setting, one table (mean [min, max] over seeds), notes and plots."""
+    """study.md: the setting, one table (mean [min, max] over seeds), notes and plots.
+
+    ``reused``: study.json path -> the runs taken from it rather than from a run directory.
+    """
     grouped = bool(study.group_by)
     base = ", ".join(f"{k} = {json.dumps(v)}" for k, v in study.base.items()) or "run defaults"
     axes = "; ".join(f"{k}: {', '.join(map(str, v))}" for k, v in study.axes.items()) or "none (seeds only)"
@@ -216,6 +219,8 @@ def markdown(
         without = [r.run.name for r in results if r.groups is None]
         if without:
             lines += ["", f"No users.csv (whole-run figures only) in {len(without)} runs: {', '.join(without)}."]
+    for path, names in (reused or {}).items():
+        lines += ["", f"Taken from the earlier report `{path}` (its run directories are not here): {', '.join(names)}."]
     if missing:
         lines += ["", f"Not complete, left out: {', '.join(missing)}."]
     lines += [""] + [f"![{plot.stem}]({plot.name})" for plot in plots]
@@ -270,14 +275,46 @@ def plot_axes(study: Study, rows: Sequence[Row], folder: Path) -> list[Path]:
     return paths
 
 
-def write_report(study: Study, out: Path, report: Path, command: str) -> Path:
+def recorded_runs(path: Path, study: Study) -> dict[str, RunResult]:
+    """The runs an earlier report of the same study recorded in its study.json, by run name.
+
+    Raises ValueError when that report is of another study (base options, axes or option sets differ).
+    """
+    raw = json.loads(path.read_text())
+    mine = json.loads(json.dumps(_clean({"base": study.base, "axes": study.axes, "option_sets": study.sets})))
+    for key, value in mine.items():
+        if raw.get(key) != value:
+            raise ValueError(f"{path}: its {key.replace('_', ' ')} differ from {study.path}'s; its runs are of another study")
+    runs = {run.name: run for run in study.runs()}
+    recorded = {}
+    for entry in raw["runs"]:
+        run = runs.get(entry["name"])
+        if run is None:
+            continue
+        groups = entry["groups"]
+        recorded[run.name] = RunResult(
+            run, Figures(**entry["whole"]), None if groups is None else {k: Figures(**v) for k, v in groups.items()},
+            entry["group_labels"], entry["seconds"], entry["baselines"],
+        )
+    return recorded
+
+
+def write_report(study: Study, out: Path, report: Path, command: str, runs_from: Sequence[Path] = ()) -> Path:
     """Read every complete run under ``out``; write study.md, study.json and the plots to ``report``.
+
+    A run not complete under ``out`` is taken from the first study.json in ``runs_from`` that records
+    it (an earlier report of the same study, e.g. made on another machine); study.md names those runs.
 
     Raises ValueError when no run is complete.
     """
-    results, missing = [], []
+    recorded = [(path, recorded_runs(path, study)) for path in runs_from]
+    results, missing, reused = [], [], {}
     for run in study.runs():
         result = read_run(out / run.name, run, study.group_by, (*study.baselines, *study.figures))
+        for path, runs in recorded:
+            if result is None and run.name in runs:
+                result = runs[run.name]
+                reused.setdefault(str(path), []).append(run.name)
         if result is None:
             missing.append(run.name)
         else:
@@ -287,7 +324,7 @@ def write_report(study: Study, out: Path, report: Path, command: str) -> Path:
     rows = aggregate(study, results)
     report.mkdir(parents=True, exist_ok=True)
     plots = plot_axes(study, rows, report)
-    (report / "study.md").write_text(markdown(study, rows, results, missing, plots, command))
+    (report / "study.md").write_text(markdown(study, rows, results, missing, plots, command, reused))
     runs = [
         {
             "name": r.run.name, "cell": r.run.cell, "seed": r.run.seed, "seconds": r.seconds, "whole": asdict(r.whole),
@@ -298,7 +335,8 @@ def write_report(study: Study, out: Path, report: Path, command: str) -> Path:
     ]
     raw = {
         "study": str(study.path), "base": study.base, "axes": study.axes, "option_sets": study.sets, "seeds": list(study.seeds),
-        "group_by": list(study.group_by), "missing": missing, "runs": runs, "rows": [asdict(row) for row in rows],
+        "group_by": list(study.group_by), "missing": missing, "runs_from": reused, "runs": runs,
+        "rows": [asdict(row) for row in rows],
     }
     (report / "study.json").write_text(json.dumps(_clean(raw), indent=1) + "\n")
     return report / "study.md"

@@ -35,9 +35,9 @@ from fed.reporting.run_record import RunRecord
 from fed.reporting.user_results import group_summary, users_table
 from strategies import central
 from strategies.strategy import LdpStrategy
-from fed.heterogeneity.registry import spec_groups
+from fed.heterogeneity.axis import ServedGroups
+from fed.heterogeneity.registry import group_baseline, spec_groups, summaries
 from fed.spec.schedule_warnings import schedule_warnings
-from fed.heterogeneity.tiers import PrivacyTiers, tier_rows
 from fed.runtime.threads import limit_blas_threads
 
 app = ServerApp()
@@ -78,9 +78,9 @@ def run(grid: Grid, config: RunSpec) -> Path:
     public = load_public(config)
     config, strategy, bundle, dim_choice = _set_up(grid, config, record, public, cache)
     assets = load_assets(unpack(bundle, cache))
-    tier_specs, tier_of = spec_groups(config)
-    for name, tier_spec, plan in zip(_policy_files(len(tier_specs)), tier_specs, strategy.plans):
-        (record.out / name).write_text(SIMULATED_POLICY + DevicePolicy.from_run(tier_spec, plan).to_toml())
+    group_specs, group_of = spec_groups(config)
+    for name, group_spec, plan in zip(_policy_files(len(group_specs)), group_specs, strategy.plans):
+        (record.out / name).write_text(SIMULATED_POLICY + DevicePolicy.from_run(group_spec, plan).to_toml())
     public_check = _public_check(config, assets, public, strategy.num_labels)
     _baselines(config, assets, public if public_check.labels_match else None, strategy)
     if config.privacy.privacy_model == "central":
@@ -120,9 +120,8 @@ def run(grid: Grid, config: RunSpec) -> Path:
     if strategy.clock is not None:
         result["virtual_seconds"] = strategy.clock.now
         result["users_late"] = sum(r.get("users_late", 0) for r in record.rounds)
-    if config.heterogeneity.setting(PrivacyTiers.name) is not None:
-        sentence = figures.by_user(figures.sentence, config.data.users)
-        result["tiers"] = tier_rows(tier_specs, strategy.plans, tier_of, sentence)
+    sentence = figures.by_user(figures.sentence, config.data.users)
+    result.update(summaries(config, ServedGroups(group_specs, strategy.plans, group_of, sentence)))  # e.g. privacy tiers' rows
     record.write_json("summary.json", result)
     (record.out / "privacy_report.md").write_text(
         privacy_report(config, strategy.plan, figures, result) + _shuffled_section(result.get("shuffled"))
@@ -258,9 +257,10 @@ def _public_check(config: RunSpec, assets: Assets, public: TextDataset | None, n
     return check_public(config, public, train.label_names, public_x, task_x)
 
 
-def _policy_files(tiers: int) -> list[str]:
-    """Where each tier's simulated policy is written: policy.toml, or policy-tier-<k>.toml with --tiers."""
-    return ["policy.toml"] if tiers == 1 else [f"policy-tier-{k}.toml" for k in range(1, tiers + 1)]
+def _policy_files(groups: int) -> list[str]:
+    """Where the simulated policy of each group of users with its own run options (fed.heterogeneity.registry.spec_groups,
+    e.g. a privacy tier) is written: policy.toml, or policy-tier-<k>.toml with several."""
+    return ["policy.toml"] if groups == 1 else [f"policy-tier-{k}.toml" for k in range(1, groups + 1)]
 
 
 def shuffled_figure(config: RunSpec, strategy: LdpStrategy) -> ShuffledFigure:
@@ -307,8 +307,8 @@ def _baselines(config: RunSpec, assets: Assets, public: TextDataset | None, stra
     ``public`` is the server's public data if it is labelled like the task, else None. The
     upper bound (simulation only) is the same discriminant trained on the clean, unprojected
     encodings of every user's training records and scored on every user's query records (the
-    dev split), i.e. what the encoder gives without any privacy. With --tiers, a second
-    classifier is fed only the largest-budget tier's reports: what the other tiers add.
+    dev split), i.e. what the encoder gives without any privacy. Where an axis asks for it (privacy
+    tiers), a second classifier is fed only the largest-budget group's reports: what the others add.
     """
     cache = default_cache_dir(config)
     features = strategy.plan.train.features
@@ -321,7 +321,7 @@ def _baselines(config: RunSpec, assets: Assets, public: TextDataset | None, stra
             target = within_class_covariance(x, public.labels, strategy.num_labels)
 
     strategy.aggregator = strategy.classifier(target, public_means)
-    if config.heterogeneity.setting(PrivacyTiers.name) is not None:
+    if group_baseline(config):
         strategy.top_tier = strategy.classifier(target, public_means)
     if config.evaluation.nonprivate_baseline:
         population = Population.build(config.data, config.seed)

@@ -83,15 +83,18 @@ class LdpStrategy(Strategy):
         self.errors: list[str] = []
         self.aggregator: ServerClassifier | None = None
         self.top_tier: ServerClassifier | None = None
-        """With --tiers: the same classifier fed only the largest-budget tier's reports (a baseline)."""
+        """Where an axis asks for it (fed.heterogeneity.registry.group_baseline; privacy tiers): the same classifier
+        fed only the largest-budget group's reports (a baseline)."""
         self.nonprivate_accuracy: float | None = None
         self.plans: list[PrivacyPlan] = []
-        """Each privacy tier's plan (fed.heterogeneity.tiers; one without --tiers)."""
+        """The plan of each group of users served with their own run options (fed.heterogeneity.registry.spec_groups,
+        e.g. privacy tiers; one when no axis sets run options)."""
         self.plan: PrivacyPlan | None = None
-        """The run's plan; with --tiers the plan of the tier with the largest budget."""
-        self.tier_of = np.zeros(config.data.users, dtype=np.int64)
+        """The run's plan; with several groups the plan of the group with the largest budget."""
+        self.group_of = np.zeros(config.data.users, dtype=np.int64)
+        """Each user's group among :attr:`plans`, by user id."""
         self.clock: VirtualClock | None = None
-        """With --device-speed: the run's virtual clock (simulation only)."""
+        """Where an axis plays on one (--device-speed): the run's virtual clock (simulation only)."""
         self.late: set[int] = set()
         """This round's stragglers: asked, but their reports arrive past --deadline and are left out."""
         self.dim = self.feature_dim = self.num_labels = 0
@@ -127,15 +130,15 @@ class LdpStrategy(Strategy):
         if not self.node_of:
             raise RuntimeError("the nodes that answered the setup host no users")
         self.available = set(self.ready)
-        tier_specs, self.tier_of = spec_groups(self.config)
+        group_specs, self.group_of = spec_groups(self.config)
         max_queries = max(max(self.query_counts.values(), default=1), 1)
-        self.plans = [make_plan(spec, self.num_labels, max_queries) for spec in tier_specs]
+        self.plans = [make_plan(spec, self.num_labels, max_queries) for spec in group_specs]
         self.plan = max(self.plans, key=lambda plan: plan.budget.epsilon_sentence)
         # The classifier reads what the server decodes: features(x) may change the dimension (bit
         # encodings report dim * bits; snd decodes token matrices to sentence vectors); local
         # inference applies the same features.
         self.dim = int(self.plan.train.features(np.zeros((1, self.feature_dim))).shape[1])
-        self.clock = VirtualClock(self.config, self.dim) if VirtualClock.runs(self.config) else None
+        self.clock = VirtualClock.start(self.config, self.dim)
         self.aggregator = self.classifier()
         if ENGINE_SAMPLER in {self.samplers.get(n) for n in self.ready}:
             self._user_attributes()  # per-user results will come: rebuild the population now, not inside a round
@@ -357,7 +360,7 @@ class LdpStrategy(Strategy):
     def _user_attributes(self) -> UserAttributes:
         """The users' attributes, from the run's population rebuilt on the server (once)."""
         if self.attributes is None:
-            simulated = simulated_budgets(self.plans, self.tier_of)
+            simulated = simulated_budgets(self.plans, self.group_of)
             axes = heterogeneity_axes(self.config)
             self.attributes = UserAttributes.from_population(Population.build(self.config.data, self.config.seed), simulated, axes)
         return self.attributes
@@ -377,7 +380,7 @@ class LdpStrategy(Strategy):
         nodes that are not connected, or that miss a step, take no further part.
         """
         self.refresh(grid)
-        models: dict[str, Model] = {}  # per query randomizer (one per privacy tier)
+        models: dict[str, Model] = {}  # per query randomizer (one per group, e.g. privacy tier)
 
         def model_for(randomizer: dict[str, Any]) -> Model:
             key = json.dumps(randomizer, sort_keys=True)
@@ -466,27 +469,27 @@ class LdpStrategy(Strategy):
     def _per_node(
         self, users: list[int], message_type: str, summarise: bool = False, late: set[int] | frozenset[int] = frozenset()
     ) -> list[Message]:
-        """One message per node hosting ``users``, with a release request per privacy tier among them (each
-        with its tier's randomizer; the ``late`` users of a tier in a part of their own, so that their
+        """One message per node hosting ``users``, with a release request per group among them (:attr:`plans`, e.g. a
+        privacy tier; each with its group's randomizer; the ``late`` users of a group in a part of their own, so that their
         reports can be left out); with ``summarise``, simulation-engine nodes send the sums of their
         reports (all the classifier reads; a device's one report stays smaller)."""
         by_node: dict[int, dict[tuple[int, bool], list[int]]] = {}
         for uid in users:
-            tier = int(self.tier_of[uid]) if uid < len(self.tier_of) else 0
-            by_node.setdefault(self.node_of[uid], {}).setdefault((tier, uid in late), []).append(int(uid))
+            group = int(self.group_of[uid]) if uid < len(self.group_of) else 0
+            by_node.setdefault(self.node_of[uid], {}).setdefault((group, uid in late), []).append(int(uid))
         messages = []
-        for node, tiers in sorted(by_node.items()):
+        for node, groups in sorted(by_node.items()):
             summed = summarise and self.samplers.get(node) == ENGINE_SAMPLER
             parts = [
-                protocol.release_request(group, *self._request(message_type, tier), summarise=summed)
-                for (tier, _), group in sorted(tiers.items())
+                protocol.release_request(members, *self._request(message_type, group), summarise=summed)
+                for (group, _), members in sorted(groups.items())
             ]
             messages.append(Message(protocol.release_parts(parts), dst_node_id=node, message_type=message_type))
         return messages
 
-    def _request(self, message_type: str, tier: int) -> tuple[dict[str, Any], int, str]:
-        """Randomizer, records per user and sampling of a tier's training or query release."""
-        plan = self.plans[tier]
+    def _request(self, message_type: str, group: int) -> tuple[dict[str, Any], int, str]:
+        """Randomizer, records per user and sampling of a group's training or query release."""
+        plan = self.plans[group]
         if message_type == protocol.TRAIN:
             return plan.train.params(), self.config.schedule.records_per_user_round, plan.train_sampling.spec
         return plan.query.params(), 0, plan.upsampling.spec

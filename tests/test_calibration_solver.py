@@ -18,6 +18,7 @@ from fed.privacy.calibration import calibrate_gaussian_sigma, calibrate_paramete
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent, LaplaceEvent, RandomizedResponseEvent
 from fed.privacy.figure_cache import ACCOUNTING_SOURCES
+from fed.privacy.shuffle import TOLERANCE, shuffled_delta, shuffled_epsilon
 from fed.privacy.solver import least_integer, within
 from fed.privacy.validators import check_delta, check_int
 from fed.randomizers.gaussian_variants import analytic_sigma
@@ -124,6 +125,16 @@ def test_analytic_gaussian_sigma_is_never_below_the_least_private_sigma(epsilon:
 
     assert exact_delta(sigma) <= delta * (1 + 1e-9)
     assert exact_delta(sigma * (1 - 1e-9)) > delta * (1 - 1e-9) or exact_delta(sigma * (1 - 1e-6)) > delta
+
+
+@pytest.mark.parametrize(
+    "n,eps0,delta", [(1, 3.0, 1e-6), (10, 0.5, 1e-3), (240, 2.0, 1e-5), (240, 4.0, 1e-8), (5000, 1.0, 1e-6), (5000, 8.0, 1e-5 / 3)]
+)
+def test_shuffled_epsilon_is_private_and_tight(n: int, eps0: float, delta: float) -> None:
+    """The shuffle bound's inversion: its epsilon's delta is within the target, and a little less epsilon is not."""
+    epsilon = shuffled_epsilon(n, eps0, delta)
+    assert 0 < epsilon < eps0 and shuffled_delta(n, eps0, epsilon) <= delta
+    assert shuffled_delta(n, eps0, epsilon - 4 * TOLERANCE * eps0) > delta
 
 
 def test_validators_name_the_option() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,8 @@ from fed.learning.classifier import LinearModel
 from fed.learning.mlp import MLPModel
 from fed.learning.mlp_head import MLPHead
 from fed.learning.server_classifier import ClassifierContext, ServerClassifier
+from fed.plugins import entry_points
+from fed.plugins.entry_points import PLUGINS, PluginError
 from fed.randomizers.labels import make_label_release
 from fed.spec.run_spec import RunSpec
 from strategies.app import app as server_app
@@ -56,6 +59,17 @@ class NearestMean(ServerClassifier):
         return self.model()
 
 
+@pytest.fixture
+def restored() -> Iterator[None]:
+    """The classifier registry as it was before the test."""
+    saved, filed = dict(classifiers.CLASSIFIERS), dict(PLUGINS[classifiers.GROUP])
+    yield
+    classifiers.CLASSIFIERS.clear()
+    classifiers.CLASSIFIERS.update(saved)
+    PLUGINS[classifiers.GROUP].clear()
+    PLUGINS[classifiers.GROUP].update(filed)
+
+
 def _blobs(n: int, dim: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Two classes whose label is the sign of the first two coordinates' product (not linearly separable)."""
     rng = np.random.default_rng(seed)
@@ -63,22 +77,25 @@ def _blobs(n: int, dim: int = 6, seed: int = 0) -> tuple[np.ndarray, np.ndarray]
     return x, (x[:, 0] * x[:, 1] > 0).astype(np.int64)
 
 
-def test_registry_names_built_ins_and_refuses_unknown_names() -> None:
+def test_registry_names_built_ins_and_refuses_unknown_names(restored: None) -> None:
     assert list(classifiers.BUILT_IN) == ["lda", "mlp"] and RunSpec().evaluation.classifier == "lda"
     with pytest.raises(ValueError, match="'nope' is not available; choose one of lda, mlp"):
         classifiers.make_classifier("nope", ClassifierContext(4, 2))
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(PluginError, match="'mlp' is a built-in classifier"):
         classifiers.register_classifier("mlp", NearestMean)
+    with pytest.raises(PluginError, match="a name is letters, digits"):
+        classifiers.register_classifier("a b", NearestMean)
+    with pytest.raises(PluginError, match="is not a class or function"):
+        classifiers.register_classifier("thing", 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="classifier's name"):
         RunSpec.of(classifier="a b")
     with pytest.raises(ValueError, match="--classifier 'mlp' does not apply"):
         RunSpec.of(privacy_model="central", users=4, nodes=4, classifier="mlp")
     classifiers.register_classifier("odd", lambda context: object())
-    try:
-        with pytest.raises(TypeError, match="not a fed.learning.server_classifier.ServerClassifier"):
-            classifiers.make_classifier("odd", ClassifierContext(4, 2))
-    finally:
-        classifiers.unregister_classifier("odd")
+    with pytest.raises(PluginError, match="registered twice"):
+        classifiers.register_classifier("odd", NearestMean)
+    with pytest.raises(TypeError, match="not a fed.learning.server_classifier.ServerClassifier"):
+        classifiers.make_classifier("odd", ClassifierContext(4, 2))
     with pytest.raises(TypeError, match="users run a LinearModel or an MLPModel only"):
         classifiers.servable(object(), "odd")
 
@@ -154,29 +171,26 @@ def test_mlp_answers_remote_inference(tmp_path: Path) -> None:
     assert summary["remote_inference"]["queries_with_k_answers"] == summary["remote_inference"]["queries"] > 0
 
 
-def test_a_classifier_registered_in_process_runs_end_to_end(tmp_path: Path) -> None:
+def test_a_classifier_registered_in_process_runs_end_to_end(tmp_path: Path, restored: None) -> None:
     classifiers.register_classifier("nearest", NearestMean)
-    try:
-        summary = _run(tmp_path / "nearest", classifier="nearest")
-    finally:
-        classifiers.unregister_classifier("nearest")
+    summary = _run(tmp_path / "nearest", classifier="nearest")
     assert summary["errors"] == [] and isinstance(summary["accuracy_local"], float)
-    with pytest.raises(ValueError, match="'nearest' is not available"):
-        classifiers.make_classifier("nearest", ClassifierContext(4, 2))
+    assert PLUGINS[classifiers.GROUP]["nearest"] == entry_points.IN_PROCESS
 
 
-def test_an_installed_distribution_adds_a_classifier_by_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "ldpfed_nearest.py").write_text(
-        "from tests.test_classifiers import NearestMean\n"
-    )
+def test_an_installed_distribution_adds_a_classifier_by_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restored: None
+) -> None:
+    (tmp_path / "ldpfed_nearest.py").write_text("from tests.test_classifiers import NearestMean\n")
     info = tmp_path / "ldpfed_nearest-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ldpfed-nearest\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[ldpfed.classifiers]\nnearest-plugin = ldpfed_nearest:NearestMean\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    classifiers._plugins.cache_clear()
+    entry_points._installed.cache_clear()
     try:
-        assert "nearest-plugin" in classifiers.classifiers()
+        classifiers.load_plugins()
+        assert PLUGINS[classifiers.GROUP]["nearest-plugin"] == "distribution 'ldpfed-nearest'"
         made = classifiers.make_classifier("nearest-plugin", ClassifierContext(6, 2))
         x, y = _blobs(200)
         made.add(x, y, GAUSSIAN, None)
@@ -184,8 +198,7 @@ def test_an_installed_distribution_adds_a_classifier_by_entry_point(tmp_path: Pa
     finally:
         monkeypatch.undo()
         sys.modules.pop("ldpfed_nearest", None)
-        classifiers._plugins.cache_clear()
-    assert "nearest-plugin" not in classifiers.classifiers()
+        entry_points._installed.cache_clear()
 
 
 def test_simulate_refuses_an_unknown_classifier_before_starting(capsys: pytest.CaptureFixture) -> None:

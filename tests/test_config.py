@@ -9,7 +9,7 @@ import pytest
 
 from fed.spec.config import HELP
 from fed.heterogeneity.registry import axis_options
-from fed.spec.run_spec import ORDER, RunSpec, options, section_options
+from fed.spec.run_spec import ORDER, PLUGIN_OPTIONS, RunSpec, options, section_options
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -17,7 +17,7 @@ PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 def test_pyproject_app_config_lists_every_option_with_its_default() -> None:
     app_config = tomllib.loads(PYPROJECT.read_text())["tool"]["flwr"]["app"]["config"]
     assert RunSpec.from_mapping(app_config) == RunSpec()
-    assert set(app_config) == {option.name.replace("_", "-") for option in options()}
+    assert set(app_config) == {option.name.replace("_", "-") for option in options()} | {PLUGIN_OPTIONS}
     assert set(HELP) == set(section_options())  # a heterogeneity axis's options carry their own help
     assert not set(HELP) & {option.name for _, option in axis_options()}
     assert list(ORDER) == [option.name for option in options()]  # every option has its place in --help and config.json

@@ -3,15 +3,20 @@
 The axis below exists only in this test. Registered, it is seen everywhere an axis is: the run spec
 parses its option (and the CLI lists it), the registry assigns users to its groups from the seed, a
 simulated node serves each group with the group's run options (here each club's user-level budget,
-which the node's ledgers enforce), and the reports group users by it.
+which the node's ledgers enforce), the server fits the largest-budget group's baseline where the axis
+asks for it, central DP and the attacks refuse it as they refuse privacy tiers, and the reports group
+users by it and carry its summary entry and privacy-report section. No module outside an axis's own
+names that axis (its module, or its options by name), so none can special-case it.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +26,7 @@ import pytest
 from clients.app import app as client_app
 from fed.reporting.groups import heterogeneity_axes
 from fed.heterogeneity import registry
-from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
 from fed.privacy.ledger import Ledger
 from fed.device.site import Site
 from fed.spec.option import Option
@@ -53,6 +58,15 @@ class Clubs(HeterogeneityAxis):
 
     def overrides(self, setting: int, group: int) -> dict[str, Any]:
         return {"user_epsilon": BUDGET + group}
+
+    def group_baseline(self, setting: int) -> bool:
+        return True
+
+    def summary(self, setting: int, groups: ServedGroups) -> dict[str, Any]:
+        return {"clubs": [int((groups.group_of == k).sum()) for k in range(len(groups.specs))]}
+
+    def report_lines(self, setting: int, spec: RunSpec, result: Mapping[str, Any], fmt: Callable[[Any], str]) -> list[str]:
+        return ["## Clubs", "", f"users per club: {result['clubs']}; top club alone {fmt(result['accuracy_top_tier_only'])}"]
 
 
 @pytest.fixture()
@@ -108,3 +122,39 @@ def test_a_registered_axis_reaches_the_nodes_and_the_reports(clubs: None, tmp_pa
         rows = list(csv.DictReader(handle))
     assert [row["club"] for row in rows] == [f"club {uid % 2}" for uid in range(6)]
     assert "club 1" in (out / "groups.md").read_text()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["clubs"] == [3, 3]  # the axis's summary entry
+    assert summary["accuracy_top_tier_only"] is not None  # the baseline the axis asks for was fitted and evaluated
+    report = (out / "privacy_report.md").read_text()
+    assert f"users per club: [3, 3]; top club alone {summary['accuracy_top_tier_only']:.4g}" in report
+    assert len(list(out.glob("policy-tier-*.toml"))) == 2  # each club's simulated policy
+
+
+def test_a_registered_axis_that_sets_run_options_is_refused_where_groups_cannot_apply(clubs: None) -> None:
+    with pytest.raises(ValueError, match="central trains on clean local data: --clubs 2 does not apply"):
+        RunSpec.of(clubs=2, privacy_model="central", users=4, nodes=4, epsilon=3.0)
+
+
+AXIS_ONLY = re.compile(r"heterogeneity\.(value|setting)\(\s*[\"']")
+"""An axis's option or setting asked for by its literal name."""
+
+
+def test_no_module_outside_an_axis_names_the_axis() -> None:
+    """Site, strategy, reports and CLI reach axes through the registry only: no module outside
+    fed/heterogeneity imports an axis's module or asks for one axis's option or setting by name."""
+    root = Path(__file__).resolve().parents[1]
+    axis_modules = {type(axis).__module__ for axis in registry.AXES}
+    assert "fed.heterogeneity.tiers" in axis_modules
+    found = []
+    for top in ("fed", "strategies", "clients", "simulations"):
+        for path in (root / top).rglob("*.py"):
+            if path.is_relative_to(root / "fed" / "heterogeneity"):
+                continue
+            text = path.read_text()
+            for node in ast.walk(ast.parse(text)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+                found += [f"{path.relative_to(root)} imports {name}" for name in names if name in axis_modules]
+            found += [f"{path.relative_to(root)}: {m.group(0)}" for m in AXIS_ONLY.finditer(text)]
+    assert found == []

@@ -108,7 +108,8 @@ def box_gaussian(tmp_path: Path) -> Iterator[type]:
 
 def test_a_randomizer_in_one_file_is_calibrated_charged_allowed_and_audited(box_gaussian: type) -> None:
     name = box_gaussian.name
-    assert name in RANDOMIZERS and name in auditable() and name in default_mechanisms()
+    assert name in RANDOMIZERS and name in auditable()
+    assert name not in default_mechanisms()  # not shipped with ldpfed (fed.randomizers.BUILTIN): a device's policy must name it
 
     # calibration: two releases at (3, 1e-5) against the ledger's own composition
     randomizer = box_gaussian.calibrated(3.0, DELTA, 2, {"clip": 1.0, "dim": 4})
@@ -123,8 +124,9 @@ def test_a_randomizer_in_one_file_is_calibrated_charged_allowed_and_audited(box_
         ledger.charge([randomizer.event], ids)
     assert ledger.remaining([randomizer.event], np.arange(3)).size == 0
 
-    # device policy: allowed by default (a guarantee, a float-safe sampler), refused where not listed
-    assert DevicePolicy().refusal(randomizer) is None
+    # device policy: allowed where its owner names it, refused where not (the defaults name built-ins only)
+    assert box_gaussian.device_default() and DevicePolicy(mechanisms=(name,)).refusal(randomizer) is None
+    assert "not allowed" in DevicePolicy().refusal(randomizer)
     assert "not allowed" in DevicePolicy(mechanisms=("gaussian",)).refusal(randomizer)
 
     # audit: built as a run builds it, within its claim; the same class with half the noise is caught

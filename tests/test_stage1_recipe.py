@@ -39,7 +39,7 @@ def test_run_and_report_on_public_sentences(monkeypatch: pytest.MonkeyPatch, tmp
         return search.load_base(base, "cpu")[1]  # the base model stands in for a fine-tuned one
 
     monkeypatch.setattr(tuned, "finetune", finetune)
-    monkeypatch.setattr(search, "tuning_set", lambda spec: public.subset(range(80)))
+    monkeypatch.setattr(search, "tuning_set", lambda spec, data: public.subset(range(80)))
     monkeypatch.setattr(search, "load_dataset", lambda spec, split: dev.subset(range(60)))
     monkeypatch.setattr(search, "REPORTS", 500)
     monkeypatch.setattr(search, "WORK", tmp_path)
@@ -48,6 +48,6 @@ def test_run_and_report_on_public_sentences(monkeypatch: pytest.MonkeyPatch, tmp
     assert (tmp_path / "L6-e2-lr5e-5.safetensors").is_file()
     assert len(result["rows"]) == len(search.DIMS) * len(search.QUANTILES)
     assert json.loads((tmp_path / "L6-e2-lr5e-5.json").read_text()) == result
-    text = search.report("CMD")
+    text = search.report("CMD", [result])
     best = max(result["rows"], key=search.score)
     assert f"**L6-e2-lr5e-5, dim {best['dim']}, clip quantile {best['clip_quantile']}**" in text

@@ -303,3 +303,36 @@ def test_the_report_names_option_sets_and_shows_privacy_figures(tmp_path: Path) 
     assert "| skewed | central | 1 | 4 | 0.7000 [0.7000, 0.7000] | 1 [1, 1] | - | 3 [3, 3] |" in text
     raw = json.loads((out / "study.json").read_text())
     assert raw["option_sets"]["task"]["skewed"] == {"train_limit": 80, "partition": "dirichlet:0.5"}
+
+
+def test_a_report_takes_runs_recorded_by_an_earlier_report_of_the_same_study(tmp_path: Path) -> None:
+    config = _write(tmp_path, STUDY.replace('group_by = "tier"', 'group_by = "tier"\nbaselines = ["accuracy_top_tier_only"]'))
+    study = load_study(config)
+    runs = study.runs()
+    first, second = tmp_path / "first", tmp_path / "second"
+    for i, run in enumerate(runs):  # seed 0 ran on one machine, seed 1 on another
+        _fake_run(first if run.seed == 0 else second, run, 0.5 + 0.01 * i, float(run.cell["epsilon"]), USERS)
+    earlier = tmp_path / "earlier"
+    assert main(["study", str(config), "--out", str(first), "--report", str(earlier), "--report-only"]) == 0
+    for i, run in enumerate(runs):
+        if run.seed == 1:
+            _fake_run(first, run, 0.5 + 0.01 * i, float(run.cell["epsilon"]), USERS)
+    assert main(["study", str(config), "--out", str(first), "--report", str(tmp_path / "all"), "--report-only"]) == 0
+    merged = tmp_path / "merged"
+    args = ["study", str(config), "--out", str(second), "--report", str(merged), "--report-only"]
+    assert main([*args, "--runs-from", str(earlier / "study.json")]) == 0
+    raw, whole = (json.loads((folder / "study.json").read_text()) for folder in (merged, tmp_path / "all"))
+    assert raw["missing"] == [] and raw["rows"] == whole["rows"] and len(raw["runs"]) == len(runs)
+    assert raw["runs_from"] == {str(earlier / "study.json"): [run.name for run in runs if run.seed == 0]}
+    text = (merged / "study.md").read_text()
+    assert f"Taken from the earlier report `{earlier / 'study.json'}`" in text and "--runs-from" in text
+
+
+def test_runs_recorded_by_another_study_are_refused(tmp_path: Path) -> None:
+    study = load_study(_write(tmp_path, STUDY))
+    for run in study.runs():
+        _fake_run(tmp_path / "out", run, 0.5, 1.0)
+    write_report(study, tmp_path / "out", tmp_path / "report", "ldpfed study x")
+    other = load_study(_write(tmp_path, STUDY.replace("users = 4", "users = 5")))
+    with pytest.raises(ValueError, match="base differ .*another study"):
+        write_report(other, tmp_path / "empty", tmp_path / "report2", "ldpfed study x", [tmp_path / "report" / "study.json"])

@@ -19,7 +19,10 @@ from fed.spec.run_spec import RunSpec
 from fed.heterogeneity.device_speed import DeviceSpeed, round_duration
 from fed.spec.plan import make_plan
 from fed.privacy.ledger import Ledger
-from fed.heterogeneity.virtual_clock import VirtualClock
+from fed.heterogeneity import registry
+from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.heterogeneity.virtual_clock import ClockPart, VirtualClock
+from fed.spec.option import Option
 from strategies.app import app as server_app
 from tests.local_grid import LocalGrid, run_local
 
@@ -58,12 +61,12 @@ def test_bad_trace_files_are_refused_by_name_and_code_in_one_never_runs(tmp_path
     path = tmp_path / "capacity.pkl"
     path.write_bytes(pickle.dumps({1: {"computation": _Exploit(), "communication": 1.0}}))
     with pytest.raises(ValueError, match="names posix.system; a trace holds plain dicts"):
-        VirtualClock(RunSpec.of(device_speed=str(path)), dim=16)
+        VirtualClock.start(RunSpec.of(device_speed=str(path)), dim=16)
     assert not marker.exists()
     bad = tmp_path / "behavior.json"
     bad.write_text(json.dumps({"1": {"active": [0, 5], "inactive": [3], "finish_time": 10}}))
     with pytest.raises(ValueError, match="as many 'active' as 'inactive'"):
-        VirtualClock(RunSpec.of(device_speed="lognormal:50:1:100", behavior_trace=str(bad)), dim=16)
+        VirtualClock.start(RunSpec.of(device_speed="lognormal:50:1:100", behavior_trace=str(bad)), dim=16)
     capacity = tmp_path / "capacity.json"
     capacity.write_text(json.dumps({"1": {"computation": -3, "communication": 1.0}}))
     with pytest.raises(ValueError, match="client '1' needs positive 'computation'"):
@@ -152,7 +155,7 @@ def test_stragglers_spend_but_the_server_leaves_their_reports_out(tmp_path: Path
     ledgers = json.loads((out / "ledgers.json").read_text())["users"]
     releases = np.array([Ledger.from_json(ledgers[str(u)]).releases() for u in range(30)])
     assert releases.min() > 0  # everyone released, stragglers included
-    late = VirtualClock(config, dim=384).run_round(np.arange(30), releases)  # MiniLM reports: 384 values
+    late = VirtualClock.start(config, dim=384).run_round(np.arange(30), releases)  # MiniLM reports: 384 values
     assert 0 < late.sum() < 30
     (metrics,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert metrics["users_late"] == late.sum() and metrics["reports_late"] == releases[late].sum()
@@ -183,3 +186,33 @@ def test_users_offline_in_the_trace_are_not_asked(tmp_path: Path) -> None:
     ledgers = json.loads((out / "ledgers.json").read_text())["users"]
     spent = np.array([Ledger.from_json(ledgers[str(u)]).releases() if str(u) in ledgers else 0 for u in range(20)])
     assert np.all(spent == 1)  # each user online in exactly one round, asked for one record then
+
+
+class _Beats(HeterogeneityAxis, ClockPart):
+    """Test-only axis and clock part: every round lasts --beat virtual seconds and odd user ids are late."""
+
+    name = "beat"
+    options = (Option("beat", float, 0.0, "test only: seconds per round (0: none)"),)
+
+    def parse(self, values: dict) -> float | None:
+        return values["beat"] or None
+
+    def on_clock(self, setting: float, spec: RunSpec, dim: int) -> "_Beats":
+        self.seconds = setting
+        return self
+
+    def round(self, users: np.ndarray, records: np.ndarray) -> tuple[float, np.ndarray]:
+        return self.seconds, users % 2 == 1
+
+
+def test_the_clock_plays_whatever_parts_the_axes_give_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock names no axis: device speed, a behaviour trace or an axis added in a test each bring their own part."""
+    assert VirtualClock.start(RunSpec.of(users=4), dim=16) is None  # no axis on the clock
+    monkeypatch.setattr(registry, "AXES", (*registry.AXES, _Beats()))
+    clock = VirtualClock.start(RunSpec.of(users=4, beat=2.5), dim=16)
+    assert list(clock.parts) == ["beat"]
+    assert clock.run_round(np.arange(4), np.ones(4)).tolist() == [False, True, False, True] and clock.now == 2.5
+    speed = RunSpec.of(users=4, beat=2.5, device_speed="lognormal:1000:0:1000000", deadline=0.5)
+    clock = VirtualClock.start(speed, dim=16)  # each user answers one record in 1 s: all late, the round ends at 0.5 s
+    assert list(clock.parts) == ["device speed", "beat"]
+    assert clock.run_round(np.arange(4), np.ones(4)).all() and clock.now == 0.5 + 2.5

@@ -15,7 +15,7 @@ with the key named)::
     epsilon_user = 10.0         # budget of all releases of the device's records (user level); > 0, or inf
     delta = 1e-5                # delta at which every cost is measured; in (0, 1e-2]
     max_release_epsilon = 1.0   # most one release of one record may cost (default: epsilon_sentence); > 0, or inf
-    mechanisms = ["gaussian", ...]  # randomizers the device runs (default: default_mechanisms()); known names
+    mechanisms = ["gaussian", ...]  # randomizers the device runs (default: default_mechanisms(), built-ins only); known names
     allow_invalid = false       # run randomizers whose paper's guarantee is wrong (laplace-seed002); true/false
     labels = "rr:1.0"           # label channel: randomized response at epsilon in (0, 20], or "public"
     evaluation = "none"         # local-evaluation outcomes: "none", or "rr:<eps>" (eps in (0, 20]) per query and model
@@ -56,20 +56,26 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from fed.randomizers import RANDOMIZERS
+from fed.randomizers import BUILTIN, RANDOMIZERS
 from fed.randomizers.labels import PublicLabels, RandomizedResponse
+
+if TYPE_CHECKING:
+    from fed.spec.plan import PrivacyPlan
+    from fed.spec.sections import EncodingSections
 
 
 def default_mechanisms() -> tuple[str, ...]:
-    """Every registered randomizer whose class says a device runs it by default
+    """Every built-in randomizer whose class says a device runs it by default
     (:meth:`~fed.randomizers.base.Randomizer.device_default`: a guarantee that holds as published and a
     floating-point-safe sampler; texthide has no guarantee, laplace-seed002's is wrong, dchi and snd
-    sample d_chi noise in textbook floating point, which an owner may accept by naming them in ``mechanisms``)."""
-    return tuple(name for name, cls in RANDOMIZERS.items() if cls.device_default())
+    sample d_chi noise in textbook floating point, which an owner may accept by naming them in ``mechanisms``).
+    A plugin's randomizer (fed.randomizers.plugins) is never among them, whatever its class says: a device
+    runs it only if its owner's policy names it."""
+    return tuple(name for name, cls in RANDOMIZERS.items() if name in BUILTIN and cls.device_default())
 
 
 EVALUATION_OFF = "none"
@@ -282,8 +288,9 @@ class DevicePolicy:
         return None
 
     @classmethod
-    def from_run(cls, config: Any, plan: Any) -> "DevicePolicy":
-        """A simulated user's policy: what the run options grant (the experimenter writes both sides)."""
+    def from_run(cls, config: EncodingSections, plan: PrivacyPlan) -> "DevicePolicy":
+        """A simulated user's policy: what the run options grant (the experimenter writes both sides); reads the
+        run's privacy and encoder sections only."""
         return cls(
             epsilon_sentence=plan.budget.epsilon_sentence,
             epsilon_user=plan.budget.epsilon_user,

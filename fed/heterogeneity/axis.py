@@ -3,14 +3,15 @@
 An axis owns its run options (their defaults, help and parsing), how users are assigned to its
 groups (from the run seed, so server and nodes agree), its effect on a node (the run options its
 users see, or how their devices encode) or on the server's simulated network (who is online), and
-its group labels in the reports. Every hook but :meth:`HeterogeneityAxis.parse` has a default
+its group labels in the reports, and what it adds to a run's summary and privacy report. Every hook but :meth:`HeterogeneityAxis.parse` has a default
 that does nothing, so an axis implements only what it changes. Simulation only: a real device's
 owner and hardware decide what an axis would simulate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,8 +19,24 @@ import numpy as np
 from fed.spec.option import Option
 
 if TYPE_CHECKING:
+    from fed.spec.plan import PrivacyPlan
     from fed.spec.run_spec import RunSpec
-    from fed.heterogeneity.virtual_clock import VirtualClock
+    from fed.heterogeneity.virtual_clock import ClockPart, VirtualClock
+
+
+@dataclass(frozen=True)
+class ServedGroups:
+    """What a run's server knows at its end about the groups of users served with their own run options
+    (fed.heterogeneity.registry.spec_groups)."""
+
+    specs: Sequence[RunSpec]
+    """Each group's run options."""
+    plans: Sequence[PrivacyPlan]
+    """Each group's privacy plan."""
+    group_of: np.ndarray
+    """Each user's group, by user id."""
+    sentence: np.ndarray
+    """Each user's worst-case sentence-level epsilon from its ledger, by user id (NaN: unknown)."""
 
 
 class HeterogeneityAxis:
@@ -58,6 +75,25 @@ class HeterogeneityAxis:
         """Which users the simulated network reaches in ``server_round``, by user id (None: everyone)."""
         return None
 
+    def on_clock(self, setting: Any, spec: RunSpec, dim: int) -> ClockPart | None:
+        """What this axis plays on the run's virtual clock (fed.heterogeneity.virtual_clock; ``dim`` values per
+        report), set up once by a simulation's server, which reads here any file the axis names (None: nothing)."""
+        return None
+
     def reported_groups(self, setting: Any) -> bool:
         """Whether the reports group users by :meth:`assign` (an axis grouped otherwise, or not at all, says no)."""
         return bool(self.group_names(setting))
+
+    def group_baseline(self, setting: Any) -> bool:
+        """Whether the server also fits the classifier on the reports of the largest-budget group alone (a baseline:
+        what the other groups add; ``accuracy_top_tier_only``)."""
+        return False
+
+    def summary(self, setting: Any, groups: ServedGroups) -> dict[str, Any]:
+        """Entries this axis adds to the run's summary.json."""
+        return {}
+
+    def report_lines(self, setting: Any, spec: RunSpec, result: Mapping[str, Any], fmt: Callable[[Any], str]) -> list[str]:
+        """This axis's section of the privacy report (markdown lines; none: no section), from the run's summary
+        ``result``; ``fmt`` writes a number as the rest of the report does."""
+        return []

@@ -3,7 +3,7 @@
 A FedScale behaviour trace maps a client id to {'active': [s], 'inactive': [s], 'finish_time': s}:
 the client is online from each active[i] to inactive[i], and the pattern repeats every
 finish_time seconds. Each user follows one trace client, drawn by the run seed; a user is online
-in a round if its client is active when the round starts (virtual seconds, fed.heterogeneity.device_speed).
+in a round if its client is active when the round starts (virtual seconds, fed.heterogeneity.virtual_clock).
 Simulation only, and combined with --availability and --dropout (online needs all three).
 """
 
@@ -20,6 +20,7 @@ from fed.heterogeneity.device_speed import VIRTUAL_CLOCK_NEEDED, DeviceSpeedAxis
 from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.spec.option import Option
 from fed.heterogeneity.trace_files import read_trace
+from fed.heterogeneity.virtual_clock import ClockPart
 
 if TYPE_CHECKING:
     from fed.spec.run_spec import RunSpec
@@ -30,8 +31,8 @@ BEHAVIOR_STREAM = 15
 
 
 @dataclass(frozen=True)
-class BehaviorTrace:
-    """The online intervals of every user, by user id."""
+class BehaviorTrace(ClockPart):
+    """The online intervals of every user, by user id (the axis's part on the virtual clock)."""
 
     starts: list[np.ndarray]
     ends: list[np.ndarray]
@@ -89,6 +90,10 @@ class BehaviorTraceAxis(HeterogeneityAxis):
         if spec.heterogeneity.setting(DeviceSpeedAxis.name) is None:
             raise ValueError(VIRTUAL_CLOCK_NEEDED)
 
+    def on_clock(self, setting: str, spec: "RunSpec", dim: int) -> BehaviorTrace:
+        """The trace, read here, with each user's client drawn from the seed."""
+        return BehaviorTrace.load(setting, spec.data.users, spec.seed)
+
     def online(self, setting: str, spec: "RunSpec", server_round: int, clock: "VirtualClock | None") -> np.ndarray | None:
         """The users whose trace client is active now on the run's clock."""
-        return None if clock is None else clock.online()
+        return None if clock is None else clock.parts[self.name].active(clock.now)

@@ -21,13 +21,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.spec.option import Option
 from fed.heterogeneity.trace_files import read_trace
+from fed.heterogeneity.virtual_clock import ClockPart
+
+if TYPE_CHECKING:
+    from fed.spec.run_spec import RunSpec
 
 SPEED_STREAM = 14
 """Seed tag of the per-user speed draws."""
@@ -121,6 +125,30 @@ class ClockSetting:
     deadline: float
 
 
+class RoundTimes(ClockPart):
+    """Device speed on the virtual clock: each user's answer time, the rounds' lengths and the stragglers.
+
+    Parameters
+    ----------
+    setting:
+        The run's device speed and deadline.
+    users, seed:
+        The run's users (speeds are drawn once per user id) and seed.
+    dim:
+        Values per report (what each released record uploads).
+    """
+
+    def __init__(self, setting: ClockSetting, users: int, seed: int, dim: int) -> None:
+        self.speed = setting.speed
+        self.ms_per_record, self.kbps = self.speed.per_user(users, seed)
+        self.deadline = setting.deadline
+        self.dim = dim
+
+    def round(self, users: np.ndarray, records: np.ndarray) -> tuple[float, np.ndarray]:
+        """The round's length and which of ``users`` answer past the deadline (:func:`round_duration`)."""
+        return round_duration(self.speed.seconds(self.ms_per_record[users], self.kbps[users], records, self.dim), self.deadline)
+
+
 class DeviceSpeedAxis(HeterogeneityAxis):
     """The device-speed axis (--device-speed, --deadline): users' answer times on a virtual clock, stragglers
     left out by the server (fed.heterogeneity.virtual_clock)."""
@@ -150,6 +178,10 @@ class DeviceSpeedAxis(HeterogeneityAxis):
         if deadline and speed is None:
             raise ValueError(VIRTUAL_CLOCK_NEEDED)
         return None if speed is None else ClockSetting(speed, float(deadline))
+
+    def on_clock(self, setting: ClockSetting, spec: "RunSpec", dim: int) -> RoundTimes:
+        """Times the rounds: each user's speed drawn from the seed (a capacity trace is read here)."""
+        return RoundTimes(setting, spec.data.users, spec.seed, dim)
 
 
 VIRTUAL_CLOCK_NEEDED = "--deadline and --behavior-trace run on the virtual clock: give --device-speed too"

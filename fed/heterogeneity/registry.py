@@ -2,14 +2,18 @@
 
 Adding an axis is one module (a :class:`~fed.heterogeneity.axis.HeterogeneityAxis`) and one line in
 :data:`AXES`: the run spec parses its options, the CLI lists them, simulated nodes serve its groups
-with their run options and encodings, the server's simulated network asks whom it reaches, and the
-reports group users by it.
+with their run options and encodings, the server's simulated network asks whom it reaches and
+whether it fits a baseline of its own, and the reports group users by it and carry its summary
+entries and privacy-report section. Nothing outside an axis's module names that axis. Another
+package adds one through the ``ldpfed.axes`` entry-point group (an axis instance, or a class built
+without arguments), loaded when this module is imported, or with :func:`register_axis` in one
+process; it follows the built-in axes, and may take neither an axis's name nor a run option's.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +22,8 @@ from fed.heterogeneity.availability import AvailabilityAxis
 from fed.heterogeneity.behavior_trace import BehaviorTraceAxis
 from fed.heterogeneity.device_speed import DeviceSpeedAxis
 from fed.heterogeneity.device_tiers import DeviceTierAxis
-from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
+from fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
 from fed.spec.option import Option
 from fed.heterogeneity.tiers import PrivacyTiers
 
@@ -33,7 +38,71 @@ AXES: tuple[HeterogeneityAxis, ...] = (
     DeviceSpeedAxis(),
     BehaviorTraceAxis(),
 )
-"""Every axis, in the order their options are parsed and checked."""
+"""Every axis, in the order their options are parsed and checked: the built-in ones, then the plugins'."""
+GROUP = "ldpfed.axes"
+BUILTIN: frozenset[str] = frozenset(axis.name for axis in AXES)
+"""The axes ldpfed ships."""
+_PLUGINS: dict[str, HeterogeneityAxis] = {}
+
+
+def register_axis(axis: HeterogeneityAxis) -> HeterogeneityAxis:
+    """Add ``axis`` after the others in this process (its options become run options).
+
+    Raises
+    ------
+    PluginError
+        If ``axis`` is not a HeterogeneityAxis that parses its options, or its name or an option's name
+        is taken (a built-in axis's, another plugin's, a run option's).
+    """
+    checked = _checked(axis, IN_PROCESS)
+    install(GROUP, _PLUGINS, checked.name, checked, IN_PROCESS, BUILTIN)
+    _refresh()
+    return checked
+
+
+def load_plugins() -> None:
+    """Add every axis of the installed distributions' ``ldpfed.axes`` entry points."""
+    load_into(GROUP, _PLUGINS, BUILTIN, _entry_point)
+    _refresh()
+
+
+def plugin_option_names() -> set[str]:
+    """The names of the plugin axes' options (they travel in one run-config key, fed.spec.run_spec.PLUGIN_OPTIONS)."""
+    return {option.name for axis in _PLUGINS.values() for option in axis.options}
+
+
+def _refresh() -> None:
+    """:data:`AXES`: the built-in axes, then the plugins' in the order they were registered."""
+    global AXES
+    AXES = (*(axis for axis in AXES if axis.name in BUILTIN), *_PLUGINS.values())
+
+
+def _entry_point(name: str, loaded: object, source: str) -> HeterogeneityAxis:
+    axis = _checked(loaded() if isinstance(loaded, type) else loaded, source)
+    if axis.name != name:
+        raise PluginError(f"axis plugin {name!r} from {source}: the axis is named {axis.name!r}; the entry point must be too")
+    return axis
+
+
+def _checked(axis: object, source: str) -> HeterogeneityAxis:
+    """``axis`` if a plugin may add it, else a PluginError naming ``source``."""
+    from fed.spec.config import HELP  # the run options' names; here: fed.spec imports this module
+
+    where = f"axis plugin {getattr(axis, 'name', axis)!r} from {source}"
+    if not isinstance(axis, HeterogeneityAxis):
+        raise PluginError(f"{where}: not a fed.heterogeneity.axis.HeterogeneityAxis")
+    if type(axis).parse is HeterogeneityAxis.parse:
+        raise PluginError(f"{where}: does not implement parse()")
+    others = [other for other in (*AXES, *_PLUGINS.values()) if other.name != axis.name]
+    taken = set(HELP) | {option.name for other in others for option in other.options}
+    names = [option.name for option in axis.options]
+    clash = sorted(set(names) & taken) or sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        raise PluginError(f"{where}: option names {clash} are taken (run options and other axes' options)")
+    bad = [n for n in names if not n.isidentifier()]
+    if bad:
+        raise PluginError(f"{where}: option names {bad} must be identifiers (underscores; --flags use hyphens)")
+    return axis
 
 
 def axis_options() -> Iterator[tuple[HeterogeneityAxis, Option]]:
@@ -58,7 +127,7 @@ def _groups(spec: RunSpec, active: list[tuple[HeterogeneityAxis, Any]]) -> tuple
 def spec_groups(spec: RunSpec) -> tuple[list[RunSpec], np.ndarray]:
     """The run as each group of users sees it (axes that change run options, e.g. privacy tiers), and each user's
     group by user id; one group, the run itself, when no axis changes any option."""
-    active = [(axis, setting) for axis, setting in spec.heterogeneity.active() if axis.overrides(setting, 0)]
+    active = spec.heterogeneity.grouping()
     if not active:
         return [spec], np.zeros(spec.data.users, dtype=np.int64)
     combos, group_of = _groups(spec, active)
@@ -104,3 +173,29 @@ def reported_groups(spec: RunSpec) -> list[tuple[str, np.ndarray, tuple[str, ...
         for axis, setting in spec.heterogeneity.active()
         if axis.reported_groups(setting)
     ]
+
+
+def group_baseline(spec: RunSpec) -> bool:
+    """Whether an axis of the run asks the server to fit the classifier on the largest-budget group's reports alone."""
+    return any(axis.group_baseline(setting) for axis, setting in spec.heterogeneity.active())
+
+
+def summaries(spec: RunSpec, groups: ServedGroups) -> dict[str, Any]:
+    """What the run's axes add to summary.json, in registry order."""
+    entries: dict[str, Any] = {}
+    for axis, setting in spec.heterogeneity.active():
+        entries.update(axis.summary(setting, groups))
+    return entries
+
+
+def report_lines(spec: RunSpec, result: Mapping[str, Any], fmt: Callable[[Any], str]) -> list[str]:
+    """The run's axes' sections of the privacy report, each after an empty line, in registry order."""
+    lines: list[str] = []
+    for axis, setting in spec.heterogeneity.active():
+        section = axis.report_lines(setting, spec, result, fmt)
+        if section:
+            lines += ["", *section]
+    return lines
+
+
+load_plugins()

@@ -13,13 +13,13 @@ Simulation only: on a device the owner's policy sets the budget, whatever the ru
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.heterogeneity.axis import HeterogeneityAxis
+from fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
 from fed.heterogeneity.shares import assign_shares, parse_shares, share_counts
 from fed.spec.option import Option
 
@@ -113,12 +113,27 @@ class PrivacyTiers(HeterogeneityAxis):
         """No: reports group users by the budget their ledgers enforced (fed.reporting.groups.tiers), with or without tiers."""
         return False
 
+    def group_baseline(self, setting: Tiers) -> bool:
+        """Yes: the largest-budget tier's reports alone show what the other tiers add."""
+        return True
+
+    def summary(self, setting: Tiers, groups: ServedGroups) -> dict[str, Any]:
+        """``tiers``: each tier's row (:func:`tier_rows`)."""
+        return {"tiers": tier_rows(groups.specs, groups.plans, groups.group_of, groups.sentence)}
+
+    def report_lines(self, setting: Tiers, spec: "RunSpec", result: Mapping[str, Any], fmt: Callable[[Any], str]) -> list[str]:
+        """The section on privacy tiers (:func:`tier_lines`)."""
+        return tier_lines(result["tiers"], spec.evaluation.weighting, result, fmt) if result.get("tiers") else []
+
 
 def tier_rows(
-    specs: list["RunSpec"], plans: list["PrivacyPlan"], tier_of: np.ndarray, sentence: np.ndarray
+    specs: Sequence["RunSpec"], plans: Sequence["PrivacyPlan"], tier_of: np.ndarray, sentence: np.ndarray
 ) -> list[dict[str, float | int | None]]:
     """Each tier's users, budget, noise and the worst-case epsilon its users' ledgers reached
-    (``sentence``: each user's, by user id; NaN where unknown), for the summary and privacy report."""
+    (``sentence``: each user's, by user id; NaN where unknown), for the summary and privacy report.
+
+    A row per group of users served with their own run options (fed.heterogeneity.registry.spec_groups): a
+    tier, or with another axis that sets run options, a tier's share of that axis's group."""
     rows = []
     for tier, (spec, plan) in enumerate(zip(specs, plans)):
         members = tier_of == tier
@@ -136,3 +151,32 @@ def tier_rows(
             }
         )
     return rows
+
+
+def tier_lines(
+    rows: list[dict[str, Any]], weighting: str, accuracies: Mapping[str, Any], fmt: Callable[[Any], str]
+) -> list[str]:
+    """The privacy report's section on privacy tiers (rows: :func:`tier_rows`), with the whole model's
+    local-inference accuracy next to that of the largest-budget tier's reports alone."""
+    lines = [
+        "## Privacy tiers",
+        "",
+        "Each tier's users hold their own policy: the budget below, and noise calibrated to it. The randomizer, "
+        "calibration and accountant sections above describe the tier with the largest budget.",
+        "",
+        "| tier | users | share | epsilon | budget per record | sigma (training) | sigma (queries) | worst-case epsilon, max over its users |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['tier']} | {row['users']} | {row['share']:.3f} | {row['epsilon']:g} | {row['epsilon_budget']:.4f} | "
+            f"{fmt(row['sigma_train'])} | {fmt(row['sigma_query'])} | {fmt(row['epsilon_sentence_max'])} |"
+        )
+    top = max(rows, key=lambda row: row["epsilon"])["tier"]
+    lines += [
+        "",
+        f"Local-inference accuracy of the classifier trained on every tier's reports ({weighting} weighting): "
+        f"{fmt(accuracies.get('accuracy_local')) or '-'}; on tier {top}'s reports alone: "
+        f"{fmt(accuracies.get('accuracy_top_tier_only')) or '-'}.",
+    ]
+    return lines

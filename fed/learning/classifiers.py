@@ -2,7 +2,7 @@
 
 Built in: ``lda`` (the noise-aware discriminant, the default) and ``mlp`` (the seeds' MLP head).
 More come from :func:`register_classifier` within one process, or from installed distributions
-through the entry-point group ``ldpfed.classifiers`` (fed.plugins). Either way a classifier is a
+through the entry-point group ``ldpfed.classifiers`` (fed.plugins; loaded when this module is imported). Either way a classifier is a
 factory: called with a :class:`~fed.learning.server_classifier.ClassifierContext`, it returns a
 :class:`~fed.learning.server_classifier.ServerClassifier`, whose models must be of a form users run
 (:data:`~fed.learning.server_classifier.Model`).
@@ -10,15 +10,15 @@ factory: called with a :class:`~fed.learning.server_classifier.ClassifierContext
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from functools import cache
 
 from fed.learning.aggregation import ReportAggregator
 from fed.learning.classifier import LinearModel
 from fed.learning.mlp import MLPModel
 from fed.learning.mlp_head import MLPHead
 from fed.learning.server_classifier import ClassifierContext, Model, ServerClassifier
-from fed.plugins.entry_points import load_group
+from fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
 
 Factory = Callable[[ClassifierContext], ServerClassifier]
 """What a classifier is registered as: a class or function from the context to a classifier."""
@@ -35,55 +35,42 @@ def _lda(context: ClassifierContext) -> ReportAggregator:
 
 
 BUILT_IN: dict[str, Factory] = {"lda": _lda, "mlp": MLPHead}
-"""The classifiers ldpfed ships, by --classifier name; ``lda`` is the default."""
-_registered: dict[str, Factory] = {}
+"""The classifiers ldpfed ships, by --classifier name; ``lda`` is the default. A plugin never takes one of these names."""
+CLASSIFIERS: dict[str, Factory] = dict(BUILT_IN)
+"""Every available classifier by name: the built-ins, installed plugins and those registered in this process."""
 
 
-def register_classifier(name: str, factory: Factory) -> None:
+def register_classifier(name: str, factory: Factory) -> Factory:
     """Make ``factory`` available as ``--classifier name`` in this process.
 
     Raises
     ------
-    ValueError
-        If ``name`` is not a plain name, is taken, or ``factory`` is not callable.
+    PluginError
+        If ``name`` is not a plain name (letters, digits, '-', '_') or is a built-in's, another plugin
+        holds it, or ``factory`` is not callable.
     """
-    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
-        raise ValueError(f"a classifier name is letters, digits, '-' and '_', got {name!r}")
+    install(GROUP, CLASSIFIERS, name, _checked(factory, name, IN_PROCESS), IN_PROCESS, frozenset(BUILT_IN))
+    return factory
+
+
+def load_plugins() -> None:
+    """Register every classifier of the installed distributions' ``ldpfed.classifiers`` entry points."""
+    load_into(GROUP, CLASSIFIERS, frozenset(BUILT_IN), lambda name, loaded, source: _checked(loaded, name, source))
+
+
+def _checked(factory: object, name: object, source: str) -> Factory:
+    if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_-]+", name)):
+        raise PluginError(f"classifier plugin {name!r} from {source}: a name is letters, digits, '-' and '_'")
     if not callable(factory):
-        raise ValueError(f"classifier {name!r}: the factory must be callable, got {factory!r}")
-    if name in classifiers():
-        raise ValueError(f"classifier {name!r} is already registered")
-    _registered[name] = factory
-
-
-def unregister_classifier(name: str) -> None:
-    """Remove a classifier added by :func:`register_classifier` (KeyError if there is none)."""
-    del _registered[name]
-
-
-@cache
-def _plugins() -> dict[str, Factory]:
-    """The installed plugins' classifiers (loaded once per process)."""
-    plugins = load_group(GROUP)
-    for name, factory in plugins.items():
-        if name in BUILT_IN:
-            raise ValueError(f"classifier plugin {name!r} ({GROUP}) takes the name of a built-in classifier")
-        if not callable(factory):
-            raise ValueError(f"classifier plugin {name!r} ({GROUP}) is not callable: {factory!r}")
-    return plugins  # type: ignore[return-value]
-
-
-def classifiers() -> dict[str, Factory]:
-    """Every available classifier by name: built in, installed plugins, then registered in this process."""
-    return {**BUILT_IN, **_plugins(), **_registered}
+        raise PluginError(f"classifier plugin {name!r} from {source}: {factory!r} is not a class or function")
+    return factory  # type: ignore[return-value]
 
 
 def check_classifier(name: str) -> Factory:
     """The factory of classifier ``name``; ValueError naming the available ones if there is none."""
-    available = classifiers()
-    if name not in available:
-        raise ValueError(f"--classifier {name!r} is not available; choose one of {', '.join(available)}")
-    return available[name]
+    if name not in CLASSIFIERS:
+        raise ValueError(f"--classifier {name!r} is not available; choose one of {', '.join(CLASSIFIERS)}")
+    return CLASSIFIERS[name]
 
 
 def make_classifier(name: str, context: ClassifierContext) -> ServerClassifier:
@@ -99,3 +86,6 @@ def servable(model: object, name: str) -> Model:
     if not isinstance(model, (LinearModel, MLPModel)):
         raise TypeError(f"classifier {name!r} gave a {type(model).__name__}; users run a LinearModel or an MLPModel only")
     return model
+
+
+load_plugins()

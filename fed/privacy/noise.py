@@ -32,7 +32,6 @@ import os
 import sys
 
 import numpy as np
-from randomgen import ChaCha
 
 ROUNDING = 4 * sys.float_info.epsilon
 """Relative slack allowed between OpenDP's certificate and an event's figure: OpenDP rounds its map up by an ulp."""
@@ -53,6 +52,8 @@ class SecureGenerator(np.random.Generator):
     @classmethod
     def keyed(cls, key: int) -> "SecureGenerator":
         """The ChaCha20 stream of a secret 256-bit ``key`` (the same key, the same draws)."""
+        from randomgen import ChaCha  # imported here: the simulation engine (and a GPU image without randomgen) never keys one
+
         return cls(ChaCha(key=key % 2**256, rounds=20))
 
 

@@ -13,7 +13,8 @@ Conditioned on C = c the likelihood ratio P/Q grows with the first count, so eac
 divergence is two binomial tails; here every c in 0..n-1 is summed exactly (the reference
 implementation of the paper steps over c and bounds each step by its end points). The result
 is an upper bound on the shuffled mechanism's delta at ``epsilon``; :func:`shuffled_epsilon`
-inverts it by bisection, rounding up.
+inverts it with the one root solver (fed.privacy.solver), on the private side: the epsilon it
+returns has a delta at most the target.
 
 Conditions: the reports must be pure eps0-LDP (a Gaussian report is not; the paper's extension
 to approximate LDP is not implemented here), each data point gives one report to the shuffled
@@ -29,10 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from fed.privacy.solver import within
 from fed.privacy.validators import check_delta, check_int
 
-BISECTION_STEPS = 40
-"""Bisection steps on epsilon: the bracket [0, eps0] shrinks to eps0 * 2^-40."""
+TOLERANCE = 2.0**-40
+"""The solve's tolerance on epsilon, relative to eps0 (as 40 bisection steps on [0, eps0])."""
 
 
 def shuffled_delta(n: int, eps0: float, epsilon: float) -> float:
@@ -56,19 +58,14 @@ def shuffled_delta(n: int, eps0: float, epsilon: float) -> float:
 
 
 def shuffled_epsilon(n: int, eps0: float, delta: float) -> float:
-    """Smallest epsilon (rounded up) whose :func:`shuffled_delta` is at most ``delta``; eps0 if none below."""
+    """Smallest epsilon (within :data:`TOLERANCE` times eps0, rounded up) whose :func:`shuffled_delta` is at most
+    ``delta``; at most eps0, whose delta is 0."""
     _check(n, eps0)
     check_delta(delta)
-    lo, hi = 0.0, eps0
-    if shuffled_delta(n, eps0, lo) <= delta:
-        return 0.0
-    for _ in range(BISECTION_STEPS):
-        mid = (lo + hi) / 2
-        if shuffled_delta(n, eps0, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return within(
+        lambda epsilon: shuffled_delta(n, eps0, epsilon), delta, eps0, increasing=False, floor=0.0,
+        xtol=TOLERANCE * eps0, rel_tol=TOLERANCE, name="epsilon",
+    )
 
 
 @dataclass(frozen=True)

@@ -223,8 +223,11 @@ class Randomizer(ABC):
 
 
 def register(cls: type) -> type:
-    """Class decorator making a randomizer selectable by its ``name`` in its family's ``registry``."""
-    cls.registry[cls.name] = cls
+    """Class decorator making a randomizer selectable by its ``name`` in its family's ``registry``
+    (for ldpfed's own modules; another package's class: fed.randomizers.plugins). A name already taken
+    by another class is a ValueError: nothing replaces a registered mechanism."""
+    if cls.registry.setdefault(cls.name, cls) is not cls:
+        raise ValueError(f"randomizer name {cls.name!r} is taken by {cls.registry[cls.name].__qualname__}")
     return cls
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from fed.heterogeneity.registry import report_lines
 from fed.spec.run_spec import RunSpec
 from fed.spec.plan import PrivacyPlan
 from fed.privacy.accountants import all_figures, clt, enforced
@@ -363,8 +364,7 @@ def privacy_report(config: RunSpec, plan: PrivacyPlan, figures: LedgerFigures, r
         "epsilon at finite T). PLD, RDP and the PRV upper bound are upper bounds under that assumption.",
         *_label_lines(plan, result["accountants"]),
     ]
-    if result.get("tiers"):
-        lines += ["", *tier_lines(result["tiers"], config.evaluation.weighting, result)]
+    lines += report_lines(config, result, _fmt)  # the heterogeneity axes' sections (e.g. privacy tiers)
     if result.get("groups"):
         lines += ["", *group_lines(result["groups"], level="##")]
     inference = result.get("remote_inference")
@@ -382,33 +382,6 @@ def privacy_report(config: RunSpec, plan: PrivacyPlan, figures: LedgerFigures, r
             "true release is charged to the worst-case ledger. The server is not told which slots are true.",
         ]
     return "\n".join(lines) + "\n"
-
-
-def tier_lines(rows: list[dict[str, Any]], weighting: str, accuracies: dict[str, Any]) -> list[str]:
-    """The privacy report's section on privacy tiers (rows: fed.heterogeneity.tiers.tier_rows), with the whole
-    model's local-inference accuracy next to that of the largest-budget tier's reports alone."""
-    lines = [
-        "## Privacy tiers",
-        "",
-        "Each tier's users hold their own policy: the budget below, and noise calibrated to it. The randomizer, "
-        "calibration and accountant sections above describe the tier with the largest budget.",
-        "",
-        "| tier | users | share | epsilon | budget per record | sigma (training) | sigma (queries) | worst-case epsilon, max over its users |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        lines.append(
-            f"| {row['tier']} | {row['users']} | {row['share']:.3f} | {row['epsilon']:g} | {row['epsilon_budget']:.4f} | "
-            f"{_fmt(row['sigma_train'])} | {_fmt(row['sigma_query'])} | {_fmt(row['epsilon_sentence_max'])} |"
-        )
-    top = max(rows, key=lambda row: row["epsilon"])["tier"]
-    lines += [
-        "",
-        f"Local-inference accuracy of the classifier trained on every tier's reports ({weighting} weighting): "
-        f"{_fmt(accuracies.get('accuracy_local')) or '-'}; on tier {top}'s reports alone: "
-        f"{_fmt(accuracies.get('accuracy_top_tier_only')) or '-'}.",
-    ]
-    return lines
 
 
 def group_lines(groups: dict[str, Any], level: str = "#") -> list[str]:

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.spec.run_spec import RunSpec
-from fed.spec.sections import DIM_AUTO
+from fed.spec.sections import DIM_AUTO, BundleSections, OutputSections, PublicSections
 from fed.data.corpus import generate_public_corpus
 from fed.data.dataset import TextDataset
 from fed.encoders.base import Encoder
@@ -81,12 +80,12 @@ LABELS_SHOWN = 8
 """Label names a warning lists before '...'."""
 
 
-def default_cache_dir(config: RunSpec) -> Path:
+def default_cache_dir(config: OutputSections) -> Path:
     """The run's cache folder: --cache-dir, else $LDPFED_CACHE, else ~/.cache/ldpfed."""
     return Path(config.output.cache_dir or os.environ.get("LDPFED_CACHE") or Path.home() / ".cache" / "ldpfed")
 
 
-def load_public(config: RunSpec) -> TextDataset | None:
+def load_public(config: PublicSections) -> TextDataset | None:
     """The server's public labelled data ('generated[:N]', a folder or id), or None for --public none.
 
     It must not be the evaluation task's own training or dev split.
@@ -144,7 +143,7 @@ class PublicCheck:
 
 
 def check_public(
-    config: RunSpec,
+    config: PublicSections,
     public: TextDataset | None,
     task_labels: Sequence[str],
     public_x: np.ndarray | None = None,
@@ -254,7 +253,7 @@ class Assets:
         return self.projection.apply(x).astype(np.float32) if self.projection else x
 
 
-def build_bundle(config: RunSpec, public: TextDataset | None, cache_dir: Path, progress: bool = False) -> np.ndarray:
+def build_bundle(config: BundleSections, public: TextDataset | None, cache_dir: Path, progress: bool = False) -> np.ndarray:
     """Server side: fit what the run needs on public data and pack it (see ``pack``).
 
     The files are written to a temporary folder, removed before returning. ``config.encoder.dim`` must be

@@ -6,12 +6,11 @@ gives the options' order.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fed.randomizers import RANDOMIZERS
 
-MECHANISMS: tuple[str, ...] = tuple(RANDOMIZERS)
-"""The names in the randomizer registry (fed.randomizers.RANDOMIZERS), in its order, for --help."""
-
-HELP: dict[str, str] = {
+_HELP: dict[str, str] = {
     "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV; name other files per split as 'FOLDER:train=STEM,test=STEM', a stem or a .tsv path each, evaluation reading 'dev', else 'test'), or a Hugging Face id",
     "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'. The run warns when its labels or domain differ from the task's (the default 'generated' matches only --data generated); with other labels it gives no public-only baseline, shrinkage target or class means, while the projection (--dim) is still fitted on it, as it needs no labels. Nothing switches automatically unless you opt in to --dim auto, which fits no projection on public data labelled unlike the task unless its simulation shows the noise needs one: a mismatched projection can still beat none",
     "users": "number of users",
@@ -19,7 +18,7 @@ HELP: dict[str, str] = {
     "train_limit": "use a seeded sample of this many training records (0: all)",
     "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), minilm-tuned (MiniLM's layers fine-tuned by the server on public labelled data and shipped; a device allows them by fingerprint), or a model id/path",
     "dim": "project representations to this many dimensions, fitted on public data (0: no projection; needs --public). 'auto' (opt-in; not the default, as it measured below 16 on SST-2 and TweetEval, simulations/reports/defaults): the server chooses 0 or one of 8, 16, 32, 64, 128 by simulating the run's noisy reports (its noise and planned report count) on its public data, held-out public accuracy deciding; with public data labelled unlike the task, no projection unless the full dimension loses more than 0.05 there (fed.runtime.auto_dim). Public data only: no user record is read. Mechanisms other than the Gaussian ones, and --privacy-model central: auto is 16 (0 for snd or --public none)",
-    "mechanism": "randomizer of representations: " + ", ".join(MECHANISMS) + " (docs/randomizers.md)",
+    "mechanism": "randomizer of representations: {mechanisms} (docs/randomizers.md)",
     "mechanism_options": "extra randomizer parameters as comma-separated key=value (e.g. 'lambda=100,integer_bits=2' for ome, 'eta=20' for dchi, 'k=4,masks=16' for texthide); values are int, float, true/false or text",
     "clip": "clipping radius C (L2); sensitivity is 2C",
     "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it (--privacy-model central: the user-level target of DP-FedAvg)",
@@ -59,3 +58,14 @@ HELP: dict[str, str] = {
     "central_epochs": "--privacy-model central: local epochs per round over the user's training records",
 }
 
+
+
+def __getattr__(name: str) -> Any:
+    """``MECHANISMS`` (the names in the randomizer registry, fed.randomizers.RANDOMIZERS, in its order) and
+    ``HELP`` (each run option's help, the mechanism's listing them), read from the registry on every use:
+    a randomizer registered after this module is imported (register_randomizer) is listed too."""
+    if name == "MECHANISMS":
+        return tuple(RANDOMIZERS)
+    if name == "HELP":
+        return {**_HELP, "mechanism": _HELP["mechanism"].format(mechanisms=", ".join(RANDOMIZERS))}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 
-from fed.spec.run_spec import RunSpec
+from fed.spec.sections import EncodingSections, EvaluationSpec, EncoderSpec, PlanSections, PrivacySpec, ScheduleSpec
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import PrivacyEvent
 from fed.privacy.ledger import Budget
@@ -71,7 +71,7 @@ class PrivacyPlan:
         return self.train_sampling.spec if kind == "train" else self.upsampling.spec
 
 
-def encoder_spec(config: RunSpec) -> str:
+def encoder_spec(config: EncodingSections) -> str:
     """The encoder whose output the run's records are: --encoder, or what the mechanism makes of it (snd: token
     matrices of the encoder its options name, the one its plan decodes with)."""
     cls = RANDOMIZERS[config.privacy.mechanism]
@@ -101,13 +101,13 @@ def plan_refusal(plan: PrivacyPlan, bundle_spec: str, policy: DevicePolicy) -> s
     return None
 
 
-def train_rate(config: RunSpec) -> float:
+def train_rate(config: PlanSections) -> float:
     """Planned per-round probability that a training record is released (fixed size: 1, no rate)."""
     sampling = config.schedule.train_sampling
     return sampling.p if sampling.kind == "poisson" else 1.0
 
 
-def planned_train_releases(config: RunSpec) -> int:
+def planned_train_releases(config: PlanSections) -> int:
     """k for worst-case training calibration: --releases-per-record, or the (1-delta)-quantile."""
     if config.schedule.releases_per_record:
         return config.schedule.releases_per_record
@@ -116,14 +116,30 @@ def planned_train_releases(config: RunSpec) -> int:
     return max(1, int(binom.ppf(1 - config.privacy.delta, config.schedule.rounds, train_rate(config))))
 
 
-@lru_cache(maxsize=64)
-def make_plan(config: RunSpec, num_labels: int, max_queries: int = 1) -> PrivacyPlan:
+@dataclass(frozen=True)
+class _Sections:
+    """The sections a plan reads, alone: what :func:`make_plan` caches its plans by."""
+
+    privacy: PrivacySpec
+    encoder: EncoderSpec
+    schedule: ScheduleSpec
+    evaluation: EvaluationSpec
+
+
+def make_plan(config: PlanSections, num_labels: int, max_queries: int = 1) -> PrivacyPlan:
     """Calibrate (or take --sigma) and set the per-record and per-user budgets.
 
+    Reads the run's privacy, encoder, schedule and evaluation sections only (a RunSpec, or any object with them).
     ``max_queries`` is the largest number of query records one user holds (dataset sizes are
     public); it sets the planned number of inference steps under up-sampling. A user plans
     with its own users' largest count, which never asks for more noise than the server's plan.
     """
+    return _make_plan(_Sections(config.privacy, config.encoder, config.schedule, config.evaluation), num_labels, max_queries)
+
+
+@lru_cache(maxsize=64)
+def _make_plan(config: _Sections, num_labels: int, max_queries: int) -> PrivacyPlan:
+    """:func:`make_plan`, once per plan's sections, label count and query count."""
     labels: PublicLabels | RandomizedResponse = (
         PublicLabels(num_labels) if config.privacy.label_epsilon is None else RandomizedResponse(config.privacy.label_epsilon, num_labels)
     )

@@ -8,6 +8,7 @@ section 2b: any problem is a ValueError naming it) and :meth:`RunSpec.to_mapping
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from fed.learning.classifier import SCREENING, WEIGHTINGS
-from fed.spec.config import HELP
+from fed.spec import config
 from fed.heterogeneity import registry
 from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.device.policy import MAX_DELTA
@@ -46,10 +47,14 @@ ORDER: tuple[str, ...] = (
 """The options in the order of ``ldpfed simulate --help`` and config.json; options of an axis added to the
 registry and not listed here follow them."""
 
+PLUGIN_OPTIONS = "plugin-options"
+"""The run-config key that carries the options of plugin axes (fed.heterogeneity.registry) as one JSON object:
+Flower accepts only the keys pyproject's [tool.flwr.app.config] lists, where it is "" (none)."""
+
 PRIVACY_MODELS = ("local", "shuffle", "central")
 """--privacy-model: local reports (the default), the same reports through a shuffler, or central DP-FedAvg."""
 
-SEED = Option("seed", int, 0, HELP["seed"])
+SEED = Option("seed", int, 0, config.HELP["seed"])
 """The run seed, read by every section's draws."""
 _KINDS = {"int": int, "float": float, "str": str, "bool": bool}
 _PARSERS = {"dim": (parse_dim, lambda dim: "auto" if dim == DIM_AUTO else dim)}
@@ -59,10 +64,11 @@ _PARSERS = {"dim": (parse_dim, lambda dim: "auto" if dim == DIM_AUTO else dim)}
 def section_options() -> dict[str, tuple[str, Option]]:
     """Every option but the heterogeneity axes', with the name of its section ("" for the seed)."""
     options = {SEED.name: ("", SEED)}
+    texts = config.HELP  # the mechanism's lists the randomizers registered now
     for section, cls in SECTIONS.items():
         for f in fields(cls):
             parse, show = _PARSERS.get(f.name, (None, None))
-            options[f.name] = (section, Option(f.name, _KINDS[f.type], f.default, HELP[f.name], parse=parse, show=show))
+            options[f.name] = (section, Option(f.name, _KINDS[f.type], f.default, texts[f.name], parse=parse, show=show))
     return options
 
 
@@ -111,7 +117,15 @@ class RunSpec:
         """Build from a mapping with hyphenated or underscored keys (a run config); unknown keys are errors."""
         known = {option.name: option for option in options()}
         kwargs: dict[str, Any] = {}
-        for key, value in values.items():
+        values = {**values}
+        packed = values.pop(PLUGIN_OPTIONS, values.pop(PLUGIN_OPTIONS.replace("-", "_"), ""))
+        try:
+            plugin = json.loads(packed) if packed else {}
+        except (TypeError, json.JSONDecodeError):
+            plugin = None
+        if not isinstance(plugin, dict):
+            raise ValueError(f"run option {PLUGIN_OPTIONS!r} must be a JSON object of plugin axes' options, got {packed!r}")
+        for key, value in (*values.items(), *plugin.items()):
             name = key.replace("-", "_")
             if name not in known:
                 raise ValueError(f"unknown run option {key!r}")
@@ -127,9 +141,14 @@ class RunSpec:
         return {option.name: values[option.name] for option in options() if option.name in values}
 
     def to_mapping(self) -> dict[str, Any]:
-        """Hyphenated keys, as in [tool.flwr.app.config]: what Flower carries to every node."""
+        """Hyphenated keys, as in [tool.flwr.app.config]: what Flower carries to every node (plugin axes'
+        options packed in :data:`PLUGIN_OPTIONS`)."""
         known = {option.name: option for option in options()}
-        return {name.replace("_", "-"): known[name].to_config(value) for name, value in self.flat().items()}
+        plugin = registry.plugin_option_names()
+        mapping = {name.replace("_", "-"): known[name].to_config(value) for name, value in self.flat().items() if name not in plugin}
+        if plugin:
+            mapping[PLUGIN_OPTIONS] = json.dumps({name: known[name].to_config(self.flat()[name]) for name in sorted(plugin)}, separators=(",", ":"))
+        return mapping
 
     def with_options(self, **changes: Any) -> RunSpec:
         """The same run with ``changes`` (underscored names), validated anew."""
@@ -274,8 +293,8 @@ class RunSpec:
             )
         if privacy.central_noise == 0 and privacy.epsilon <= 0:
             raise ValueError("--privacy-model central: give --epsilon > 0 (user-level; noise calibrated) or --central-noise > 0")
-        tiers = self.heterogeneity.value("tiers")
-        for name, value, default in (("inference", evaluation.inference, "local"), ("labels", privacy.labels, "public"), ("tiers", tiers, ""),
+        grouping = self.heterogeneity.grouping_options()  # e.g. --tiers
+        for name, value, default in (("inference", evaluation.inference, "local"), ("labels", privacy.labels, "public"), *grouping,
                                      ("classifier", evaluation.classifier, "lda")):
             if value != default:
                 raise ValueError(f"--privacy-model central trains on clean local data: {flag(name)} {value!r} does not apply")

@@ -1,7 +1,8 @@
 """The typed sections of a run spec, each holding its options' values and parsing them once, where read.
 
 Validation across options lives in :class:`fed.spec.run_spec.RunSpec`, which builds every section
-and checks them together once; a node reads only the sections it needs.
+and checks them together once; a node reads only the sections it needs. The protocols at the end
+name the sections each reader takes (a RunSpec has them all; nothing else of the run is read).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from fed.heterogeneity import registry
 from fed.heterogeneity.axis import HeterogeneityAxis
@@ -146,6 +147,14 @@ class HeterogeneitySpec:
         """The axes this run uses, with their settings, in registry order."""
         return [(axis, self.setting(axis.name)) for axis in registry.AXES if self.setting(axis.name) is not None]
 
+    def grouping(self) -> list[tuple[HeterogeneityAxis, Any]]:
+        """The axes this run uses that serve groups of users with their own run options (e.g. privacy tiers)."""
+        return [(axis, setting) for axis, setting in self.active() if axis.overrides(setting, 0)]
+
+    def grouping_options(self) -> list[tuple[str, Any, Any]]:
+        """The options of the :meth:`grouping` axes: name, value and default."""
+        return [(o.name, self.value(o.name), o.default) for axis, _ in self.grouping() for o in axis.options]
+
 
 @dataclass(frozen=True)
 class EvaluationSpec:
@@ -186,6 +195,57 @@ SECTIONS: dict[str, type] = {
 }
 """The sections with fixed options, by their name in :class:`fed.spec.run_spec.RunSpec` (heterogeneity's
 options come from its registry)."""
+
+
+
+class EncodingSections(Protocol):
+    """What a run's records are and how they are randomized: the sections fed.spec.plan.encoder_spec and
+    fed.device.policy.DevicePolicy.from_run read."""
+
+    @property
+    def privacy(self) -> PrivacySpec: ...
+
+    @property
+    def encoder(self) -> EncoderSpec: ...
+
+
+class PlanSections(EncodingSections, Protocol):
+    """The sections a privacy plan reads (fed.spec.plan.make_plan)."""
+
+    @property
+    def schedule(self) -> ScheduleSpec: ...
+
+    @property
+    def evaluation(self) -> EvaluationSpec: ...
+
+
+class BundleSections(PlanSections, Protocol):
+    """What the server's asset bundle is built from (fed.runtime.assets.build_bundle): the plan's sections and
+    the seed of what it fits."""
+
+    @property
+    def seed(self) -> int: ...
+
+
+class PublicSections(Protocol):
+    """What the server's public data is and is checked against (fed.runtime.assets.load_public, check_public)."""
+
+    @property
+    def data(self) -> DataSpec: ...
+
+    @property
+    def encoder(self) -> EncoderSpec: ...
+
+    @property
+    def seed(self) -> int: ...
+
+
+class OutputSections(Protocol):
+    """Where a run writes and caches (fed.runtime.assets.default_cache_dir)."""
+
+    @property
+    def output(self) -> OutputSpec: ...
+
 
 _OPTION_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 

@@ -303,6 +303,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the strict device defaults allow dchi, whose sampler is textbook floating point",
     ),
     Mutation(
+        "plugins-among-device-defaults",
+        "fed/device/policy.py",
+        "if name in BUILTIN and cls.device_default()",
+        "if cls.device_default()",
+        ("tests/test_plugins.py::test_a_randomizer_registered_in_process_is_listed_everywhere_but_among_a_devices_defaults",
+         "tests/test_plugins.py::test_a_device_serves_a_plugin_randomizer_or_encoder_only_once_its_owners_policy_names_it"),
+        "a plugin whose class claims device_default() is served by every device whose policy is the default",
+    ),
+    Mutation(
         "budget-check-at-twice-the-budget",
         "fed/privacy/cohort_ledger.py",
         "return self._epsilons(self.counts[:, columns] + inc[:, None]) <= self.budget.epsilon_sentence",
@@ -568,8 +577,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    return _step_inside(inside, x, lo if increasing else hi, step)",
         "    return x",
         ("tests/test_calibration_solver.py::test_within_answers_inside_the_budget_even_for_a_step_cost",
-         "tests/test_calibration_solver.py::test_gdp_conversions_round_toward_privacy"),
-        "the root solver returns Brent's root unchecked, which may lie a hair outside the target (too little noise)",
+         "tests/test_calibration_solver.py::test_gdp_conversions_round_toward_privacy",
+         "tests/test_calibration_solver.py::test_shuffled_epsilon_is_private_and_tight"),
+        "the root solver returns Brent's root unchecked, which may lie a hair outside the target (too little noise, "
+        "or a shuffled epsilon below its delta's)",
         fast=True,
     ),
 )

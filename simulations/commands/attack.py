@@ -57,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the attack, print its success next to chance and the run's epsilon, write attack_<kind>.json."""
     from fed.runtime.assets import build_bundle, default_cache_dir, load_assets, load_public, unpack
+    from fed.spec.option import flag
     from fed.spec.run_spec import RunSpec
     from fed.spec.plan import make_plan
     from fed.data.population import Population
@@ -66,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     if not config_file.is_file():
         raise ValueError(f"{folder} is not a run directory (no config.json)")
     config = RunSpec.from_mapping(json.loads(config_file.read_text()))
-    if config.heterogeneity.value("tiers"):
-        raise ValueError("the attack needs one randomizer for every report; this run has --tiers")
+    grouping = [flag(name) for name, value, default in config.heterogeneity.grouping_options() if value != default]
+    if grouping:  # e.g. privacy tiers: each group's users report with its own randomizer
+        raise ValueError(f"the attack needs one randomizer for every report; this run has {' '.join(grouping)}")
     if args.kind == "attribute" and not (folder / "reports.npz").is_file():
         raise ValueError(f"{folder} has no reports.npz: run ldpfed simulate with --save-reports")
     population = Population.build(config.data, config.seed)

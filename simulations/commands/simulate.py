@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
         config = config.with_options(cache_dir=str(default_cache_dir(config).resolve()))
     from fed.heterogeneity.virtual_clock import VirtualClock
 
-    if VirtualClock.runs(config):  # reads the trace files now: a bad one is refused before anything starts
-        VirtualClock(config, dim=1)
+    VirtualClock.start(config, dim=1)  # reads the axes' trace files now: a bad one is refused before anything starts
     out = Path(config.output.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

@@ -25,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report", type=Path, default=None, help="folder of study.md, study.json and the plots (default: --out)"
     )
+    parser.add_argument(
+        "--runs-from", type=Path, action="append", default=[], metavar="STUDY_JSON",
+        help="an earlier report's study.json of the same study: its recorded runs fill in runs not complete under --out "
+        "(the report names them; repeatable)",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="validate and list every run with its state; run nothing")
     mode.add_argument("--report-only", action="store_true", help="write the report from the complete runs; run nothing")
@@ -52,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     for failure in failures:
         console.print(failure, style="red", markup=False)
     command = "ldpfed study " + " ".join(shlex.quote(a) for a in _given(args))
-    console.print(f"report: {write_report(study, out, report, command)}")
+    console.print(f"report: {write_report(study, out, report, command, args.runs_from)}")
     return 1 if failures else 0
 
 
@@ -81,4 +86,6 @@ def _given(args: argparse.Namespace) -> list[str]:
     for flag, value in (("--out", args.out), ("--report", args.report)):
         if value is not None:
             given += [flag, str(value)]
+    for path in args.runs_from:
+        given += ["--runs-from", str(path)]
     return given

@@ -3,10 +3,12 @@
 Per dataset and epsilon, one run with the defaults (only --data, --users and --epsilon given, plus
 the reductions below: public 'generated', dim 16, clip 3), one with the opt-in ``--dim auto``, and
 one run per grid cell (--public, --dim, --clip); the report gives the accuracy of the defaults and
-of auto, the best cell, each gap and whether it is within 3 points. Every run
+of auto, the best cell, each gap and whether it is within 3 points, and every cell run on all datasets taken
+as a fixed default (its largest gap). Every run
 is the real ServerApp and ClientApp on the in-process grid (simulations/experiments/local_run.py), local
 inference, one seed. Results go to simulations/reports/defaults/results.json as each run ends;
-a rerun skips the cells already there (delete a key to rerun it).
+a rerun skips the cells already there (delete a key to rerun it). The projected norms the clip meets
+(public and task records) go to norms.json beside it, measured once when missing.
 
     python -m simulations.experiments.defaults_sweep                # run what is missing
     python -m simulations.experiments.defaults_sweep --report-only  # rewrite the README from results.json
@@ -22,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from simulations.experiments.local_run import run_in_process, single_threaded_blas
 
@@ -41,7 +45,12 @@ GRID: dict[str, dict[str, Any]] = {
     "public none, dim 0": {"public": "none", "dim": 0},
     "generated, dim 8": {"dim": 8},
     "generated, dim 64": {"dim": 64},
+    "generated, dim 8, clip 1": {"dim": 8, "clip": 1.0},
     "generated, dim 16, clip 1": {"dim": 16, "clip": 1.0},
+    "generated, dim 32, clip 1": {"dim": 32, "clip": 1.0},
+    "generated, dim 64, clip 1": {"dim": 64, "clip": 1.0},
+    "generated, dim 128, clip 1": {"dim": 128, "clip": 1.0},
+    "generated, dim 384, clip 1": {"dim": 384, "clip": 1.0},
 }
 """Cells run on every dataset at the first epsilon; the 'defaults' cell gives only the base options (the
 CLI defaults: public 'generated', dim 16, clip 3), 'auto' adds the opt-in --dim auto.
@@ -51,8 +60,15 @@ SST-2 at epsilon 8, the same accuracy to the last digit)."""
 # No other mechanism: the Gaussian ones differ only in calibration ('gaussian' is calibrated exactly in GDP,
 # the least noise of the three for one release), and a Laplace cell (SST-2, epsilon 8, dim 16) had not
 # finished its one round after 5 minutes here.
-LATER_CELLS = ("defaults", "auto", "public none, dim 0", "generated, dim 8", "generated, dim 64")
-"""The cells run at the later epsilons (fewer, for time)."""
+LATER_CELLS = (
+    "defaults", "auto", "public none, dim 0", "generated, dim 8", "generated, dim 64",
+    "generated, dim 8, clip 1", "generated, dim 16, clip 1", "generated, dim 32, clip 1", "generated, dim 64, clip 1",
+    "generated, dim 128, clip 1",
+)
+"""The cells run at the later epsilons (fewer, for time): the defaults, auto, no projection, dim 8 and 64 at clip 3
+and dim 8 to 128 at clip 1 (not dim 384 at clip 1: below no projection on all four tasks at epsilon 8)."""
+NORM_DIMS = (8, 16, 32, 64, 128)
+NORM_QUANTILES = (0.05, 0.5, 0.95)
 OTHER_PUBLIC = {"SST-2": ("mr", "public mr")}
 """Public data from the task's domain that the package does not ship (reported apart from the goal)."""
 GOAL = 0.03
@@ -85,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-root", type=Path, default=SHARED)
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    parser.add_argument("--epsilons", type=float, nargs="+", default=[8.0, 1.0])
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[8.0, 3.0, 1.0])
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--train-limit", type=int, default=8000, help="seeded sample of each training split (0: all)")
     parser.add_argument("--out", type=Path, default=REPORT)
@@ -120,12 +136,64 @@ def main(argv: list[str] | None = None) -> int:
             results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
             print(f"{key(name, epsilon, cell)}: {summary['accuracy_local']:.3f}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "README.md").write_text(report(results, args))
+    norms_path = args.out / "norms.json"
+    if not norms_path.is_file():
+        norms_path.write_text(json.dumps(projected_norms(args), indent=1) + "\n")
+    (args.out / "README.md").write_text(report(results, args, json.loads(norms_path.read_text())))
     print((args.out / "README.md").read_text())
     return 0
 
 
-def report(results: dict[str, Any], args: argparse.Namespace) -> str:
+def projected_norms(args: argparse.Namespace, seed: int = 0) -> dict[str, dict[str, list[float]]]:
+    """Quantiles (NORM_QUANTILES) of the L2 norms after the projection fitted on the default public data, per
+    dimension (NORM_DIMS): of the public records themselves (what a clip set from public norms would read) and
+    of each task's training records, the same seeded --train-limit sample a run takes (what the clip meets)."""
+    from fed.data.corpus import generate_public_corpus
+    from fed.data.loaders import load_dataset
+    from fed.encoders.cache import encode_cached
+    from fed.encoders.factory import make_encoder
+    from fed.encoders.projection import PCAProjection
+    from fed.runtime.assets import PUBLIC_GENERATED_SIZE, default_cache_dir
+    from fed.spec.run_spec import RunSpec
+
+    cache = default_cache_dir(RunSpec.from_mapping({"data": "generated"}))
+    encoder = make_encoder("minilm")
+    public = encode_cached(encoder, generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=seed), cache)
+    rows = {"public 'generated'": public}
+    for name in args.datasets:
+        train = load_dataset(str(args.data_root / DATASETS[name]), "train")
+        if args.train_limit and args.train_limit < len(train):
+            train = train.subset(np.sort(np.random.default_rng(seed).choice(len(train), args.train_limit, replace=False)))
+        rows[name] = encode_cached(encoder, train, cache)
+    out: dict[str, dict[str, list[float]]] = {}
+    for dim in NORM_DIMS:
+        projection = PCAProjection.fit(public, dim)
+        for name, x in rows.items():
+            norms = np.linalg.norm(projection.apply(x), axis=1)
+            out.setdefault(name, {})[str(dim)] = [round(float(q), 3) for q in np.quantile(norms, NORM_QUANTILES)]
+    return out
+
+
+def fixed_rules(results: dict[str, Any], epsilon: float, datasets: list[str]) -> list[tuple[float, str, dict[str, float]]]:
+    """Every cell (shipped data) run on all ``datasets`` at ``epsilon`` as a fixed default: (its largest gap to the
+    best cell, the cell, its gap per dataset), smallest largest gap first."""
+    best: dict[str, float] = {}
+    by_cell: dict[str, dict[str, float]] = {}
+    for k, r in results.items():
+        name, eps, cell = k.split(" | ")
+        if eps != f"eps {epsilon:g}" or name not in datasets or any(cell.startswith(l) for _, l in OTHER_PUBLIC.values()):
+            continue
+        best[name] = max(best.get(name, 0.0), r["accuracy"])
+        by_cell.setdefault(cell, {})[name] = r["accuracy"]
+    rules = [
+        (max(gaps.values()), cell, gaps)
+        for cell, accuracy in by_cell.items() if len(accuracy) == len(datasets)
+        for gaps in [{n: best[n] - accuracy[n] for n in datasets}]
+    ]
+    return sorted(rules, key=lambda rule: rule[0])
+
+
+def report(results: dict[str, Any], args: argparse.Namespace, norms: dict[str, dict[str, list[float]]]) -> str:
     """Per dataset and epsilon: the defaults (dim 16) and --dim auto against the best cell of the sweep."""
     lines = [
         "# Defaults against a sweep of the tool's options (issue 29, item 4)",
@@ -180,18 +248,16 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
                 f"{within} | " + (f"{extra[1]['accuracy']:.3f} ({extra[0]})" if extra else "-") + " |"
             )
     lines += _verdict(results, args, gaps)
-    lines += ["", "Every cell (accuracy; dimension used):", ""]
+    lines += _norms(norms, args.train_limit)
     seen = {k.split(" | ")[2] for k in results}
     names = [c for c in GRID if c in seen] + sorted(seen - set(GRID))
-    header = [f"{n} eps {e:g}" for e in args.epsilons for n in args.datasets]
-    lines += ["| cell | " + " | ".join(header) + " |", "|---" * (len(header) + 1) + "|"]
-    for cell in names:
-        row = []
-        for epsilon in args.epsilons:
-            for name in args.datasets:
-                r = results.get(key(name, epsilon, cell))
-                row.append("" if r is None else f"{r['accuracy']:.3f} ({r['dim_used']})")
-        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    for epsilon in args.epsilons:
+        lines += ["", f"Every cell at epsilon {epsilon:g} (accuracy; dimension used):", ""]
+        lines += ["| cell | " + " | ".join(args.datasets) + " |", "|---" * (len(args.datasets) + 1) + "|"]
+        for cell in names:
+            row = [results.get(key(name, epsilon, cell)) for name in args.datasets]
+            if any(row):
+                lines.append(f"| {cell} | " + " | ".join("" if r is None else f"{r['accuracy']:.3f} ({r['dim_used']})" for r in row) + " |")
     choices = [(k, v["dim_auto"]) for k, v in results.items() if v.get("dim_auto")]
     if choices:
         lines += ["", "What --dim auto simulated on the public data (held-out public accuracy by dimension; 0: none):", ""]
@@ -212,34 +278,73 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
 def _verdict(
     results: dict[str, Any], args: argparse.Namespace, gaps: dict[tuple[float, str], dict[str, float]]
 ) -> list[str]:
-    """The gaps at the first epsilon in one sentence each for the defaults and auto, whether either meets the
-    goal on every dataset, and how the clip changes the defaults' accuracy."""
-    epsilon = args.epsilons[0]
-    lines = [""]
-    met = {}
-    for cell, label in (("defaults", "With the defaults (dim 16)"), ("auto", "With `--dim auto`")):
-        found = {name: gaps.get((epsilon, name), {}).get(cell) for name in args.datasets}
-        parts = [f"{name} {gap * 100:+.1f}" if gap is not None else f"{name} not run" for name, gap in found.items()]
-        met[cell] = all(gap is not None and gap <= GOAL for gap in found.values())
-        lines.append(f"{label}, the gaps to the best cell at epsilon {epsilon:g} are (points): {', '.join(parts)}.")
-    if not any(met.values()):
-        lines.append(f"Neither meets the issue's goal of {GOAL * 100:g} points on all {len(args.datasets)} datasets.")
-    else:
-        lines.append("Within the goal on every dataset: " + ", ".join(c for c, ok in met.items() if ok) + ".")
-    lines.append(
-        "Why: one fixed dimension cannot suit tasks whose best projection differs, and `--dim auto` sees public data "
-        "only, so at the same noise and report count it makes the same choice on every task (its simulations below), "
-        "while the tasks differ in whether their signal lies in the public data's leading directions. Neither "
-        "chooses the clip."
-    )
-    clip = []
-    for name in args.datasets:
-        one, three = results.get(key(name, epsilon, "generated, dim 16, clip 1")), results.get(key(name, epsilon, "defaults"))
-        if one and three:
-            clip.append(f"{name} {one['accuracy']:.3f} against {three['accuracy']:.3f}")
-    if clip:
-        lines.append(f"The clip matters once projected: 'generated, dim 16, clip 1' against the defaults (clip 3): {'; '.join(clip)}.")
+    """Per epsilon: the gaps of the defaults and of auto, whether either meets the goal on every dataset, the
+    fixed cells with the smallest largest gap (each a candidate default), and how the clip changes the defaults."""
+    lines = []
+    for epsilon in args.epsilons:
+        lines.append("")
+        met = {}
+        for cell, label in (("defaults", "With the defaults (dim 16, clip 3)"), ("auto", "With `--dim auto`")):
+            found = {name: gaps.get((epsilon, name), {}).get(cell) for name in args.datasets}
+            if all(gap is None for gap in found.values()):
+                continue
+            parts = [f"{name} {gap * 100:+.1f}" if gap is not None else f"{name} not run" for name, gap in found.items()]
+            met[cell] = all(gap is not None and gap <= GOAL for gap in found.values())
+            lines.append(f"{label}, the gaps to the best cell at epsilon {epsilon:g} are (points): {', '.join(parts)}.")
+        if met:
+            ok = [c for c, good in met.items() if good]
+            lines.append(
+                f"Within {GOAL * 100:g} points on all {len(args.datasets)} datasets: " + (", ".join(ok) if ok else "neither") + "."
+            )
+        rules = fixed_rules(results, epsilon, args.datasets)
+        if rules:
+            within = [cell for worst, cell, _ in rules if worst <= GOAL]
+            lines += [
+                "",
+                f"Each cell run on all {len(args.datasets)} datasets at epsilon {epsilon:g}, taken as a fixed default: its gap "
+                f"to the best cell per dataset (points), largest gap first; within {GOAL * 100:g} on all: "
+                + (", ".join(f"'{c}'" for c in within) if within else "none") + ".",
+                "",
+                "| cell as the default | largest gap | " + " | ".join(args.datasets) + " |",
+                "|---" * (len(args.datasets) + 2) + "|",
+                *(
+                    f"| {cell} | {worst * 100:+.1f} | " + " | ".join(f"{g[n] * 100:+.1f}" for n in args.datasets) + " |"
+                    for worst, cell, g in rules
+                ),
+                "",
+                f"A rule that reads only the public data, the epsilon and the record counts makes one pick for all "
+                f"{len(args.datasets)} tasks here (the same public data, epsilon and {args.train_limit:,} reports); among these "
+                f"cells the best such pick at epsilon {epsilon:g} is '{rules[0][1]}', its largest gap {rules[0][0] * 100:.1f} "
+                f"points ({max(rules[0][2], key=rules[0][2].get)}).",
+            ]
+        clip = []
+        for name in args.datasets:
+            one, three = results.get(key(name, epsilon, "generated, dim 16, clip 1")), results.get(key(name, epsilon, "defaults"))
+            if one and three:
+                clip.append(f"{name} {one['accuracy']:.3f} against {three['accuracy']:.3f}")
+        if clip:
+            lines += ["", f"The clip at epsilon {epsilon:g}: 'generated, dim 16, clip 1' against the defaults (clip 3): {'; '.join(clip)}."]
     return lines
+
+
+def _norms(norms: dict[str, dict[str, list[float]]], train_limit: int) -> list[str]:
+    """The projected norms as a table."""
+    if not norms:
+        return []
+    head = ", ".join(f"{q:g}" for q in NORM_QUANTILES)
+    return [
+        "",
+        f"L2 norms after the projection fitted on public 'generated' ({head} quantiles; the task rows: the run's "
+        f"seeded {train_limit:,} training records (0: all); norms.json, written by the sweep when missing):",
+        "",
+        "| records | " + " | ".join(f"dim {d}" for d in NORM_DIMS) + " |",
+        "|---" * (len(NORM_DIMS) + 1) + "|",
+        *(
+            f"| {name} | " + " | ".join(" / ".join(f"{v:.2f}" for v in by_dim[str(d)]) for d in NORM_DIMS) + " |"
+            for name, by_dim in norms.items()
+        ),
+    ]
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

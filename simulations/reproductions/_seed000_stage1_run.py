@@ -20,13 +20,14 @@ The noise here is torch/numpy Gaussian with the sigma from ldpfed's calibration,
 randomizer objects (so the script needs no flwr, opendp or dp_accounting).
 
     python3 simulations/reproductions/_seed000_stage1_run.py --input INPUT.json --model MINILM_DIR \\
-        --data DATA_DIR --out OUT_DIR [--time-budget SECONDS]
+        --data DATA_DIR --out OUT_DIR [--time-budget SECONDS] [--checkpoint DIR]
 
 Optional input keys: ``public_tweets`` (that many TweetEval sentiment tweets added to the public
-set), ``encoders`` (a subset of ["base", "stage1"]); ``--seeds`` runs some of the seeds only.
+set), ``public_limit`` (a seeded sample of the public set: smoke tests only), ``encoders`` (a subset of ["base", "stage1"]); ``--seeds`` runs some of the seeds only.
 
 Imports only torch, transformers, safetensors, numpy and ldpfed modules that import nothing
-else. Checkpoints under OUT_DIR/checkpoint (encodings, shipped weights); results.json is
+else. Checkpoints under OUT_DIR/checkpoint or --checkpoint (encodings, shipped weights; a
+``stage1-seed0.safetensors`` put there beforehand, e.g. the recipe search's, is used as seed 0's); results.json is
 rewritten after every finished cell, and a rerun with the same OUT_DIR resumes.
 """
 
@@ -74,18 +75,23 @@ def load_base(model_dir: Path, device: str) -> tuple[Any, Any]:
     return tokenizer, model.to(device).eval()
 
 
-def encode(tokenizer: Any, model: Any, texts: tuple[str, ...], device: str, batch: int) -> np.ndarray:
-    """Mean-pooled last hidden states over the attention mask (as fed.encoders.hf.HFEncoder), float32."""
+def encode(
+    tokenizer: Any, model: Any, texts: tuple[str, ...], device: str, batch: int, texts2: tuple[str, ...] | None = None,
+) -> np.ndarray:
+    """Mean-pooled last hidden states over the attention mask (as fed.encoders.hf.HFEncoder; pairs as one
+    sequence, truncated together), float32."""
     import torch
 
+    second = None if texts2 is None else list(texts2)
     out = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
-    lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=ENCODE_LENGTH)["input_ids"]]
+    lengths = [len(ids) for ids in tokenizer(list(texts), second, truncation=True, max_length=ENCODE_LENGTH)["input_ids"]]
     order = np.argsort(lengths, kind="stable")
     with torch.inference_mode():
         for start in range(0, len(order), batch):
             idx = order[start : start + batch]
             inputs = tokenizer(
-                [texts[i] for i in idx], padding=True, truncation=True, max_length=ENCODE_LENGTH, return_tensors="pt"
+                [texts[i] for i in idx], None if second is None else [second[i] for i in idx],
+                padding=True, truncation=True, max_length=ENCODE_LENGTH, return_tensors="pt",
             ).to(device)
             pooled = masked_mean(model(**inputs).last_hidden_state, inputs["attention_mask"])
             out[idx] = pooled.float().cpu().numpy()
@@ -196,6 +202,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--device", default="")
     parser.add_argument("--batch", type=int, default=256, help="sentences per encoding batch")
     parser.add_argument("--seeds", default="", help="comma-separated seeds to run (default: 0 .. the input's seeds - 1)")
+    parser.add_argument("--checkpoint", type=Path, default=None, help="encodings and shipped weights (default OUT/checkpoint)")
     args = parser.parse_args(argv)
     import torch
 
@@ -204,8 +211,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if device == "cpu":
         torch.set_num_threads(1)  # a second thread only spins on shared cores (fed.runtime.threads.one_torch_thread)
     config = json.loads(args.input.read_text())
-    checkpoint = args.out / "checkpoint"
+    checkpoint = args.checkpoint or args.out / "checkpoint"
     checkpoint.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     results_path = args.out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
     results.update({"config": config, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"})
@@ -219,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tmp.write_text(json.dumps(results, indent=1))
         tmp.replace(results_path)
 
-    public = public_set(args.data, config["public"], config.get("public_tweets", 0))
+    public = limited(public_set(args.data, config["public"], config.get("public_tweets", 0)), config.get("public_limit", 0), 2)
     tasks = {
         name: (
             limited(load_dataset(str(args.data / spec["folder"]), "train"), spec.get("train_limit", 0), 0),

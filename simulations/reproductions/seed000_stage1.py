@@ -93,6 +93,7 @@ def report_lines(results: dict[str, Any], command: str) -> list[str]:
     seeds = sorted({int(key.split("/")[2]) for key in cells})
     epsilons = list(config["noise_multiplier"])
     public = next(iter(cells.values()))["public"] if cells else 0
+    tweets = config.get("public_tweets", 0)
     lines = [
         "# Seed 000, stage 1 for a transformer encoder (issue 25)",
         "",
@@ -107,10 +108,12 @@ def report_lines(results: dict[str, Any], command: str) -> list[str]:
         "```",
         "",
         f"What runs. The server fine-tunes MiniLM's top {config['stage1']['layers']} transformer layers (word embeddings "
-        f"frozen) with a linear head on its public sentences only ({config['public']}, the {public:,} of its train "
-        f"split, as `--public` reads it; {config['stage1']['epochs']} epoch(s), lr {config['stage1']['learning_rate']:g}) "
+        f"frozen) with a linear head on its public sentences only ({config['public']}, the {public - tweets:,} of its train "
+        "split, as `--public` reads it"
+        + (f", plus {tweets:,} positive/negative TweetEval sentiment tweets, a seeded sample of its test split" if tweets else "")
+        + f"; {config['stage1']['epochs']} epoch(s), lr {config['stage1']['learning_rate']:g}) "
         "and ships the layers as one safetensors file; the users' encoder is "
-        "rebuilt from that file as a device loads it. Base: MiniLM as shipped. Both: PCA to "
+        "rebuilt from that file as a device loads it. " + config.get("stage1_note", "") + "Base: MiniLM as shipped. Both: PCA to "
         f"{config['dim']} dims on the public encodings, L2 clip C at the {config['clip_quantile']:g}-quantile of the "
         "public rows' norms, one report per training record with Gaussian noise of std z * 2C, z from ldpfed's "
         f"worst-case calibration for one release at delta {config['delta']:g} (z: "
@@ -132,7 +135,7 @@ def report_lines(results: dict[str, Any], command: str) -> list[str]:
             "",
             f"{first['train']:,} training reports, {first['dev']:,} dev records, {first['public']:,} public records.",
             "",
-            "| encoder | public only | non-private (shipped 16-d) | "
+            f"| encoder | public only | non-private (shipped {config['dim']}-d) | "
             + " | ".join(f"private eps {e}" for e in epsilons)
             + " | "
             + " | ".join(f"combined eps {e}" for e in epsilons)
@@ -171,7 +174,7 @@ def report_lines(results: dict[str, Any], command: str) -> list[str]:
         f"Goal (issue 25): SST-2, worst case, all 67k reports, {goal}. "
         + (
             "This run is the reduced setting, so it says nothing about the goal."
-            if config["setting"] != "full"
+            if not config["setting"].startswith("full")
             else "Compare the SST-2 stage-1 private and combined columns above."
         )
         + " The issue's quick experiment (20,000 SST-2 reports, 16-d PCA, plain noisy LDA, MiniLM fine-tuned "
@@ -181,8 +184,9 @@ def report_lines(results: dict[str, Any], command: str) -> list[str]:
         "",
         "Differences from the paper (seed 000): the paper's stage 1 pre-trains on the server's own data without "
         "fixing how; here it is a supervised fine-tune on public sentences from other sources (Sentiment Labelled "
-        "Sentences: Amazon, Yelp, IMDB). The paper's encoders are a BiLSTM and BERT with 128-d outputs and its epsilon is the amplified "
-        "GDP-CLT estimate at sensitivity C; here MiniLM projected to 16 dims and worst-case epsilon at sensitivity 2C "
+        "Sentences: Amazon, Yelp, IMDB" + (", and TweetEval tweets" if tweets else "") + "). The paper's encoders are a BiLSTM "
+        "and BERT with 128-d outputs and its epsilon is the amplified GDP-CLT estimate at sensitivity C; here MiniLM "
+        f"projected to {config['dim']} dims and worst-case epsilon at sensitivity 2C "
         "(no amplification), one release per record.",
     ]
     return lines

@@ -24,16 +24,21 @@ Rows (every cell one seed: split, noise and MLP initialisation):
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):  # run as a file (the GPU command): make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import numpy as np
 
 from simulations.reproductions import REPORTS
 from simulations.reproductions._cells import (
-    Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table,
+    Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table, write_readme,
 )
 from fed.learning.mlp import MLPRecipe, train_mlp
 
@@ -79,20 +84,30 @@ def paper_figure(dataset: str, row: str) -> float | None:
     return {**PAPER_TABLE1, **PAPER_TABLE2}.get(row, {}).get(dataset)
 
 
+SETUP = {
+    "encoder": "minilm (mean pooled, 384 dims)", "bits_per_value": BITS_PER_VALUE,
+    "zscore": "training split's mean and std", "sentiment_split": "seeded 8:2 per run",
+    "intent": "snips train / test", "mrpc": "train / test (GLUE train, MSRP test)",
+}
+"""What every cell shares (results.json refuses cells of another setup)."""
+GPU_COMMAND = ("python3 simulations/reproductions/seed004_bits.py run --datasets DATASETS --seeds 20 --epochs 50 "
+               "--model .gpu/minilm --data .gpu/data --out $OUT/seed004_bits --device cuda --time-budget SECONDS")
+DEVICE_RUNS = "device_runs.json"
+"""In the report folder: each merged device run (its datasets, command, device and time), for the README."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the missing cells and write README.md."""
+    """Run the missing cells and write README.md; ``run`` / ``report`` / ``write-strict``: the GPU path."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("run", "report", "write-strict"):
+        return gpu_main(argv)
     parser = argparse.ArgumentParser(prog=f"ldpfed reproduce {NAME}", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     common_arguments(parser, REPORTS / NAME, seeds=PAPER_RUNS)
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
     parser.add_argument("--epochs", type=int, default=PAPER_EPOCHS, help=f"MLP epochs (paper {PAPER_EPOCHS})")
     args = parser.parse_args(argv)
-    setup = {
-        "encoder": "minilm (mean pooled, 384 dims)", "bits_per_value": BITS_PER_VALUE,
-        "zscore": "training split's mean and std", "sentiment_split": "seeded 8:2 per run",
-        "intent": "snips train / test", "mrpc": "train / test (GLUE train, MSRP test)",
-    }
-    results = Results(args.out, setup, fresh=args.fresh)
+    results = Results(args.out, SETUP, fresh=args.fresh)
     cells = [
         ({"dataset": d, "row": row, "accounting": acc, "epochs": args.epochs}, seed)
         for d in args.datasets
@@ -101,6 +116,72 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.seeds)
     ]
     return reproduce(args, results, cells, lambda s, seed: compute(s, seed, args.data), NAME, lambda: report(results, args))
+
+
+def gpu_main(argv: list[str]) -> int:
+    """The device path: ``run`` (stacked MLPs), ``report --results DIR`` (merge its cells into the report
+    folder's results.json, replacing every cell of the datasets it ran, and rewrite README.md),
+    ``write-strict`` (the strict rows' calibration, made here where dp_accounting is installed)."""
+    from simulations.reproductions import _seed004_gpu
+
+    parser = argparse.ArgumentParser(prog="seed004_bits.py", description=_seed004_gpu.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    go = sub.add_parser("run", help="run the cells on a device and write OUT/results.json (no report)")
+    go.add_argument("--datasets", nargs="+", choices=DATASETS, default=["intent", "mrpc"])
+    go.add_argument("--seeds", type=int, default=PAPER_RUNS)
+    go.add_argument("--epochs", type=int, default=PAPER_EPOCHS)
+    go.add_argument("--model", type=Path, required=True, help="all-MiniLM-L6-v2 folder")
+    go.add_argument("--data", type=Path, required=True)
+    go.add_argument("--out", type=Path, required=True)
+    go.add_argument("--device", default="cuda")
+    go.add_argument("--time-budget", type=float, default=600.0, help="seconds; chunks that would not fit are skipped")
+    go.add_argument("--chunk", type=int, default=5, help="seeds trained side by side per dataset")
+    go.add_argument("--threads", type=int, default=8, help="CPU threads releasing the reports")
+    go.add_argument("--train-limit", type=int, default=0,
+                    help="smoke test only: seeded sample of the training split (of the whole set before the 8:2 split for sentiment)")
+    go.add_argument("--test-limit", type=int, default=0, help="smoke test only: seeded sample of the test split")
+    rep = sub.add_parser("report", help="merge a device run's results.json and write README.md")
+    rep.add_argument("--results", type=Path, required=True, help="folder with the device run's results.json")
+    rep.add_argument("--out", type=Path, default=REPORTS / NAME)
+    rep.add_argument("--command", default=GPU_COMMAND, help="the device command, as run (shown in the report)")
+    strict = sub.add_parser("write-strict", help=f"write {_seed004_gpu.STRICT_FILE.name} (needs dp_accounting)")
+    strict.add_argument("--dim", type=int, default=384)
+    args = parser.parse_args(argv)
+    if args.command == "write-strict":
+        table_ = _seed004_gpu.strict_table(all_rows(), args.dim, DELTA)
+        _seed004_gpu.STRICT_FILE.write_text(json.dumps(table_, indent=1) + "\n")
+        print(f"wrote {_seed004_gpu.STRICT_FILE}")
+        return 0
+    if args.command == "run":
+        summary = _seed004_gpu.run(args, sys.modules[__name__])
+        print(json.dumps(summary))
+        return 0
+    device = json.loads((args.results / "results.json").read_text())
+    results = Results(args.out, SETUP)
+    if device["setup"] != SETUP:
+        raise ValueError(f"{args.results}/results.json holds cells of another setup: {device['setup']}")
+    ran = sorted({cell["setting"]["dataset"] for cell in device["cells"].values()}, key=DATASETS.index)
+    # The device run replaces every cell of its datasets: no mean mixes its runs with another run's.
+    results.cells = {k: c for k, c in results.cells.items() if c["setting"]["dataset"] not in ran}
+    results.cells.update(device["cells"])
+    results.save()
+    run_info = args.results / "run.json"
+    note = json.loads(run_info.read_text()) if run_info.is_file() else {}
+    runs_file = args.out / DEVICE_RUNS
+    runs = json.loads(runs_file.read_text()) if runs_file.is_file() else []
+    runs = [r for r in runs if not set(r["datasets"]) <= set(ran)]
+    runs.append({"datasets": ran, "command": args.command, "gpu": note.get("gpu", "?"),
+                 "elapsed_s": note.get("elapsed_s", "?"), "skipped": note.get("skipped", [])})
+    runs_file.write_text(json.dumps(runs, indent=1) + "\n")
+    report_args = argparse.Namespace(seeds=0, epochs=0, datasets=list(DATASETS))
+    print(f"wrote {write_readme(args.out, report(results, report_args))}")
+    return 0
+
+
+def all_rows() -> list[tuple[str, str, float, float | None]]:
+    """Every row of any dataset, once (the strict calibration file's rows)."""
+    return list({row[0]: row for dataset in DATASETS for row in rows_for(dataset)}.values())
 
 
 @cache
@@ -128,8 +209,14 @@ def _encoded(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 def split(data: Path, dataset: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The run's train/test rows: a seeded 8:2 split for the sentiment sets, the fixed split otherwise."""
-    x, y, x_test, y_test = _encoded(data, dataset)
+    """The run's train/test rows (see split_rows)."""
+    return split_rows(dataset, _encoded(data, dataset), seed)
+
+
+def split_rows(dataset: str, encoded: tuple[np.ndarray, ...], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The run's train/test rows of ``encoded`` (x, y, x_test, y_test): a seeded 8:2 split of x for the
+    sentiment sets, the fixed split otherwise."""
+    x, y, x_test, y_test = encoded
     if dataset not in SENTIMENT:
         return x, y, x_test, y_test
     order = np.random.default_rng([4, seed]).permutation(len(x))
@@ -148,8 +235,18 @@ def build(protocol: str, accounting: str, epsilon: float, lam: float | None, dim
     cls = RANDOMIZERS[protocol]
     if accounting == "strict":
         return cls.calibrated(epsilon, DELTA, 1, options)
-    published = epsilon if protocol == "ome" else epsilon * BITS_PER_VALUE / 2  # Delta f = 2r, per bit eps / 2r
-    return cls.from_params({"epsilon": published, **options})
+    return cls.from_params({"epsilon": paper_epsilon(protocol, epsilon), **options})
+
+
+def paper_epsilon(protocol: str, epsilon: float) -> float:
+    """The randomizer's epsilon parameter under the paper's accounting: OME's as published; SUE/OUE per bit
+    epsilon / (2r) from Delta f = 2r, i.e. ldpfed's sue/oue at l/2 * epsilon."""
+    return epsilon if protocol == "ome" else epsilon * BITS_PER_VALUE / 2
+
+
+def hidden_units(dataset: str) -> int:
+    """The paper's MLP width: 128 for the sentiment sets, 768 for Intent and MRPC."""
+    return 128 if dataset in SENTIMENT else 768
 
 
 def compute(setting: Setting, seed: int, data: Path) -> dict[str, Any]:
@@ -158,8 +255,7 @@ def compute(setting: Setting, seed: int, data: Path) -> dict[str, Any]:
     _, protocol, epsilon, lam = next(r for r in rows_for(dataset) if r[0] == setting["row"])
     x, y, x_test, y_test = split(data, dataset, seed)
     mean, std = x.mean(axis=0), x.std(axis=0) + 1e-12
-    hidden = 128 if dataset in SENTIMENT else 768
-    recipe = MLPRecipe(hidden=(hidden,), epochs=setting["epochs"], input_dropout=0.5)
+    recipe = MLPRecipe(hidden=(hidden_units(dataset),), epochs=setting["epochs"], input_dropout=0.5)
     num_classes = int(max(y.max(), y_test.max())) + 1
     if protocol == "clean":
         model = train_mlp((x - mean) / std, y, num_classes, recipe, seed)
@@ -182,11 +278,22 @@ def compute(setting: Setting, seed: int, data: Path) -> dict[str, Any]:
 
 def report(results: Results, args: argparse.Namespace) -> list[str]:
     """README.md: the paper's figures, ours under both accountings, and the differences."""
+    runs_file = results.path.parent / DEVICE_RUNS
+    device_runs = json.loads(runs_file.read_text()) if runs_file.is_file() else []
     lines = [
         "# Seed 004, Tables 1 and 2: OME / SUE / OUE with an MLP",
         "",
-        f"Command: `ldpfed reproduce {NAME} --seeds {args.seeds} --epochs {args.epochs} "
-        f"--datasets {' '.join(args.datasets)}` (resumes from results.json).",
+        f"Command: `ldpfed reproduce {NAME} --seeds N --epochs E --datasets ...` (CPU; resumes from results.json; "
+        "each dataset's seeds and epochs are stated under it)"
+        + "".join(
+            f". {', '.join(run['datasets'])} ran on a device ({run['gpu']}, {run['elapsed_s']} s"
+            + (f"; not run for lack of time: {', '.join(run['skipped'])}" if run["skipped"] else "")
+            + f") with `{run['command']}`" for run in device_runs)
+        + (", each then merged with `python -m simulations.reproductions.seed004_bits report --results DIR --command "
+           "'...'` (replacing every CPU cell of its datasets): the same cells (split, randomizer, seeded reports, MLP "
+           "recipe) with the MLPs of a chunk trained side by side as one stacked model, so their initialisation, "
+           "shuffling and dropout draws differ from the CPU path's" if device_runs else "")
+        + ".",
         "",
         "Accuracy in %, mean [min, max] over the seeds that finished (n). Each seed is one run: its split "
         "(sentiment sets), its noise and its MLP initialisation. 'paper accounting' runs the protocol with the "
@@ -195,12 +302,15 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
         "same protocol so that its true epsilon is the table's epsilon, one release per record.",
         "",
     ]
-    epochs_note = "" if args.epochs == PAPER_EPOCHS else f" REDUCED: {args.epochs} of the paper's {PAPER_EPOCHS} epochs."
     for dataset in args.datasets:
+        epochs = args.epochs or epochs_of(results, dataset)
+        if not epochs:
+            continue
+        epochs_note = "" if epochs == PAPER_EPOCHS else f" REDUCED: {epochs} of the paper's {PAPER_EPOCHS} epochs."
         rows = []
         for row, protocol, _, _ in rows_for(dataset):
             paper = paper_figure(dataset, row)
-            base = {**base_of(dataset, args.epochs), "row": row}
+            base = {**base_of(dataset, epochs), "row": row}
             if protocol == "clean":
                 ours = fmt_spread(results.values({**base, "accounting": "clean"}, "accuracy"))
                 rows.append([row + " (NPNN)", fmt_number(paper), ours, "-", "-", "-"])
@@ -219,7 +329,7 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
                 fmt_number(true_eps[0] if true_eps else None), strict,
                 fmt_number(results.values(strict_setting, "true_epsilon")[0]) if results.values(strict_setting, "true_epsilon") else "-",
             ])
-        seeds_done = len(results.values({**base_of(dataset, args.epochs), "row": "clean", "accounting": "clean"}, "accuracy"))
+        seeds_done = len(results.values({**base_of(dataset, epochs), "row": "clean", "accounting": "clean"}, "accuracy"))
         reduced = "" if seeds_done >= PAPER_RUNS else f" REDUCED: {seeds_done} of the paper's {PAPER_RUNS} runs."
         lines += [
             f"## {dataset}", "",
@@ -227,7 +337,7 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
             *table(["row", "paper", "ldpfed, paper accounting", "true eps (paper row)", "ldpfed, strict (true eps = table's)", "true eps (strict)"], rows),
             "",
         ]
-    missing = [d for d in DATASETS if d not in args.datasets]
+    missing = [d for d in DATASETS if d not in args.datasets or not (args.epochs or epochs_of(results, d))]
     if missing:
         lines += [f"Not run in this report: {', '.join(missing)} (`--datasets {' '.join(missing)}`).", ""]
     lines += [
@@ -249,6 +359,15 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
         "no lambda-100 OME exists at the table's epsilon.",
     ]
     return lines
+
+
+def epochs_of(results: Results, dataset: str) -> int:
+    """The epochs with the most finished cells of ``dataset`` (ties: the most epochs); 0 when none."""
+    counts: dict[int, int] = {}
+    for cell in results.cells.values():
+        if cell["setting"]["dataset"] == dataset:
+            counts[cell["setting"]["epochs"]] = counts.get(cell["setting"]["epochs"], 0) + 1
+    return max(counts, key=lambda e: (counts[e], e)) if counts else 0
 
 
 def base_of(dataset: str, epochs: int) -> Setting:
