@@ -2,10 +2,11 @@
 
 Built in: ``lda`` (the noise-aware discriminant, the default) and ``mlp`` (the seeds' MLP head).
 More come from :func:`register_classifier` within one process, or from installed distributions
-through the entry-point group ``ldpfed.classifiers`` (fed.plugins; loaded when this module is imported). Either way a classifier is a
-factory: called with a :class:`~fed.learning.server_classifier.ClassifierContext`, it returns a
-:class:`~fed.learning.server_classifier.ServerClassifier`, whose models must be of a form users run
-(:data:`~fed.learning.server_classifier.Model`).
+through the entry-point group ``ldpfed.classifiers`` (fed.plugins; loaded when this module is
+imported). Either way a classifier is a factory: called with a
+:class:`~fed.learning.server_classifier.ClassifierContext`, it returns a
+:class:`~fed.learning.server_classifier.ServerClassifier`, whose models must be of a form users
+run (:data:`~fed.learning.server_classifier.Model`).
 """
 
 from __future__ import annotations
