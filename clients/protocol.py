@@ -12,7 +12,7 @@ node against untrusted content and raises :class:`fed.runtime.requests.RequestRe
 | ``query.release`` | the same | the same (reports under opaque slots) |
 | ``query.answer`` | :func:`answer_request` | users whose queries all have k answers |
 | ``query.score`` | nothing | :class:`fed.learning.evaluation.Outcomes` of remote inference |
-| ``evaluate`` | classifiers (:func:`evaluate_request`) | :class:`fed.learning.evaluation.Outcomes` of local inference (also per user, simulation only) |
+| ``evaluate`` | classifiers, linear or MLP (:func:`evaluate_request`) | :class:`fed.learning.evaluation.Outcomes` of local inference (also per user, simulation only) |
 | ``query.ledger`` | nothing | every hosted user's ledger: in full in the simulation engine, a device's aggregates on a device (no record index or count) |
 | ``train.central`` | the global softmax head (:func:`central_arrays`; Flower's DP wrapper adds the clipping norm) | the user's locally trained head, clipped by Flower's ``fixedclipping_mod`` (:func:`central_reply`; simulation only) |
 | ``train.central_adaptive`` | the same | the same, clipped by ``adaptiveclipping_mod``, which adds the clipped bit |
@@ -24,6 +24,7 @@ reason); per-user refusals inside a release reply carry the same codes.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,6 +33,8 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fed.learning.classifier import LinearModel
+from fed.learning.mlp import MAX_LAYERS, MAX_PARAMETERS, MLPModel
+from fed.learning.server_classifier import Model
 from fed.learning.evaluation import Outcomes, UserOutcomes
 from fed.runtime.hosts import MAX_PARTS
 from fed.runtime.node import NodeReply
@@ -229,41 +232,88 @@ def read_answer_reply(content: RecordDict) -> list[int]:
 
 
 # -- evaluation outcomes -----------------------------------------------------------------------
-def models_record(models: Mapping[str, LinearModel]) -> ArrayRecord:
-    """Classifiers as one ArrayRecord ("<name>.weights", "<name>.bias")."""
+MLP_LAYER = re.compile(r"layer(\d+)\.(weights|bias)")
+"""The key of an MLP layer's part inside a model's arrays ("<name>.layer<i>.weights" or ".bias")."""
+
+
+def models_record(models: Mapping[str, Model]) -> ArrayRecord:
+    """Classifiers as one ArrayRecord: a linear model as "<name>.weights" and "<name>.bias", an MLP as
+    "<name>.layer<i>.weights" and "<name>.layer<i>.bias" for each of its layers."""
     arrays: dict[str, Array] = {}
     for name, model in models.items():
+        if isinstance(model, MLPModel):
+            for i, (weights, bias) in enumerate(model.layers):
+                arrays[f"{name}.layer{i}.weights"] = Array(np.asarray(weights, dtype=np.float64))
+                arrays[f"{name}.layer{i}.bias"] = Array(np.asarray(bias, dtype=np.float64))
+            continue
         arrays[f"{name}.weights"] = Array(np.asarray(model.weights, dtype=np.float64))
         arrays[f"{name}.bias"] = Array(np.asarray(model.bias, dtype=np.float64))
     return ArrayRecord(arrays)
 
 
-def evaluate_request(models: Mapping[str, LinearModel]) -> RecordDict:
+def evaluate_request(models: Mapping[str, Model]) -> RecordDict:
     """Ask a node to apply the classifiers to its users' queries."""
     return RecordDict({"models": models_record(models)})
 
 
-def read_evaluate_request(content: RecordDict, dim: int, num_classes: int, key: str = "models") -> dict[str, LinearModel]:
-    """The classifiers of an evaluate request (or of the array record ``key``), checking shapes and finiteness."""
+def read_evaluate_request(content: RecordDict, dim: int, num_classes: int, key: str = "models") -> dict[str, Model]:
+    """The classifiers of an evaluate request (or of the array record ``key``): linear models and MLPs whose
+    shapes fit ``dim`` inputs and ``num_classes`` scores, within the MLP size caps (fed.learning.mlp), holding
+    finite floating-point numbers; anything else is refused before any array is read."""
     if key not in content.array_records:
         raise RequestRefused(f"the request needs a {key!r} array record")
     record = content.array_records[key]
-    names = sorted({key.rpartition(".")[0] for key in record})
-    expected = ((dim, num_classes), (num_classes,))
-    models = {}
-    for name in names:
-        if set(record) >= {f"{name}.weights", f"{name}.bias"}:
-            weights, bias = _numpy(record, f"{name}.weights"), _numpy(record, f"{name}.bias")
+    parts: dict[str, set[str]] = {}
+    for item in record:
+        name, _, part = item.partition(".")
+        parts.setdefault(name, set()).add(part)
+    models: dict[str, Model] = {}
+    for name, found in sorted(parts.items()):
+        if found <= {"weights", "bias"}:
+            models[name] = _linear(record, name, found, dim, num_classes)
+        elif all(MLP_LAYER.fullmatch(part) for part in found):
+            models[name] = _mlp(record, name, found, dim, num_classes)
         else:
-            raise RequestRefused(f"model {name!r} needs both '{name}.weights' and '{name}.bias'")
-        if (weights.shape, bias.shape) != expected:
+            odd = sorted(part for part in found if part not in ("weights", "bias") and not MLP_LAYER.fullmatch(part))
             raise RequestRefused(
-                f"model {name!r} has weights {weights.shape} and bias {bias.shape}, expected {expected[0]} and {expected[1]}"
+                f"model {name!r} must be linear ('{name}.weights', '{name}.bias') or an MLP ('{name}.layer<i>.weights', "
+                f"'{name}.layer<i>.bias'), got {', '.join(repr(f'{name}.{part}') for part in odd or sorted(found))}"[:400]
             )
-        if not (np.issubdtype(weights.dtype, np.floating) and np.isfinite(weights).all() and np.isfinite(bias).all()):
-            raise RequestRefused(f"model {name!r} must hold finite floating-point numbers")
-        models[name] = LinearModel(weights, bias)
     return models
+
+
+def _linear(record: ArrayRecord, name: str, found: set[str], dim: int, num_classes: int) -> LinearModel:
+    """The linear model ``name`` of ``record``, checked (RequestRefused naming the problem)."""
+    if found != {"weights", "bias"}:
+        raise RequestRefused(f"model {name!r} needs both '{name}.weights' and '{name}.bias'")
+    weights, bias = _numpy(record, f"{name}.weights"), _numpy(record, f"{name}.bias")
+    expected = ((dim, num_classes), (num_classes,))
+    if (weights.shape, bias.shape) != expected:
+        raise RequestRefused(
+            f"model {name!r} has weights {weights.shape} and bias {bias.shape}, expected {expected[0]} and {expected[1]}"
+        )
+    if not (np.issubdtype(weights.dtype, np.floating) and np.isfinite(weights).all() and np.isfinite(bias).all()):
+        raise RequestRefused(f"model {name!r} must hold finite floating-point numbers")
+    return LinearModel(weights, bias)
+
+
+def _mlp(record: ArrayRecord, name: str, found: set[str], dim: int, num_classes: int) -> MLPModel:
+    """The MLP ``name`` of ``record``, checked against the size caps on the arrays' stated shapes before
+    their bytes are read, and in full after (RequestRefused naming the problem)."""
+    count = len(found) // 2
+    if count > MAX_LAYERS:
+        raise RequestRefused(f"model {name!r}: an MLP may have at most {MAX_LAYERS} layers, got {count}")
+    expected = {f"layer{i}.{part}" for i in range(count) for part in ("weights", "bias")}
+    if found != expected:
+        raise RequestRefused(f"model {name!r}: an MLP needs the weights and bias of layers 0 to n-1, got {sorted(found)}"[:400])
+    keys = [(f"{name}.layer{i}.weights", f"{name}.layer{i}.bias") for i in range(count)]
+    stated = sum(int(np.prod(record[k].shape, dtype=np.float64)) for pair in keys for k in pair)
+    if stated > MAX_PARAMETERS:
+        raise RequestRefused(f"model {name!r}: an MLP may hold at most {MAX_PARAMETERS} numbers, got {stated}")
+    try:
+        return MLPModel.checked([(_numpy(record, w), _numpy(record, b)) for w, b in keys], dim, num_classes)
+    except ValueError as error:
+        raise RequestRefused(f"model {name!r}: {error}") from None
 
 
 # -- central DP-FedAvg ---------------------------------------------------------------------------
@@ -284,8 +334,8 @@ def read_central_request(content: RecordDict, dim: int, num_classes: int) -> tup
         raise RequestRefused("a train.central request needs exactly one array record and one config record")
     key = next(iter(content.array_records))
     models = read_evaluate_request(content, dim, num_classes, key=key)
-    if set(models) != {CENTRAL_HEAD}:
-        raise RequestRefused(f"a train.central request carries the model {CENTRAL_HEAD!r} only, got {sorted(models)}")
+    if set(models) != {CENTRAL_HEAD} or not isinstance(models[CENTRAL_HEAD], LinearModel):
+        raise RequestRefused(f"a train.central request carries the linear model {CENTRAL_HEAD!r} only, got {sorted(models)}")
     config = next(iter(content.config_records.values()))
     norm = config.get("clipping_norm")
     if not isinstance(norm, float) or not np.isfinite(norm) or norm <= 0:

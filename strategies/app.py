@@ -11,7 +11,7 @@ import numpy as np
 from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
-from fed.learning.aggregation import ReportAggregator, fit_clean
+from fed.learning.aggregation import fit_clean
 from fed.runtime.assets import (
     DOMAIN_SAMPLE, Assets, PublicCheck, add_projection, build_bundle, check_public, default_cache_dir, load_assets,
     load_public, unpack,
@@ -320,21 +320,9 @@ def _baselines(config: RunSpec, assets: Assets, public: TextDataset | None, stra
         if len(public) >= PUBLIC_ROWS_PER_DIM * strategy.dim:
             target = within_class_covariance(x, public.labels, strategy.num_labels)
 
-    def aggregator() -> ReportAggregator:
-        return ReportAggregator(
-            strategy.dim,
-            strategy.num_labels,
-            config.evaluation.shrinkage,
-            target,
-            public_means,
-            config.evaluation.screening,
-            config.evaluation.weighting,
-            strategy.plan.budget.delta,
-        )
-
-    strategy.aggregator = aggregator()
+    strategy.aggregator = strategy.classifier(target, public_means)
     if group_baseline(config):
-        strategy.top_tier = aggregator()
+        strategy.top_tier = strategy.classifier(target, public_means)
     if config.evaluation.nonprivate_baseline:
         population = Population.build(config.data, config.seed)
         train, dev = (encode_cached(assets.sentence, d, cache) for d in (population.train, population.dev))

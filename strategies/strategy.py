@@ -25,8 +25,8 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from clients import protocol
-from fed.learning.aggregation import ReportAggregator
-from fed.learning.classifier import LinearModel
+from fed.learning.classifiers import make_classifier, servable
+from fed.learning.server_classifier import ClassifierContext, Model, ServerClassifier
 from fed.spec.run_spec import RunSpec
 from fed.spec.plan import PrivacyPlan, make_plan
 from fed.learning.evaluation import accuracy
@@ -62,7 +62,7 @@ class LdpStrategy(Strategy):
         Classifiers evaluated beside the private one (public-only; non-private in simulation).
     """
 
-    def __init__(self, config: RunSpec, record: RunRecord, baselines: dict[str, LinearModel]) -> None:
+    def __init__(self, config: RunSpec, record: RunRecord, baselines: dict[str, Model]) -> None:
         self.config = config
         self.record = record
         self.baselines = baselines
@@ -81,8 +81,8 @@ class LdpStrategy(Strategy):
         self.summaries: dict[int, dict[str, float]] = {}
         self.saved: list[dict[str, np.ndarray]] = []
         self.errors: list[str] = []
-        self.aggregator: ReportAggregator | None = None
-        self.top_tier: ReportAggregator | None = None
+        self.aggregator: ServerClassifier | None = None
+        self.top_tier: ServerClassifier | None = None
         """Where an axis asks for it (fed.heterogeneity.registry.group_baseline; privacy tiers): the same classifier
         fed only the largest-budget group's reports (a baseline)."""
         self.nonprivate_accuracy: float | None = None
@@ -139,11 +139,19 @@ class LdpStrategy(Strategy):
         # inference applies the same features.
         self.dim = int(self.plan.train.features(np.zeros((1, self.feature_dim))).shape[1])
         self.clock = VirtualClock.start(self.config, self.dim)
-        self.aggregator = ReportAggregator(
-            self.dim, self.num_labels, self.config.evaluation.shrinkage, weighting=self.config.evaluation.weighting, delta=self.plan.budget.delta
-        )
+        self.aggregator = self.classifier()
         if ENGINE_SAMPLER in {self.samplers.get(n) for n in self.ready}:
             self._user_attributes()  # per-user results will come: rebuild the population now, not inside a round
+
+    def classifier(self, target: np.ndarray | None = None, public_means: np.ndarray | None = None) -> ServerClassifier:
+        """A new downstream classifier of --classifier for this run (public data's covariance ``target`` and
+        class ``public_means`` where the server has them)."""
+        evaluation = self.config.evaluation
+        context = ClassifierContext(
+            self.dim, self.num_labels, self.config.seed, self.plan.budget.delta, evaluation.shrinkage, target,
+            public_means, evaluation.screening, evaluation.weighting,
+        )
+        return make_classifier(evaluation.classifier, context)
 
     def refresh(self, grid: Grid) -> None:
         """Re-read the connected nodes: set up new ones (a restarted SuperNode), mark gone ones.
@@ -204,7 +212,8 @@ class LdpStrategy(Strategy):
             late = self.clock.run_round(sampled, np.minimum(records, per_round) if per_round else records)
             self.late = set(sampled[late].tolist())
             self.round_metrics.update({"users_late": len(self.late), "virtual_seconds": self.clock.now})
-        summarise = not self.config.output.save_reports and self.shuffler is None  # a shuffler takes single reports, not sums
+        # A shuffler takes single reports, not sums; so does a classifier that reads every report (--classifier mlp).
+        summarise = not self.config.output.save_reports and self.shuffler is None and not self.aggregator.needs_reports
         self.outbox = self._per_node(sampled.tolist(), protocol.TRAIN, summarise=summarise, late=self.late)
         return self.outbox
 
@@ -258,8 +267,8 @@ class LdpStrategy(Strategy):
         self.round_metrics["users_by_host"] = {host: len(users) for host, users in hosts.items()}
         if not self.aggregator.reports or not self.evaluates(server_round):
             return None, MetricRecord({"reports-total": self.aggregator.reports})
-        self.round_metrics["classifier_coordinates"] = int(self.aggregator.lda.coordinates().sum())
-        return protocol.models_record({"private": self.aggregator.model()}), MetricRecord(
+        self.round_metrics.update(self.aggregator.round_metrics())
+        return protocol.models_record({"private": self._model(self.aggregator)}), MetricRecord(
             {"reports-total": self.aggregator.reports}
         )
 
@@ -278,9 +287,9 @@ class LdpStrategy(Strategy):
             return self.outbox
         models = dict(self.baselines)
         if self.aggregator.reports:
-            models["private"] = self.aggregator.model()
+            models["private"] = self._model(self.aggregator)
         if self.top_tier is not None and self.top_tier.reports:
-            models["top_tier"] = self.top_tier.model()
+            models["top_tier"] = self._model(self.top_tier)
         content = protocol.evaluate_request(models)
         self.outbox = [Message(content, dst_node_id=n, message_type=protocol.EVALUATE) for n in self._hosting()]
         return self.outbox
@@ -371,12 +380,13 @@ class LdpStrategy(Strategy):
         nodes that are not connected, or that miss a step, take no further part.
         """
         self.refresh(grid)
-        models: dict[str, LinearModel] = {}  # per query randomizer (one per group, e.g. privacy tier)
+        models: dict[str, Model] = {}  # per query randomizer (one per group, e.g. privacy tier)
 
-        def model_for(randomizer: dict[str, Any]) -> LinearModel:
+        def model_for(randomizer: dict[str, Any]) -> Model:
             key = json.dumps(randomizer, sort_keys=True)
             if key not in models:
-                models[key] = self.aggregator.model_for_reports(randomizer, answers=self.plan.upsampling.k)
+                model = self.aggregator.model_for_reports(randomizer, answers=self.plan.upsampling.k)
+                models[key] = servable(model, self.config.evaluation.classifier)
             return models[key]
 
         active = sorted(u for u, node in self.node_of.items() if node in self.available and self.query_counts.get(u, 1) > 0)
@@ -449,6 +459,10 @@ class LdpStrategy(Strategy):
         return dict(sorted(ledgers.items()))
 
     # -- helpers -----------------------------------------------------------------------
+    def _model(self, classifier: ServerClassifier) -> Model:
+        """``classifier``'s model for clean inputs, checked to be a form users run."""
+        return servable(classifier.model(), self.config.evaluation.classifier)
+
     def _decode(self, data: NodeReply) -> np.ndarray:
         return make_randomizer(data.randomizer).decode(data.reports)[0]
 

@@ -12,10 +12,12 @@ from fed.privacy.composition import compose_epsilon
 from fed.privacy.validators import check_delta
 from fed.randomizers import Randomizer, make_randomizer
 from fed.learning.report_sums import ReportSums
+from fed.learning.server_classifier import ServerClassifier
 
 
-class ReportAggregator:
-    """Everything received so far, summarised as the classifier's sufficient statistics.
+class ReportAggregator(ServerClassifier):
+    """The noise-aware discriminant (``--classifier lda``, the default): everything received so far,
+    summarised as its sufficient statistics.
 
     Parameters
     ----------
@@ -32,6 +34,8 @@ class ReportAggregator:
     delta:
         The delta at which a batch's epsilon is stated, for ``epsilon`` weighting.
     """
+
+    needs_reports = False
 
     def __init__(
         self,
@@ -91,6 +95,11 @@ class ReportAggregator:
         """
         _, noise_variance = make_randomizer(randomizer_params).decode(np.zeros((0, self.lda.dim)))
         return self.lda.model_for(np.sqrt(np.asarray(noise_variance) / max(int(answers), 1)))
+
+
+    def round_metrics(self) -> dict[str, Any]:
+        """How many coordinates the discriminant uses (``classifier_coordinates``)."""
+        return {"classifier_coordinates": int(self.lda.coordinates().sum())}
 
 
 def fit_clean(x: np.ndarray, y: np.ndarray, num_classes: int, shrinkage: float) -> LinearModel:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fed.learning.classifier import LinearModel
+from fed.learning.server_classifier import Model
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def accuracy(outcomes: Iterable[Outcomes]) -> dict[str, float]:
 
 
 def local_outcomes(
-    models: Mapping[str, LinearModel], x: Mapping[str, np.ndarray], y: np.ndarray, users: np.ndarray, starts: np.ndarray
+    models: Mapping[str, Model], x: Mapping[str, np.ndarray], y: np.ndarray, users: np.ndarray, starts: np.ndarray
 ) -> Outcomes:
     """Exact outcomes of each model on stacked query records (simulation only: nothing leaves the node).
 

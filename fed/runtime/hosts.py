@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.learning.classifier import LinearModel
+from fed.learning.server_classifier import Model
 from fed.learning.evaluation import Outcomes, UserOutcomes
 from fed.runtime.node import NodeHost, NodeReply
 from fed.privacy.ledger import Ledger
@@ -77,7 +77,7 @@ class NodeHosts:
             by_host.setdefault(id(self.host_of[uid]), []).append(uid)
         return [(host, {**part, "users": by_host[id(host)]}) for host in self.hosts if id(host) in by_host]
 
-    def evaluate(self, models: Mapping[str, LinearModel]) -> Outcomes:
+    def evaluate(self, models: Mapping[str, Model]) -> Outcomes:
         """Local-inference outcomes of every host's users (see :meth:`NodeHost.evaluate`)."""
         return _pooled([host.evaluate(models) for host in self.hosts])
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.learning.classifier import LinearModel
+from fed.learning.server_classifier import Model
 from fed.runtime.cohort import Cohort, summaries
 from fed.device.entropy import generator
 from fed.learning.evaluation import Outcomes, local_outcomes
@@ -282,7 +282,7 @@ class NodeHost:
             sums=step.sums,
         )
 
-    def evaluate(self, models: Mapping[str, LinearModel]) -> Outcomes:
+    def evaluate(self, models: Mapping[str, Model]) -> Outcomes:
         """Local inference on every user's clean queries: exact counts, pooled and per user, in a
         simulation; on a device only the pooled counts of the policy's evaluation channel (charged
         per query and model), never a user's own accuracy."""
@@ -318,8 +318,8 @@ class NodeHost:
         return self._noisy_outcomes(channel, bits, correct, total)
 
     def _local_inputs(
-        self, models: Mapping[str, LinearModel], query: np.ndarray, rng: np.random.Generator | None
-    ) -> tuple[dict[str, LinearModel], dict[str, np.ndarray]]:
+        self, models: Mapping[str, Model], query: np.ndarray, rng: np.random.Generator | None
+    ) -> tuple[dict[str, Model], dict[str, np.ndarray]]:
         """Each model to score and its input for the clean ``query`` rows: the query randomizer's
         features, and with a denoiser also ``<model>_denoised`` on denoised releases (noise from ``rng``)."""
         named = dict(models)

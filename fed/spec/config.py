@@ -38,6 +38,7 @@ _HELP: dict[str, str] = {
     "p_query": "remote inference: probability that each mixed query is released in a step (1: every query every step)",
     "answers": "remote inference: steps repeat until every true query has at least this many answers (k)",
     "inference": "local (users apply the downloaded classifier, free) or remote (privatized queries, costs budget)",
+    "classifier": "the server's downstream classifier, trained on the released reports (post-processing: ledgers do not change): lda (the noise-aware discriminant, from the reports' sums), mlp (the seeds' MLP head, one hidden layer trained by SGD on every report; users get its layers for local inference), or a name registered in-process (fed.learning.classifiers.register_classifier) or by an installed plugin (entry-point group ldpfed.classifiers). docs/results.md compares lda and mlp",
     "shrinkage": "covariance shrinkage of the noise-aware classifier in [0, 1]; negative: automatic (Ledoit-Wolf)",
     "weighting": "how the classifier combines reports of different noise (privacy tiers): inverse-variance (each group by the noise its reports declare; a noisy tier never dilutes the model), epsilon (each report by its epsilon) or pooled (every report counts once)",
     "screening": "classifier coordinates: on = those that maximise the expected Fisher ratio (public class means vs the noise); auto = on when noise dominates; off = all",

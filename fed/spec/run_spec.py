@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -39,7 +40,7 @@ ORDER: tuple[str, ...] = (
     "epsilon", "tiers", "device_tiers", "sigma", "delta", "user_epsilon", "labels", "rounds", "evaluate_every",
     "users_per_round", "records_per_user_round", "releases_per_record", "releases_per_query", "sampling",
     "availability", "dropout", "device_speed", "behavior_trace", "deadline", "enforce", "upsampling_q", "p_query",
-    "answers", "inference", "shrinkage", "screening", "weighting", "nodes", "min_nodes", "round_timeout", "seed", "out",
+    "answers", "inference", "classifier", "shrinkage", "screening", "weighting", "nodes", "min_nodes", "round_timeout", "seed", "out",
     "save_reports", "cache_dir", "nonprivate_baseline", "privacy_model", "central_clip", "central_clipping",
     "central_noise", "central_lr", "central_epochs",
 )
@@ -191,6 +192,8 @@ class RunSpec:
         self._check_axes(options_set=True)  # axes that set their groups' run options: checked with the mechanism
         if evaluation.inference not in ("local", "remote"):
             raise ValueError(f"--inference must be local or remote, got {evaluation.inference!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", evaluation.classifier):  # which exist: the server's registry (fed.learning.classifiers)
+            raise ValueError(f"--classifier must be a classifier's name (letters, digits, '-', '_'), got {evaluation.classifier!r}")
         if evaluation.shrinkage > 1:
             raise ValueError("--shrinkage must be at most 1 (negative: automatic)")
         if evaluation.screening not in SCREENING:
@@ -291,6 +294,7 @@ class RunSpec:
         if privacy.central_noise == 0 and privacy.epsilon <= 0:
             raise ValueError("--privacy-model central: give --epsilon > 0 (user-level; noise calibrated) or --central-noise > 0")
         grouping = self.heterogeneity.grouping_options()  # e.g. --tiers
-        for name, value, default in (("inference", evaluation.inference, "local"), ("labels", privacy.labels, "public"), *grouping):
+        for name, value, default in (("inference", evaluation.inference, "local"), ("labels", privacy.labels, "public"), *grouping,
+                                     ("classifier", evaluation.classifier, "lda")):
             if value != default:
                 raise ValueError(f"--privacy-model central trains on clean local data: {flag(name)} {value!r} does not apply")

@@ -164,6 +164,7 @@ class EvaluationSpec:
     upsampling_q: float = 1.0
     p_query: float = 1.0
     answers: int = 1
+    classifier: str = "lda"
     shrinkage: float = -1.0
     screening: str = "auto"
     weighting: str = "inverse-variance"

@@ -248,6 +248,12 @@ class Hostile:
         count = int(self._pick([0, 1, 1, 2, 4, 5, 50]))
         arrays: dict[str, Any] = {}
         for i in range(count):
+            if self._chance(0.3):  # an MLP (--classifier mlp): its layers are as untrusted as a linear model
+                widths = [self.dim, *[int(self._pick([1, 8, 64])) for _ in range(int(self._pick([1, 2])))], self.num_labels]
+                for j, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+                    arrays[f"m{i}.layer{j}.weights"] = self.rng.normal(size=(a, b))
+                    arrays[f"m{i}.layer{j}.bias"] = np.zeros(b)
+                continue
             arrays[f"m{i}.weights"] = self.rng.normal(size=(self.dim, self.num_labels))
             arrays[f"m{i}.bias"] = np.zeros(self.num_labels)
         if arrays and self._chance(0.7):
@@ -257,7 +263,7 @@ class Hostile:
             else:
                 arrays[name] = self._bad_array(arrays[name])
         if self._chance(0.1):
-            arrays[self._pick(["weights", ".bias", "m0", "a.b.weights", ""])] = np.zeros(2)
+            arrays[self._pick(["weights", ".bias", "m0", "a.b.weights", "", "m0.layer9.bias", "m0.layer0.code"])] = np.zeros(2)
         record = ArrayRecord({k: self._array(v) for k, v in arrays.items()})
         return RecordDict({"models": record} if not self._chance(0.05) else {"model": record})
 

@@ -63,6 +63,9 @@ def simulate(
         raise ValueError(f"--cpus-per-client {cpus_per_client}: each ClientApp needs at least 1 CPU")
     address = resolve_ray_address(ray_address)
     config = resolve(spec, run_options)
+    from fed.learning.classifiers import check_classifier
+
+    check_classifier(config.evaluation.classifier)  # built in or an installed plugin: the ServerApp runs elsewhere
     if address:  # actors on a cluster inherit neither this environment ($LDPFED_CACHE) nor its folder
         from fed.runtime.assets import default_cache_dir
 

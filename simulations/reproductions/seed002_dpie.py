@@ -38,7 +38,7 @@ from simulations.reproductions import REPORTS
 from simulations.reproductions._cells import (
     Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table,
 )
-from simulations.reproductions._mlp import MLPRecipe, train_mlp
+from fed.learning.mlp import MLPRecipe, train_mlp
 
 DESCRIPTION = "Seed 002 Figure 1: DP-IE Gaussian / Laplace vs TextHide on SST-2 and CoLA, epsilon 0.1-20, MLP (768,768,768)"
 NAME = "seed002_dpie"

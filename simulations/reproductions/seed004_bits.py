@@ -40,7 +40,7 @@ from simulations.reproductions import REPORTS
 from simulations.reproductions._cells import (
     Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table, write_readme,
 )
-from simulations.reproductions._mlp import MLPRecipe, train_mlp
+from fed.learning.mlp import MLPRecipe, train_mlp
 
 DESCRIPTION = "Seed 004 Tables 1-2: OME / SUE / OUE bit flipping on IMDb, Amazon, Yelp, Intent, MRPC with an MLP"
 NAME = "seed004_bits"
