@@ -18,6 +18,10 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from fed.encoders.registry import register_encoder
+from fed.heterogeneity.registry import register_axis
+from fed.learning.classifiers import register_classifier
+from fed.randomizers.plugins import register_randomizer
 from fed.spec.run_spec import RunSpec
 from ldpfed._attack import AttackResult, attack
 from ldpfed._audit import AuditResult, audit
@@ -32,8 +36,8 @@ except PackageNotFoundError:  # a checkout on sys.path, not installed
     __version__ = "0+unknown"
 
 # The public names. Add a name here and to CHANGELOG.md's "Unreleased" section together
-# (tests/test_public_surface.py); extension points (register_randomizer, register_encoder,
-# register_axis, register_classifier) are re-exported here as well.
+# (tests/test_public_surface.py). The register_* functions are the in-process extension points
+# (docs/plugins.md); installed packages use the entry-point groups instead.
 __all__ = [
     "AttackResult",
     "AuditResult",
@@ -45,6 +49,10 @@ __all__ = [
     "attack",
     "audit",
     "privacy",
+    "register_axis",
+    "register_classifier",
+    "register_encoder",
+    "register_randomizer",
     "simulate",
     "study",
 ]
