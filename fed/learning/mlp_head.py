@@ -20,7 +20,7 @@ from fed.learning.mlp import MLPModel, MLPRecipe, train_mlp
 from fed.learning.server_classifier import ClassifierContext, ServerClassifier
 from fed.randomizers import make_randomizer
 
-RECIPE = MLPRecipe(hidden=(128,), epochs=20, batch_size=64, lr=0.01, momentum=0.9, decay=1e-6)
+RECIPE = MLPRecipe(hidden=(128,), epochs=20, batch_size=64, lr=0.01, momentum=0.9, decay=1e-6, shrink=True)
 """One hidden layer of 128 ReLU units, 20 epochs of SGD with momentum (seed 004's schedule; docs/results.md)."""
 STREAM = 0x4D4C50
 """Stream of the MLP's initialisation and batch order under the run seed."""

@@ -6,7 +6,8 @@ post-processing; each pair's ledgers are compared and the report says whether th
 Every run is the real ServerApp and ClientApp of ``ldpfed simulate`` on the in-process grid
 (simulations/experiments/local_run.py), local inference on the users' clean queries. Results go to
 simulations/reports/classifier_head/results.json as each run ends; a rerun skips the runs already
-there (delete a key to rerun it).
+there (delete a key to rerun it); an mlp run made with another MLP recipe than the built-in one of this
+checkout is rerun, and never reported beside the current recipe's runs.
 
     python -m simulations.experiments.classifier_head                # run what is missing
     python -m simulations.experiments.classifier_head --report-only  # rewrite the README from results.json
@@ -15,6 +16,7 @@ there (delete a key to rerun it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import shlex
@@ -44,6 +46,16 @@ def key(name: str, epsilon: float, classifier: str) -> str:
     return f"{name} | eps {epsilon:g} | {classifier}"
 
 
+def recipe(classifier: str) -> dict[str, Any] | None:
+    """The MLP recipe an mlp run uses (None for lda): a run stands only while it equals the checkout's."""
+    return json.loads(json.dumps(dataclasses.asdict(RECIPE))) if classifier == "mlp" else None
+
+
+def current(row: dict[str, Any] | None, classifier: str) -> dict[str, Any] | None:
+    """``row`` if it was made with this checkout's recipe, else None."""
+    return row if row is not None and row.get("recipe") == recipe(classifier) else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the missing runs, then write the README."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         for epsilon in args.epsilons:
             for name in args.datasets:
                 for classifier in CLASSIFIERS:
-                    if key(name, epsilon, classifier) not in results:
-                        row = {**_run(args, name, epsilon, classifier), "command": command}
+                    if current(results.get(key(name, epsilon, classifier)), classifier) is None:
+                        row = {**_run(args, name, epsilon, classifier), "command": command, "recipe": recipe(classifier)}
                         # re-read first: another invocation (e.g. --datasets SNIPS) may have added runs meanwhile
                         results = json.loads(results_path.read_text()) if results_path.is_file() else {}
                         results[key(name, epsilon, classifier)] = row
@@ -133,7 +145,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     ]
     for epsilon in args.epsilons:
         for name in args.datasets:
-            lda, mlp = (results.get(key(name, epsilon, c)) for c in CLASSIFIERS)
+            lda, mlp = (current(results.get(key(name, epsilon, c)), c) for c in CLASSIFIERS)
             if lda is None or mlp is None:
                 lines.append(f"| {name} | {epsilon:g} | {_acc(lda)} | {_acc(mlp)} | | | | |")
                 continue

@@ -40,6 +40,9 @@ VARIANTS = {
     "input dropout 0.5 (seed 004)": dataclasses.replace(RECIPE, input_dropout=0.5),
     "weight decay 0.01": dataclasses.replace(RECIPE, weight_decay=1e-2),
     "lr 0.001, weight decay 0.01": dataclasses.replace(RECIPE, lr=1e-3, weight_decay=1e-2),
+    "early stopping (20% held out, patience 3)": dataclasses.replace(RECIPE, holdout=0.2, patience=3),
+    "drawn toward class means": dataclasses.replace(RECIPE, shrink=True),
+    "drawn toward class means, early stopping": dataclasses.replace(RECIPE, shrink=True, holdout=0.2, patience=3),
 }
 
 
