@@ -38,14 +38,14 @@ class MLPRecipe:
     """'sgd' (momentum, Keras-style decay) or 'adam' (lr, no decay)."""
     weight_decay: float = 0.0
     """L2 penalty on the weights (the optimizer's weight_decay)."""
+    shrink: bool = False
+    """Each time a row is trained on, it is drawn toward its (reported) class's mean over the training rows by a
+    fresh uniform share t: mean + t (row - mean) (t = 1: the row as given), so that the net also
+    sees inputs with less than the reports' noise, as clean queries have."""
     holdout: float = 0.0
     """Share of the rows held out (seeded) for early stopping: after each epoch the loss on them is
     measured, and the weights of the epoch with the lowest held-out loss are kept. 0: no holdout,
     the weights after the last epoch."""
-    shrink: bool = False
-    """Each time a row is trained on, it is drawn toward its class's mean over the training rows by a
-    fresh uniform share t: mean + t (row - mean) (t = 1: the row as given), so that the net also
-    sees inputs with less than the reports' noise, as clean queries have."""
     patience: int = 0
     """With a holdout, stop after this many epochs without a lower held-out loss (0: run every epoch)."""
 
@@ -141,13 +141,11 @@ def train_mlp(
         if corrected:
             tt = torch.as_tensor(np.asarray(transitions, dtype=np.float32))
             ct = torch.as_tensor(np.asarray(channel, dtype=np.int64))
-            targets = yt if y.ndim == 2 else nn.functional.one_hot(yt, num_classes).float()
         order = torch.randperm(len(xt), generator=generator) if recipe.holdout else torch.arange(len(xt))
         held = order[: int(round(recipe.holdout * len(xt)))]
         fit = order[len(held):]
         if recipe.holdout and (not len(held) or not len(fit)):
             raise ValueError(f"a holdout of {recipe.holdout:g} leaves no rows to train on or to stop by among {len(xt)}")
-
         onehot = yt if y.ndim == 2 else nn.functional.one_hot(yt, num_classes).float()
         weights = onehot[fit].sum(dim=0)
         centres = onehot @ ((onehot[fit].T @ xt[fit]) / weights.clamp_min(1e-12)[:, None])
@@ -160,7 +158,7 @@ def train_mlp(
             logits = net(inputs)
             if corrected:
                 reported = torch.einsum("nk,nkj->nj", logits.softmax(dim=1), tt[ct[rows]])
-                return -(targets[rows] * reported.clamp_min(1e-12).log()).sum(dim=1).mean()
+                return -(onehot[rows] * reported.clamp_min(1e-12).log()).sum(dim=1).mean()
             return nn.functional.cross_entropy(logits, yt[rows])
 
         if recipe.optimizer == "adam":
