@@ -38,6 +38,16 @@ class MLPRecipe:
     """'sgd' (momentum, Keras-style decay) or 'adam' (lr, no decay)."""
     weight_decay: float = 0.0
     """L2 penalty on the weights (the optimizer's weight_decay)."""
+    shrink: bool = False
+    """Each time a row is trained on, it is drawn toward its (reported) class's mean over the training rows by a
+    fresh uniform share t: mean + t (row - mean) (t = 1: the row as given), so that the net also
+    sees inputs with less than the reports' noise, as clean queries have."""
+    holdout: float = 0.0
+    """Share of the rows held out (seeded) for early stopping: after each epoch the loss on them is
+    measured, and the weights of the epoch with the lowest held-out loss are kept. 0: no holdout,
+    the weights after the last epoch."""
+    patience: int = 0
+    """With a holdout, stop after this many epochs without a lower held-out loss (0: run every epoch)."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +118,9 @@ def train_mlp(
     With ``transitions`` (m, k, k) and ``channel`` (n,): row i's label went through the channel
     ``transitions[channel[i]]`` (P[reported j | true i], randomized response); the loss is then the
     cross-entropy of the reported label under the model's true-label probabilities sent through that
-    channel (forward loss correction), so the net learns the true labels. Deterministic on CPU for
-    one ``seed``.
+    channel (forward loss correction), so the net learns the true labels. With ``recipe.holdout``, a
+    seeded share of the rows is not trained on but scored by the same loss after each epoch, and the
+    best epoch's weights are returned (early stopping). Deterministic on CPU for one ``seed``.
     """
     import torch
     from torch import nn
@@ -130,24 +141,49 @@ def train_mlp(
         if corrected:
             tt = torch.as_tensor(np.asarray(transitions, dtype=np.float32))
             ct = torch.as_tensor(np.asarray(channel, dtype=np.int64))
-            targets = yt if y.ndim == 2 else nn.functional.one_hot(yt, num_classes).float()
+        order = torch.randperm(len(xt), generator=generator) if recipe.holdout else torch.arange(len(xt))
+        held = order[: int(round(recipe.holdout * len(xt)))]
+        fit = order[len(held):]
+        if recipe.holdout and (not len(held) or not len(fit)):
+            raise ValueError(f"a holdout of {recipe.holdout:g} leaves no rows to train on or to stop by among {len(xt)}")
+        onehot = yt if y.ndim == 2 else nn.functional.one_hot(yt, num_classes).float()
+        weights = onehot[fit].sum(dim=0)
+        centres = onehot @ ((onehot[fit].T @ xt[fit]) / weights.clamp_min(1e-12)[:, None])
+
+        def loss_of(rows: torch.Tensor, drawn: bool = False) -> torch.Tensor:
+            inputs = xt[rows]
+            if drawn:
+                t = torch.rand(len(rows), 1, generator=generator)
+                inputs = centres[rows] + t * (inputs - centres[rows])
+            logits = net(inputs)
+            if corrected:
+                reported = torch.einsum("nk,nkj->nj", logits.softmax(dim=1), tt[ct[rows]])
+                return -(onehot[rows] * reported.clamp_min(1e-12).log()).sum(dim=1).mean()
+            return nn.functional.cross_entropy(logits, yt[rows])
+
         if recipe.optimizer == "adam":
             optimizer = torch.optim.Adam(net.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
         else:
             optimizer = torch.optim.SGD(net.parameters(), lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1.0 + recipe.decay * step))
-        net.train()
-        for _ in range(recipe.epochs):
-            for batch in torch.randperm(len(xt), generator=generator).split(recipe.batch_size):
-                logits = net(xt[batch])
-                if corrected:
-                    reported = torch.einsum("nk,nkj->nj", logits.softmax(dim=1), tt[ct[batch]])
-                    loss = -(targets[batch] * reported.clamp_min(1e-12).log()).sum(dim=1).mean()
-                else:
-                    loss = nn.functional.cross_entropy(logits, yt[batch])
+        best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+        for epoch in range(recipe.epochs):
+            net.train()
+            for batch in fit[torch.randperm(len(fit), generator=generator)].split(recipe.batch_size):
+                loss = loss_of(batch, recipe.shrink)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
                 schedule.step()
+            if len(held):
+                net.eval()
+                with torch.no_grad():
+                    held_loss = float(loss_of(held))
+                if best is None or held_loss < best[0]:
+                    best = (held_loss, epoch, {k: v.clone() for k, v in net.state_dict().items()})
+                elif recipe.patience and epoch - best[1] >= recipe.patience:
+                    break
+        if best is not None:
+            net.load_state_dict(best[2])
     dense = [m for m in net if isinstance(m, nn.Linear)]
     return MLPModel(tuple((m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64)) for m in dense))
