@@ -104,6 +104,21 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _install(root / "site", example, _package(root / "undercounted", "ldpfed-undercounted", UNDERCOUNTED, points))
 
 
+@pytest.mark.parametrize("first", ["fed.encoders.registry", "fed.randomizers", "fed.heterogeneity.registry", "ldpfed"])
+def test_one_plugin_module_loads_whichever_registry_is_imported_first(site: Path, first: str) -> None:
+    """The example module holds a randomizer, an encoder and an axis; importing it imports the registries
+    again, so a registry imported then must not read the module half-loaded (a circular import)."""
+    code = (
+        f"import {first}\n"
+        "from fed.randomizers import RANDOMIZERS\nfrom fed.encoders.registry import ENCODERS\n"
+        "from fed.heterogeneity import registry\n"
+        "assert 'sphere-gaussian' in RANDOMIZERS and 'hashed-words' in ENCODERS\n"
+        "assert 'cohorts' in [axis.name for axis in registry.AXES]\n"
+    )
+    done = _run(site, "-c", code, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def gdp_epsilon(mu: float, delta: float) -> float:
     """The epsilon of mu-GDP at ``delta`` (Dong, Roth and Su 2022, Corollary 2.13), solved here, not by ldpfed."""
     def gap(eps: float) -> float:  # delta(eps) - delta, with e^eps * Phi(.) taken in logs (eps reaches the thousands)

@@ -74,6 +74,11 @@ def install(
     PLUGINS[group][name] = source
 
 
+_PENDING: list[Callable[[], None]] = []
+"""Groups whose registry was imported while another group's plugins were loading (see load_into)."""
+_loading = False
+
+
 def load_into(
     group: str,
     registry: MutableMapping[str, object],
@@ -81,9 +86,24 @@ def load_into(
     check: Callable[[str, object, str], object],
 ) -> None:
     """:func:`install` every plugin of ``group``, each as ``check(name, loaded, source)`` returns it (which
-    raises PluginError naming ``source`` for an object that is not a valid plugin of the group)."""
-    for name, (loaded, source) in load_entries(group).items():
-        install(group, registry, name, check(name, loaded, source), source, builtin)
+    raises PluginError naming ``source`` for an object that is not a valid plugin of the group).
+
+    A plugin module imports ldpfed's registries while it loads; a registry imported then (one module
+    may hold a randomizer and an encoder) files its group's plugins once the module in hand has
+    finished loading, never from a partially imported module.
+    """
+    global _loading
+    if _loading:
+        _PENDING.append(lambda: load_into(group, registry, builtin, check))
+        return
+    _loading = True
+    try:
+        for name, (loaded, source) in load_entries(group).items():
+            install(group, registry, name, check(name, loaded, source), source, builtin)
+    finally:
+        _loading = False
+    while _PENDING:
+        _PENDING.pop(0)()
 
 
 @cache
