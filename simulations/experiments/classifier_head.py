@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from fed.learning.mlp_head import RECIPE
-from simulations.experiments.local_run import run_in_process, single_threaded_blas
+from simulations.experiments.local_run import SHARED, run_in_process, single_threaded_blas, sweep_parser
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 REPORT = Path(__file__).resolve().parents[1] / "reports" / "classifier_head"
 DATASETS: dict[str, dict[str, Any]] = {
     "SST-2": {"data": "sst2", "public": "sentiment_labelled_sentences", "dim": 16},
@@ -58,15 +57,8 @@ def current(row: dict[str, Any] | None, classifier: str) -> dict[str, Any] | Non
 
 def main(argv: list[str] | None = None) -> int:
     """Run the missing runs, then write the README."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-root", type=Path, default=SHARED)
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    parser.add_argument("--epsilons", type=float, nargs="+", default=[8.0, 3.0, 1.0])
-    parser.add_argument("--users", type=int, default=100)
-    parser.add_argument("--train-limit", type=int, default=8000, help="seeded sample of each training split (0: all)")
+    parser = sweep_parser(__doc__, list(DATASETS), REPORT)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=REPORT)
-    parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args(argv)
     command = " ".join(["python -m simulations.experiments.classifier_head", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     results_path = args.out / "results.json"
