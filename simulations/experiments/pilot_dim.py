@@ -202,6 +202,7 @@ def report(results: dict[str, Any], args: argparse.Namespace, command: str) -> s
         "minus the row's mean (points). 'best single': the largest single-seed accuracy of any fixed cell (how a "
         "one-seed sweep's best cell is biased upward).",
     ]
+    lines += summary(results)
     for key, found in results.items():
         row = dict(found)
         blocks = row.pop("block statistics", None)
@@ -223,6 +224,26 @@ def report(results: dict[str, Any], args: argparse.Namespace, command: str) -> s
     return "\n".join(lines) + "\n"
 
 
+def summary(results: dict[str, Any]) -> list[str]:
+    """Per epsilon: each rule's and fixed cell's gap (points) to the best fixed cell's mean, per dataset, largest first."""
+    lines = []
+    for epsilon in dict.fromkeys(key.split(" | ")[1] for key in results):
+        rows = {key.split(" | ")[0]: found for key, found in results.items() if key.split(" | ")[1] == epsilon}
+        datasets = list(rows)
+        gaps: dict[str, dict[str, float]] = {}
+        for name, row in rows.items():
+            means = {c: float(np.mean(v if isinstance(v, list) else v["accuracy"])) for c, v in row.items() if c != "block statistics"}
+            best = max(v for c, v in means.items() if isinstance(row[c], list))
+            for c, v in means.items():
+                gaps.setdefault(c, {})[name] = best - v
+        order = sorted(gaps, key=lambda c: max(gaps[c].values()))
+        lines += ["", f"Summary at {epsilon.replace('eps', 'epsilon')}: gap to the best fixed cell's mean (points), smallest largest gap first.", "",
+                  "| cell or rule | largest gap | " + " | ".join(datasets) + " |", "|---" * (len(datasets) + 2) + "|"]
+        lines += [f"| {c} | {max(gaps[c].values()) * 100:+.1f} | " + " | ".join(f"{gaps[c][n] * 100:+.1f}" for n in datasets) + " |"
+                  for c in order]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, write pilot.json and pilot.md beside the sweep's report."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -233,12 +254,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-limit", type=int, default=8000)
     parser.add_argument("--data-root", type=Path, default=SHARED)
     parser.add_argument("--out", type=Path, default=REPORT)
+    parser.add_argument("--report-only", action="store_true", help="rewrite pilot.md from pilot.json (its command kept)")
     args = parser.parse_args(argv)
     command = " ".join(["python -m simulations.experiments.pilot_dim", *(sys.argv[1:] if argv is None else argv)])
-    single_threaded_blas()
-    results = run(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "pilot.json").write_text(json.dumps(results, indent=1) + "\n")
+    if args.report_only:
+        saved = json.loads((args.out / "pilot.json").read_text())
+        command, results = saved["command"], saved["results"]
+        args.seeds = len(next(v for v in next(iter(results.values())).values() if isinstance(v, list)))
+    else:
+        single_threaded_blas()
+        results = run(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "pilot.json").write_text(json.dumps({"command": command, "results": results}, indent=1) + "\n")
     (args.out / "pilot.md").write_text(report(results, args, command))
     return 0
 
