@@ -240,6 +240,10 @@ def report(results: dict[str, Any], args: argparse.Namespace, norms: dict[str, d
                 f"{within} | " + (f"{extra[1]['accuracy']:.3f} ({extra[0]})" if extra else "-") + " |"
             )
     lines += _verdict(results, args, gaps)
+    if (args.out / "pilot.md").is_file():
+        lines += ["", "A pilot of the users' own charged reports choosing the dimension (the task's statistics from a share "
+                  "of the releases, noise-corrected) was tested offline over several seeds and not built: pilot.md beside this "
+                  "file (simulations/experiments/pilot_dim.py)."]
     lines += _norms(norms, args.train_limit)
     seen = {k.split(" | ")[2] for k in results}
     names = [c for c in GRID if c in seen] + sorted(seen - set(GRID))

@@ -1,0 +1,274 @@
+"""Offline test of a pilot rule for the representation (issue 29, item 4): can a share of the users' own charged
+reports tell the server which projection dimension the task needs?
+
+The rule: a pilot share of the records is released once, like any record, in a wide space (the public
+'generated' PCA at WIDE dimensions, clip 1). From those reports alone (labels public, the noise std known)
+the server estimates, per block of PCA coordinates, the between-class energy of the class means (the noise's
+share subtracted, empirical-Bayes shrunk) and the within-class variance, simulates Gaussian records with
+those statistics, and for each candidate dimension k draws as many noisy reports (clip 1, the run's noise) as
+the remaining records will send, fits the tool's NoiseAwareLDA on them and scores it on clean simulated
+records; the remaining records are then released at the best k and the classifier fitted on them (and on the
+pilot's reports where k == WIDE: the same space and clip). The within-class variance per block comes either
+from the pilot ('pilot': reports' scatter minus sigma^2) or from the public corpus's own energy profile
+('public profile'); 'oracle' feeds the same simulation the clean records' statistics (not private: it shows
+what the simulation could do with exact statistics).
+
+Offline, with the tool's own pieces (encode_cached MiniLM encodings, PCAProjection, the run's calibrated
+Gaussian randomizer from make_plan, ReportAggregator); not the ServerApp: noise is drawn with numpy
+generators seeded per repeat, the pilot is a seeded random share of the records (not of the users), there is
+no partition. Same reduced setting as defaults_sweep: the seeded 8,000 training records, one release per record,
+worst-case epsilon, delta 1e-5, local inference on the whole evaluation split.
+
+    python -m simulations.experiments.pilot_dim --epsilons 8 3 1 --seeds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fed.data.corpus import generate_public_corpus
+from fed.data.loaders import load_dataset
+from fed.encoders.cache import encode_cached
+from fed.encoders.factory import make_encoder
+from fed.encoders.projection import PCAProjection
+from fed.learning.aggregation import ReportAggregator
+from fed.learning.classifier import class_means
+from fed.randomizers.base import Randomizer
+from fed.runtime.assets import PUBLIC_GENERATED_SIZE, default_cache_dir
+from fed.spec.plan import make_plan
+from fed.spec.run_spec import RunSpec
+from simulations.experiments.defaults_sweep import DATASETS, REPORT
+from simulations.experiments.local_run import SHARED, single_threaded_blas
+
+WIDE = 128
+CANDIDATES = (8, 16, 32, 64, 128)
+BLOCKS = ((0, 8), (8, 16), (16, 32), (32, 64), (64, 128))
+"""Blocks of public-PCA coordinates (candidate k = the end of a block) whose statistics the pilot estimates."""
+CELLS: dict[str, tuple[int, float]] = {
+    "defaults (dim 16, clip 3)": (16, 3.0),
+    **{f"dim {d}, clip 1": (d, 1.0) for d in CANDIDATES},
+    "dim 0 (none), clip 1": (0, 1.0),
+}
+"""Fixed cells (dimension, clip) over the same seeds; 'dim 0': no projection."""
+SIMULATED_HELD = 4000
+REPEATS = 2
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to norm 1 (every projected MiniLM record is clipped at 1 here: see the sweep's norms table)."""
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def randomizer(epsilon: float, clip: float, num_labels: int) -> Randomizer:
+    """The run's calibrated training randomizer at ``epsilon`` and ``clip`` (defaults otherwise)."""
+    return make_plan(RunSpec.from_mapping({"data": "generated", "epsilon": epsilon, "clip": clip, "dim": 0}), num_labels).train
+
+
+def lda_accuracy(train: np.ndarray, y: np.ndarray, test: np.ndarray, y_test: np.ndarray, rz: Randomizer, c: int,
+                 rng: np.random.Generator, extra: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+    """Accuracy on clean ``test`` of the noise-aware LDA fitted on reports of ``train`` (and on ``extra`` reports)."""
+    aggregator = ReportAggregator(train.shape[1], c, shrinkage=-1.0)
+    aggregator.add(rz.release(train, rng), y, rz.params(), None)
+    if extra is not None:
+        aggregator.add(extra[0], extra[1], rz.params(), None)
+    return float(np.mean(aggregator.model().predict(rz.features(test)) == y_test))
+
+
+def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Shrunk class means (c, WIDE) and per-coordinate within-class variance (WIDE,) from reports ``r`` of std ``sigma``.
+
+    ``profile``: per-block within variance to use instead of the reports' scatter minus sigma^2 (None: the scatter).
+    """
+    counts = np.bincount(y, minlength=c).astype(float)
+    means = class_means(r, y, c)
+    residual = r - means[y]
+    grand = counts @ means / counts.sum()
+    shrunk, within = np.repeat(grand[None], c, axis=0), np.zeros(r.shape[1])
+    for i, (a, b) in enumerate(BLOCKS):
+        scatter = float(np.sum(residual[:, a:b] ** 2)) / max(len(r) - c, 1) / (b - a) - sigma**2
+        within[a:b] = max(scatter, 0.0) if profile is None else profile[i]
+        deviation = means[:, a:b] - grand[a:b]
+        observed = float(np.sum(counts[:, None] * deviation**2))
+        noise = (c - 1) * (b - a) * (within[a] + sigma**2)
+        shrunk[:, a:b] += max(observed - noise, 0.0) / max(observed, 1e-12) * deviation
+    return shrunk, within
+
+
+def block_table(clean: np.ndarray, y: np.ndarray, c: int, sigma: float, fractions: list[float]) -> dict[str, list[float]]:
+    """Per block: the clean records' between-class energy per record (sum_c n_c ||class mean - grand mean||^2 / n),
+    and the standard deviation the noise alone gives its pilot estimate at each fraction, (sigma^2 + within)
+    sqrt(2 (c - 1) m) / n_pilot for a block of m coordinates (the chi-square spread of the noisy class means)."""
+    counts = np.bincount(y, minlength=c).astype(float)
+    means = class_means(clean, y, c)
+    grand = counts @ means / counts.sum()
+    _, within = block_statistics(clean, y, c, 0.0, None)
+    table: dict[str, list[float]] = {"between": [], "within per coordinate": []}
+    for a, b in BLOCKS:
+        table["between"].append(float(np.sum(counts[:, None] * (means[:, a:b] - grand[a:b]) ** 2) / counts.sum()))
+        table["within per coordinate"].append(float(within[a]))
+    for fraction in fractions:
+        n = int(fraction * len(clean))
+        table[f"noise sd, pilot {fraction:g}"] = [
+            float((sigma**2 + within[a]) * np.sqrt(2 * (c - 1) * (b - a)) / n) for a, b in BLOCKS
+        ]
+    return table
+
+
+def simulate_choice(means: np.ndarray, within: np.ndarray, prior: np.ndarray, reports: int, rz: Randomizer,
+                    rng: np.random.Generator) -> tuple[int, dict[int, float]]:
+    """Best candidate k by the simulated accuracy of the noise-aware LDA on ``reports`` noisy reports at k."""
+    c, d = means.shape
+    scores = {}
+    for k in CANDIDATES:
+        runs = []
+        for _ in range(REPEATS):
+            y, y_held = rng.choice(c, reports, p=prior), rng.choice(c, SIMULATED_HELD, p=prior)
+            x = unit((means[y] + rng.standard_normal((reports, d)) * np.sqrt(within))[:, :k])
+            held = unit((means[y_held] + rng.standard_normal((SIMULATED_HELD, d)) * np.sqrt(within))[:, :k])
+            runs.append(lda_accuracy(x, y, held, y_held, rz, c, rng))
+        scores[k] = float(np.mean(runs))
+    return max(scores, key=lambda k: (scores[k], -k)), scores
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every cell and rule on every dataset, epsilon and seed."""
+    cache = default_cache_dir(RunSpec.from_mapping({"data": "generated"}))
+    encoder = make_encoder("minilm")
+    public = encode_cached(encoder, generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=0), cache).astype(np.float64)
+    projections = {d: PCAProjection.fit(public, d) for d in CANDIDATES}
+    wide_public = unit(projections[WIDE].apply(public))
+    profile = np.array([np.mean(np.sum(wide_public[:, a:b] ** 2, axis=1)) / (b - a) for a, b in BLOCKS])
+    out: dict[str, Any] = {}
+    for name in args.datasets:
+        train = load_dataset(str(args.data_root / DATASETS[name]), "train")
+        test = load_dataset(str(args.data_root / DATASETS[name]), "dev")
+        if len(train) > args.train_limit:
+            train = train.subset(np.sort(np.random.default_rng(0).choice(len(train), args.train_limit, replace=False)))
+        c = len(train.label_names)
+        x, xt = (encode_cached(encoder, d, cache).astype(np.float64) for d in (train, test))
+        y, yt = np.asarray(train.labels), np.asarray(test.labels)
+        feats = {d: (projections[d].apply(x), projections[d].apply(xt)) for d in CANDIDATES} | {0: (x, xt)}
+        for epsilon in args.epsilons:
+            row: dict[str, Any] = {}
+            for cell, (dim, clip) in CELLS.items():
+                rz = randomizer(epsilon, clip, c)
+                row[cell] = [lda_accuracy(feats[dim][0], y, feats[dim][1], yt, rz, c, np.random.default_rng([s, 1])) for s in range(args.seeds)]
+            rz = randomizer(epsilon, 1.0, c)
+            sigma = float(rz.params()["sigma"])
+            for fraction in args.fractions:
+                for rule in ("pilot", "public profile", "oracle"):
+                    accs, picks = [], []
+                    for s in range(args.seeds):
+                        rng = np.random.default_rng([s, 2])
+                        order = rng.permutation(len(x))
+                        pilot, rest = order[: int(fraction * len(x))], order[int(fraction * len(x)):]
+                        wide = unit(feats[WIDE][0][pilot])
+                        released = rz.release(wide, rng)
+                        if rule == "oracle":
+                            means, within = block_statistics(unit(feats[WIDE][0]), y, c, 0.0, None)
+                        else:
+                            means, within = block_statistics(released, y[pilot], c, sigma, profile if rule == "public profile" else None)
+                        prior = np.bincount(y[pilot], minlength=c) / len(pilot)
+                        k, _ = simulate_choice(means, within, prior, len(rest), rz, rng)
+                        extra = (released, y[pilot]) if k == WIDE else None
+                        accs.append(lda_accuracy(feats[k][0][rest], y[rest], feats[k][1], yt, rz, c, rng, extra))
+                        picks.append(k)
+                    row[f"{rule}, pilot {fraction:g}"] = {"accuracy": accs, "dims": picks}
+            row["block statistics"] = block_table(unit(feats[WIDE][0]), y, c, sigma, args.fractions)
+            out[f"{name} | eps {epsilon:g}"] = row
+            print(name, epsilon, {k: round(float(np.mean(v if isinstance(v, list) else v["accuracy"])), 3)
+                                  for k, v in row.items() if k != "block statistics"}, flush=True)
+    return out
+
+
+def report(results: dict[str, Any], args: argparse.Namespace, command: str) -> str:
+    """The markdown report: per dataset and epsilon, each cell's and rule's mean (sd) over the seeds, the gaps."""
+    lines = [
+        "# A pilot of charged reports choosing the dimension (issue 29, item 4): offline test",
+        "",
+        f"Command (from the checkout, PYTHONPATH=$PWD): `{command}`",
+        "",
+        (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+        "",
+        (__doc__ or "").split("\n\n")[2].replace("\n", " ") + f" Seeds: {args.seeds} (noise draws and pilot shares).",
+        "",
+        "Accuracy mean (sd) over the seeds; for the rules, the dimensions picked. Gap: the best fixed cell's mean "
+        "minus the row's mean (points). 'best single': the largest single-seed accuracy of any fixed cell (how a "
+        "one-seed sweep's best cell is biased upward).",
+    ]
+    lines += summary(results)
+    for key, found in results.items():
+        row = dict(found)
+        blocks = row.pop("block statistics", None)
+        cells = {c: np.mean(v) for c, v in row.items() if isinstance(v, list)}
+        best = max(cells, key=cells.get)
+        single = max(max(v) for v in row.values() if isinstance(v, list))
+        lines += ["", f"## {key}", "", f"Best fixed cell: {best} ({cells[best]:.3f}); best single: {single:.3f}.", "",
+                  "| cell or rule | accuracy | gap | dims picked |", "|---|---|---|---|"]
+        for cell, value in row.items():
+            accs = value if isinstance(value, list) else value["accuracy"]
+            dims = "" if isinstance(value, list) else ", ".join(map(str, value["dims"]))
+            lines.append(f"| {cell} | {np.mean(accs):.3f} ({np.std(accs):.3f}) | {(cells[best] - np.mean(accs)) * 100:+.1f} | {dims} |")
+        if blocks:
+            lines += ["", "Per block of public-PCA coordinates (the clean records at clip 1 in the wide space): the between-class "
+                      "energy the rule must estimate, the within-class variance per coordinate, and the spread the noise alone "
+                      "gives the pilot's estimate of the between-class energy:", "",
+                      "| statistic | " + " | ".join(f"{a + 1}-{b}" for a, b in BLOCKS) + " |", "|---" * (len(BLOCKS) + 1) + "|"]
+            lines += [f"| {label} | " + " | ".join(f"{v:.4f}" for v in values) + " |" for label, values in blocks.items()]
+    return "\n".join(lines) + "\n"
+
+
+def summary(results: dict[str, Any]) -> list[str]:
+    """Per epsilon: each rule's and fixed cell's gap (points) to the best fixed cell's mean, per dataset, largest first."""
+    lines = []
+    for epsilon in dict.fromkeys(key.split(" | ")[1] for key in results):
+        rows = {key.split(" | ")[0]: found for key, found in results.items() if key.split(" | ")[1] == epsilon}
+        datasets = list(rows)
+        gaps: dict[str, dict[str, float]] = {}
+        for name, row in rows.items():
+            means = {c: float(np.mean(v if isinstance(v, list) else v["accuracy"])) for c, v in row.items() if c != "block statistics"}
+            best = max(v for c, v in means.items() if isinstance(row[c], list))
+            for c, v in means.items():
+                gaps.setdefault(c, {})[name] = best - v
+        order = sorted(gaps, key=lambda c: max(gaps[c].values()))
+        lines += ["", f"Summary at {epsilon.replace('eps', 'epsilon')}: gap to the best fixed cell's mean (points), smallest largest gap first.", "",
+                  "| cell or rule | largest gap | " + " | ".join(datasets) + " |", "|---" * (len(datasets) + 2) + "|"]
+        lines += [f"| {c} | {max(gaps[c].values()) * 100:+.1f} | " + " | ".join(f"{gaps[c][n] * 100:+.1f}" for n in datasets) + " |"
+                  for c in order]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, write pilot.json and pilot.md beside the sweep's report."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--epsilons", nargs="+", type=float, default=[8.0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--fractions", nargs="+", type=float, default=[0.2, 0.5])
+    parser.add_argument("--train-limit", type=int, default=8000)
+    parser.add_argument("--data-root", type=Path, default=SHARED)
+    parser.add_argument("--out", type=Path, default=REPORT)
+    parser.add_argument("--report-only", action="store_true", help="rewrite pilot.md from pilot.json (its command kept)")
+    args = parser.parse_args(argv)
+    command = " ".join(["python -m simulations.experiments.pilot_dim", *(sys.argv[1:] if argv is None else argv)])
+    if args.report_only:
+        saved = json.loads((args.out / "pilot.json").read_text())
+        command, results = saved["command"], saved["results"]
+        args.seeds = len(next(v for v in next(iter(results.values())).values() if isinstance(v, list)))
+    else:
+        single_threaded_blas()
+        results = run(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "pilot.json").write_text(json.dumps({"command": command, "results": results}, indent=1) + "\n")
+    (args.out / "pilot.md").write_text(report(results, args, command))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
