@@ -23,12 +23,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fed.heterogeneity.availability import AvailabilityAxis
 from fed.heterogeneity.registry import reported_groups
 from fed.spec.plan import PrivacyPlan
 from fed.data.population import Population
 from fed.spec.run_spec import RunSpec
 
-TIER, SIZE, SKEW, AVAILABILITY = "tier", "size quantile", "label-skew quantile", "availability"
+TIER, SIZE, SKEW = "tier", "size quantile", "label-skew quantile"
 
 
 @dataclass(frozen=True)
@@ -73,13 +74,9 @@ def quartiles(name: str, values: np.ndarray, unit: str, spec: str = "g") -> Axis
 
 
 def availability(took_part: np.ndarray) -> Axis:
-    """Users that answered at least one training request, and those that never did."""
-    names = np.array(["took part", "never took part"])
-    code = np.where(took_part, 0, 1)
-    present = [c for c in (0, 1) if (code == c).any()]
-    lookup = np.full(2, -1, dtype=np.int64)
-    lookup[present] = np.arange(len(present))
-    return Axis(AVAILABILITY, lookup[code], tuple(str(name) for name in names[present]))
+    """Users that answered at least one training request, and those that never did (the availability axis's groups)."""
+    axis = AvailabilityAxis()
+    return Axis(axis.name, *axis.took_part(took_part))
 
 
 def heterogeneity_axes(spec: RunSpec) -> tuple[Axis, ...]:
