@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,7 +29,7 @@ class Metrics(dict[str, Any]):
     """A metric record: numbers and lists of numbers, by key."""
 
 
-Record = Union[Arrays, Config, Metrics]
+Record = Arrays | Config | Metrics
 
 
 class Content(dict[str, Record]):

@@ -76,7 +76,7 @@ def quartiles(name: str, values: np.ndarray, unit: str, spec: str = "g") -> Axis
 def availability(took_part: np.ndarray) -> Axis:
     """Users that answered at least one training request, and those that never did (the availability axis's groups)."""
     axis = AvailabilityAxis()
-    return Axis(axis.name, *axis.took_part(took_part))
+    return Axis(axis.name, *axis.participation(took_part))
 
 
 def heterogeneity_axes(spec: RunSpec) -> tuple[Axis, ...]:
