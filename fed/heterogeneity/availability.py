@@ -108,8 +108,7 @@ class AvailabilityAxis(HeterogeneityAxis):
     """The report groups of users that answered at least one training request, and of those that never did."""
 
     def participation(self, took_part: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
-        """Each user's group (by user id; ``took_part``: whether it answered a training request) among the
-        :attr:`participation_groups` that have users, and those groups' names."""
+        """Each user's group among the :attr:`participation_groups` that have users, and those groups' names."""
         code = np.where(took_part, 0, 1)
         present = [c for c in (0, 1) if (code == c).any()]
         lookup = np.full(2, -1, dtype=np.int64)

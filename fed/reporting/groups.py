@@ -8,7 +8,8 @@ server never sees a user's labels, so nothing here runs there.
 - size quantile: quartiles of the number of training records;
 - label-skew quantile: quartiles of the total-variation distance between the user's training
   label distribution and the whole training split's;
-- availability: users that answered at least one training request against those that never did;
+- availability: users that answered at least one training request against those that never did (the
+  groups and their names are the availability axis's, fed.heterogeneity.registry.participation_groups);
 - each heterogeneity axis that reports groups (fed.heterogeneity.registry), e.g. the device tier
   (with --device-tiers): the most tokens the user's device encoder reads.
 
@@ -23,8 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fed.heterogeneity.availability import AvailabilityAxis
-from fed.heterogeneity.registry import reported_groups
+from fed.heterogeneity.registry import participation_groups, reported_groups
 from fed.spec.plan import PrivacyPlan
 from fed.data.population import Population
 from fed.spec.run_spec import RunSpec
@@ -73,10 +73,10 @@ def quartiles(name: str, values: np.ndarray, unit: str, spec: str = "g") -> Axis
     return Axis(name, lookup[quartile], names)
 
 
-def availability(took_part: np.ndarray) -> Axis:
-    """Users that answered at least one training request, and those that never did (the availability axis's groups)."""
-    axis = AvailabilityAxis()
-    return Axis(axis.name, *axis.participation(took_part))
+def participation(took_part: np.ndarray) -> tuple[Axis, ...]:
+    """Users that answered at least one training request, and those that never did, as the axes that group so
+    (fed.heterogeneity.registry; the availability axis)."""
+    return tuple(Axis(name, codes, names) for name, codes, names in participation_groups(took_part))
 
 
 def heterogeneity_axes(spec: RunSpec) -> tuple[Axis, ...]:
@@ -139,6 +139,6 @@ class UserAttributes:
             tiers(self.budget),
             quartiles(SIZE, self.train_records, "records"),
             quartiles(SKEW, self.label_skew, "TV", ".2f"),
-            availability(took_part),
+            *participation(took_part),
             *self.heterogeneity,
         ]
