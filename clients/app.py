@@ -1,8 +1,8 @@
-"""The ldpfed ClientApp: every handler decodes with clients.protocol and serves through fed.runtime.hosts.NodeHosts
+"""The ldpfed ClientApp: every handler decodes with fed.protocol and serves through fed.runtime.hosts.NodeHosts
 (one fed.runtime.node.NodeHost per policy: a device has one, a simulated node one per privacy tier).
 
 Whatever arrives is a request from an untrusted server (design.md section 2b): a request the
-node cannot or will not serve gets a structured refusal (clients.protocol.refusal), never an
+node cannot or will not serve gets a structured refusal (fed.protocol.refusal), never an
 exception. What the node grants comes from its site (fed.device.site): the owner's policy, state
 folder and data on a device; the run options inside the simulation engine.
 """
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 
-from clients import protocol
+from fed import protocol
 from fed.runtime.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpacked
 from fed.runtime.cohort import Cohort
 from fed.spec.run_spec import RunSpec
@@ -45,6 +45,9 @@ from fed.runtime.user import UserRecords
 if TYPE_CHECKING:
     from fed.learning.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
 
+FLOWER = protocol.Records(RecordDict, ArrayRecord, ConfigRecord, MetricRecord, Array)
+"""Builds the Flower content of a reply from the protocol's plain content."""
+
 
 class NodeApp(ClientApp):
     """Flower's ClientApp, answering a message type it does not serve with a structured refusal.
@@ -60,7 +63,7 @@ class NodeApp(ClientApp):
         if _handler(message_type) not in {_handler(t) for t in protocol.MESSAGE_TYPES}:
             served = ", ".join(protocol.MESSAGE_TYPES)
             reason = f"unknown message type {message_type[:100]!r}; this node serves {served}"
-            return Message(protocol.refusal(Refusal.MALFORMED, reason), reply_to=message)
+            return Message(FLOWER(protocol.refusal(Refusal.MALFORMED, reason)), reply_to=message)
         return super().__call__(message, context)
 
 
@@ -89,15 +92,15 @@ _COHORTS: dict[int, Cohort] = {}
 """id of a records dict in _RECORDS or _TIERS -> the same records stacked (simulation only: fed.runtime.cohort)."""
 
 
-def _serve(msg: Message, context: Context, handle: Callable[[Message, Context], RecordDict]) -> Message:
+def _serve(msg: Message, context: Context, handle: Callable[[Message, Context], protocol.Content]) -> Message:
     """Run a handler; any refusal or malformed content becomes a structured refusal reply."""
     try:
         with figure_batch():  # the accounting figures this message computes reach the device's store in one write
-            content = handle(msg, context)
+            content = FLOWER(handle(msg, context))
     except RequestRefused as refused:
-        content = protocol.refusal(refused.code, str(refused))
+        content = FLOWER(protocol.refusal(refused.code, str(refused)))
     except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as error:
-        content = protocol.refusal(Refusal.MALFORMED, f"malformed request: {type(error).__name__}: {error}"[:500])
+        content = FLOWER(protocol.refusal(Refusal.MALFORMED, f"malformed request: {type(error).__name__}: {error}"[:500]))
     return Message(content, reply_to=msg)
 
 
@@ -135,7 +138,7 @@ def score(msg: Message, context: Context) -> Message:
 def evaluate(msg: Message, context: Context) -> Message:
     """Local inference with downloaded classifiers: exact in a simulation, randomized (if allowed) on a device."""
 
-    def handle(host: NodeHosts) -> RecordDict:
+    def handle(host: NodeHosts) -> protocol.Content:
         models = protocol.read_evaluate_request(msg.content, host.model_dim, host.num_labels)
         return protocol.outcomes_reply(host.evaluate(models))
 
@@ -166,7 +169,7 @@ def owner_ledgers(context: Context) -> dict[int, Ledger]:
     return _host(context).full_ledgers()
 
 
-def _train_central(msg: Message, context: Context) -> RecordDict:
+def _train_central(msg: Message, context: Context) -> protocol.Content:
     """The hosted user's head after --central-epochs of local SGD from the global one (one user per node)."""
     site = _site(context)
     if not site.simulation:
@@ -190,13 +193,13 @@ def _train_central(msg: Message, context: Context) -> RecordDict:
     fixed = site.config.privacy.central_clipping == "fixed"
     if fixed and norm != site.config.privacy.central_clip:  # the clipping norm is the node's own option, not the server's say
         raise RequestRefused(f"clipping norm {norm:g} is not this run's --central-clip {site.config.privacy.central_clip:g}", Refusal.POLICY)
-    server_round = int(next(iter(msg.content.config_records.values())).get("server-round", 0))
+    server_round = protocol.read_central_round(msg.content)
     rng = np.random.default_rng([int(site.seed), int(context.node_id) % 2**32, server_round])  # SGD order only
     trained = local_sgd(model, x, user.train_labels.astype(np.int64), site.config.privacy.central_lr, site.config.privacy.central_epochs, rng)
     return protocol.central_reply(trained)
 
 
-def _setup(msg: Message, context: Context) -> RecordDict:
+def _setup(msg: Message, context: Context) -> protocol.Content:
     site = _site(context)
     bundle = protocol.read_setup_request(msg.content)
 
@@ -237,11 +240,11 @@ def _setup(msg: Message, context: Context) -> RecordDict:
     return protocol.setup_reply(info)
 
 
-def _release(kind: str, msg: Message, context: Context) -> RecordDict:
+def _release(kind: str, msg: Message, context: Context) -> protocol.Content:
     raw = protocol.read_release_request(msg.content)
     served_by = _engine_host(_site(context))
 
-    def reply(hosts: NodeHosts) -> RecordDict:
+    def reply(hosts: NodeHosts) -> protocol.Content:
         released = hosts.release(kind, raw)  # type: ignore[arg-type]
         for part in released:
             part.host = served_by
@@ -256,12 +259,12 @@ def _engine_host(site: Site) -> str:
     return str(ray.get_runtime_context().get_node_id()) if ray is not None and ray.is_initialized() else ""
 
 
-def _answer(msg: Message, context: Context) -> RecordDict:
+def _answer(msg: Message, context: Context) -> protocol.Content:
     users, slots, scores = protocol.read_answer_request(msg.content)
     return _with_host(context, lambda host: protocol.answer_reply(host.answer(users, slots, scores)))
 
 
-def _with_host(context: Context, act: Callable[[NodeHosts], RecordDict], local_inference: bool = False) -> RecordDict:
+def _with_host(context: Context, act: Callable[[NodeHosts], protocol.Content], local_inference: bool = False) -> protocol.Content:
     """Build the node's host (with the bundle's denoiser for ``local_inference``), act, and keep the
     users' sessions in the node state."""
     host = _host(context, local_inference)

@@ -24,14 +24,14 @@ from flwr.serverapp.strategy import (
     Strategy,
 )
 
-from clients import protocol
+from fed import protocol
 from fed.learning.classifier import LinearModel
 from fed.spec.run_spec import RunSpec
 from fed.learning.evaluation import accuracy
 from fed.privacy.central import TRUST, CentralAccount, account, calibrate
 from fed.reporting.run_record import RunRecord
 from fed.learning.softmax_head import initial
-from strategies.strategy import LdpStrategy
+from strategies.strategy import FLOWER, LdpStrategy
 
 
 class CentralFedAvg(FedAvg):
@@ -55,7 +55,7 @@ class CentralFedAvg(FedAvg):
         # Sample positions, not ids: numpy turns a list of node ids (uint64) that mixes ids above and
         # below 2**63 into float64, which rounds the ids to nodes that do not exist.
         chosen = sorted(self.nodes[i] for i in self.rng.choice(len(self.nodes), size=self.per_round, replace=False))
-        config["server-round"] = server_round
+        config[protocol.CENTRAL_ROUND] = server_round
         content = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
         return self._construct_messages(content, chosen, self.message_type)
 
@@ -89,7 +89,7 @@ def train(grid: Grid, config: RunSpec, setup: LdpStrategy) -> tuple[LinearModel,
     strategy = dp_wrapper(config, inner, plan.noise_multiplier)
     head = initial(setup.dim, setup.num_labels)  # the classifier's input: the plan's features of the records
     result = strategy.start(
-        grid, initial_arrays=protocol.central_arrays(head), num_rounds=config.schedule.rounds, timeout=config.schedule.round_timeout
+        grid, initial_arrays=FLOWER.record(protocol.central_arrays(head)), num_rounds=config.schedule.rounds, timeout=config.schedule.round_timeout
     )
     models = protocol.read_evaluate_request(RecordDict({"m": result.arrays}), setup.dim, setup.num_labels, key="m")
     return models[protocol.CENTRAL_HEAD], plan
@@ -114,7 +114,7 @@ def dp_wrapper(config: RunSpec, inner: CentralFedAvg, noise_multiplier: float) -
 
 def evaluate(grid: Grid, setup: LdpStrategy, models: dict[str, LinearModel]) -> dict[str, float]:
     """Local inference of ``models`` on every node's clean queries (exact: simulation only)."""
-    content = protocol.evaluate_request(models)
+    content = FLOWER(protocol.evaluate_request(models))
     messages = [Message(content, dst_node_id=n, message_type=protocol.EVALUATE) for n in setup._hosting()]
     return accuracy([protocol.read_outcomes_reply(reply.content) for _, reply in setup._exchange(grid, messages)])
 

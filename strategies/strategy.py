@@ -20,11 +20,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from clients import protocol
+from fed import protocol
 from fed.learning.classifiers import make_classifier, servable
 from fed.learning.server_classifier import ClassifierContext, Model, ServerClassifier
 from fed.spec.run_spec import RunSpec
@@ -45,6 +45,8 @@ from fed.reporting.user_results import UserResults, round_metrics
 from fed.heterogeneity.virtual_clock import VirtualClock
 
 
+FLOWER = protocol.Records(RecordDict, ArrayRecord, ConfigRecord, MetricRecord, Array)
+"""Builds the Flower content of a request from the protocol's plain content."""
 SHUFFLE_STREAM = 0x5348
 """Stream of the shuffler's permutations under the run seed (simulation; a deployed shuffler draws from the OS)."""
 
@@ -168,7 +170,7 @@ class LdpStrategy(Strategy):
 
     def _set_up(self, grid: Grid, nodes: set[int]) -> None:
         """Send the setup bundle to ``nodes`` and learn the users of those that accept it."""
-        content = protocol.setup_request(self.bundle)
+        content = FLOWER(protocol.setup_request(self.bundle))
         messages = [Message(content, dst_node_id=n, message_type=protocol.SETUP) for n in sorted(nodes)]
         for node, reply in self._exchange(grid, messages):
             info = protocol.read_setup_reply(reply.content)
@@ -268,7 +270,7 @@ class LdpStrategy(Strategy):
         if not self.aggregator.reports or not self.evaluates(server_round):
             return None, MetricRecord({"reports-total": self.aggregator.reports})
         self.round_metrics.update(self.aggregator.round_metrics())
-        return protocol.models_record({"private": self._model(self.aggregator)}), MetricRecord(
+        return FLOWER.record(protocol.models_record({"private": self._model(self.aggregator)})), MetricRecord(
             {"reports-total": self.aggregator.reports}
         )
 
@@ -290,7 +292,7 @@ class LdpStrategy(Strategy):
             models["private"] = self._model(self.aggregator)
         if self.top_tier is not None and self.top_tier.reports:
             models["top_tier"] = self._model(self.top_tier)
-        content = protocol.evaluate_request(models)
+        content = FLOWER(protocol.evaluate_request(models))
         self.outbox = [Message(content, dst_node_id=n, message_type=protocol.EVALUATE) for n in self._hosting()]
         return self.outbox
 
@@ -414,7 +416,7 @@ class LdpStrategy(Strategy):
                     np.concatenate([data.slots for data in parts]),
                     np.concatenate([model_for(data.randomizer).scores(self._decode(data)) for data in parts]),
                 )
-                answers.append(Message(content, dst_node_id=node, message_type=protocol.ANSWER))
+                answers.append(Message(FLOWER(content), dst_node_id=node, message_type=protocol.ANSWER))
             finished: set[int] = set()
             for _, reply in self._exchange(grid, answers):
                 finished.update(protocol.read_answer_reply(reply.content))
@@ -484,7 +486,7 @@ class LdpStrategy(Strategy):
                 protocol.release_request(members, *self._request(message_type, group), summarise=summed)
                 for (group, _), members in sorted(groups.items())
             ]
-            messages.append(Message(protocol.release_parts(parts), dst_node_id=node, message_type=message_type))
+            messages.append(Message(FLOWER(protocol.release_parts(parts)), dst_node_id=node, message_type=message_type))
         return messages
 
     def _request(self, message_type: str, group: int) -> tuple[dict[str, Any], int, str]:

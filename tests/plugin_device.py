@@ -12,10 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-from flwr.app import Message, RecordDict
+from flwr.app import Message
 
-from clients import protocol
-from clients.app import app as client_app, owner_ledgers
+from fed import protocol
+from clients.app import FLOWER, app as client_app, owner_ledgers
 from fed.device.policy import DevicePolicy, default_mechanisms
 from fed.device.state import init_state
 from fed.randomizers import RANDOMIZERS
@@ -66,8 +66,8 @@ def answers(folder: Path) -> dict[str, object]:
     return out
 
 
-def _send(grid: LocalGrid, message_type: str, content: RecordDict) -> Message:
-    (reply,) = grid.send_and_receive([Message(content, dst_node_id=NODE, message_type=message_type)])
+def _send(grid: LocalGrid, message_type: str, content: protocol.Content) -> Message:
+    (reply,) = grid.send_and_receive([Message(FLOWER(content), dst_node_id=NODE, message_type=message_type)])
     if reply.has_error():
         raise RuntimeError(reply.error.reason)
     return reply

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients import protocol
+from fed import protocol
 from fed.runtime.assets import pack
 from fed.data.dataset import TextDataset
 from fed.device.record_ids import record_ids

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from clients import protocol
+from fed import protocol
 from fed.runtime.assets import pack
 from fed.encoders import factory
 from fed.randomizers.split_denoise import DENOISER_FILE, SplitDenoiseRandomizer

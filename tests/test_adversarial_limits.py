@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from flwr.app import RecordDict
 
-from clients import protocol
+from fed import protocol
 from fed.runtime.assets import pack
 from fed.encoders.projection import PCAProjection
 from fed.runtime.node import NodeHost
@@ -31,7 +31,7 @@ def _ledgers(grid) -> dict:  # noqa: ANN001 - a LocalGrid
     return protocol.read_ledger_reply(_send(grid, protocol.LEDGER, RecordDict()).content)
 
 
-def _two_parts(first: dict, second: dict, records: int = 6) -> RecordDict:
+def _two_parts(first: dict, second: dict, records: int = 6) -> protocol.Content:
     """One release message of two parts for user 0."""
     return protocol.release_parts([protocol.release_request([0], r, records, "all") for r in (first, second)])
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from flwr.app import Message
 
-from clients import protocol
+from fed import protocol
 from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
 from fed.encoders.projection import PCAProjection

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, RecordDict
 
-from clients import protocol
+from fed import protocol
 from fed.learning.mlp import MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH, MLPModel
 from fed.runtime.requests import Refusal
 from tests.test_adversarial_server import DEV, TRAIN, _device, _ledger, _policy, _send, bundle, data  # noqa: F401 (fixtures)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from flwr.app import Message, RecordDict
 
-from clients import protocol
+from fed import protocol
 from clients.app import app as client_app
 from fed.spec.run_spec import RunSpec
 from fed.device.state import init_state

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from flwr.app import Message, RecordDict
 
-from clients import protocol
-from clients.app import app as client_app, owner_ledgers
+from fed import protocol
+from clients.app import FLOWER, app as client_app, owner_ledgers
 from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
 from fed.device.state import init_state
@@ -82,8 +82,10 @@ def _device(
     return grid
 
 
-def _send(grid: LocalGrid, message_type: str, content: RecordDict) -> Message:
-    (reply,) = grid.send_and_receive([Message(content, dst_node_id=NODE, message_type=message_type)])
+def _send(grid: LocalGrid, message_type: str, content: protocol.Content | RecordDict) -> Message:
+    """Send the protocol's content, or a hand-built RecordDict (what a hostile server may write), and check the node survived."""
+    flower = content if isinstance(content, RecordDict) else FLOWER(content)
+    (reply,) = grid.send_and_receive([Message(flower, dst_node_id=NODE, message_type=message_type)])
     assert not reply.has_error(), reply.error.reason  # a hostile request never crashes the node
     return reply
 
@@ -226,7 +228,7 @@ def _train_in_process(args: tuple[int, dict, dict, dict, bool, float]) -> int:
     from fed.device.entropy import simulation_engine
 
     context = Context(run_id=run_id, node_id=NODE, node_config=node_config, state=RecordDict({"node": ConfigRecord(state)}), run_config=run_config)
-    message = Message(protocol.release_request([0], _gaussian(sigma), 0, "all"), dst_node_id=NODE, message_type=protocol.TRAIN)
+    message = Message(FLOWER(protocol.release_request([0], _gaussian(sigma), 0, "all")), dst_node_id=NODE, message_type=protocol.TRAIN)
     message.metadata.__dict__["_message_id"] = "m"
     with simulation_engine() if engine else _null():
         reply = client_app(message, context)

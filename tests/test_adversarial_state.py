@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from flwr.app import RecordDict
 
-from clients import protocol
+from fed import protocol
 from fed.device.state import init_state
 from fed.runtime.requests import Refusal
 from simulations.commands.device import init_device

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import clients.app as client_module
-from clients import protocol
+from fed import protocol
 from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
 from fed.device.records import RECORDS_FOLDER
@@ -62,8 +62,8 @@ import json, sys
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
-from clients import protocol
-from clients.app import app
+from fed import protocol
+from clients.app import FLOWER, app
 from fed.runtime.assets import Assets
 from fed.learning.classifier import LinearModel
 from fed.data.population import Population
@@ -79,9 +79,9 @@ context = Context(run_id=args["run_id"], node_id=args["node"], node_config=args[
                   state=RecordDict({"node": ConfigRecord(args["state"])}), run_config=args["run_config"])
 models = {f"m{i}": LinearModel(np.random.default_rng(i).normal(size=(args["dim"], 2)), np.zeros(2)) for i in range(2)}
 requests = [
-    (protocol.TRAIN, protocol.release_request([0], args["train"], 0, "all")),
-    (protocol.EVALUATE, protocol.evaluate_request(models)),
-    (protocol.RELEASE, protocol.release_request([0], args["query"], 0, args["upsampling"])),
+    (protocol.TRAIN, FLOWER(protocol.release_request([0], args["train"], 0, "all"))),
+    (protocol.EVALUATE, FLOWER(protocol.evaluate_request(models))),
+    (protocol.RELEASE, FLOWER(protocol.release_request([0], args["query"], 0, args["upsampling"]))),
     (protocol.SCORE, RecordDict()),
     (protocol.LEDGER, RecordDict()),
 ]
@@ -99,7 +99,7 @@ for message_type, content in requests:
     elif message_type == protocol.RELEASE:
         slots = protocol.read_release_reply(reply.content)
         served[message_type] = len(slots.reports)
-        answer = protocol.answer_request(slots.users, slots.slots, np.zeros((len(slots.slots), 2)))
+        answer = FLOWER(protocol.answer_request(slots.users, slots.slots, np.zeros((len(slots.slots), 2))))
         message = Message(answer, dst_node_id=args["node"], message_type=protocol.ANSWER)
         message.metadata.__dict__["_message_id"] = protocol.ANSWER
         reply = app(message, context)
@@ -202,8 +202,8 @@ import json, sys
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
-from clients import protocol
-from clients.app import app
+from fed import protocol
+from clients.app import FLOWER, app
 
 args = json.loads(sys.stdin.read())
 TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, args["run_id"], args["node"]
@@ -211,9 +211,9 @@ state = RecordDict({"node": ConfigRecord(args["state"])}) if args["state"] else 
 context = Context(run_id=args["run_id"], node_id=args["node"], node_config=args["node_config"], state=state,
                   run_config=args["run_config"])
 if args["type"] == protocol.SETUP:
-    content = protocol.setup_request(np.asarray(args["bundle"], dtype=np.uint8))
+    content = FLOWER(protocol.setup_request(np.asarray(args["bundle"], dtype=np.uint8)))
 else:
-    content = protocol.release_request([0], args["train"], 1, "all")
+    content = FLOWER(protocol.release_request([0], args["train"], 1, "all"))
 message = Message(content, dst_node_id=args["node"], message_type=args["type"])
 message.metadata.__dict__["_message_id"] = args["type"]
 reply = app(message, context)

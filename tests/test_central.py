@@ -12,9 +12,9 @@ import pytest
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp.strategy import dp_adaptive_clipping, dp_fixed_clipping
 
-from clients import protocol
+from fed import protocol
 from clients.app import _train_central as central_handler
-from clients.app import app as client_app
+from clients.app import FLOWER, app as client_app
 from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
 from fed.device.state import init_state
@@ -146,10 +146,10 @@ def test_a_device_refuses_central_training(tmp_path: Path, engine: bool) -> None
     run = RunSpec.of(data=str(data), public="none", dim=0, users=1, nodes=1, privacy_model="central").to_mapping()
     grid = LocalGrid(client_app, 1, run, engine=engine,
                      node_configs=[{"data": str(data), "state-dir": str(state), "policy": str(tmp_path / "policy.toml")}])
-    (reply,) = grid.send_and_receive([Message(protocol.setup_request(pack(tmp_path / "bundle")), dst_node_id=1000, message_type=protocol.SETUP)])
+    (reply,) = grid.send_and_receive([Message(FLOWER(protocol.setup_request(pack(tmp_path / "bundle"))), dst_node_id=1000, message_type=protocol.SETUP)])
     assert protocol.read_refusal(reply.content) is None
     head = initial(384, 2)
-    content = RecordDict({"arrays": protocol.central_arrays(head), "config": ConfigRecord({"clipping_norm": 1.0, "server-round": 1})})
+    content = RecordDict({"arrays": FLOWER.record(protocol.central_arrays(head)), "config": ConfigRecord({"clipping_norm": 1.0, "server-round": 1})})
     (reply,) = grid.send_and_receive([Message(content, dst_node_id=1000, message_type=protocol.CENTRAL_TRAIN)])
     if engine:
         assert not reply.has_error() and list(reply.content.array_records) == ["arrays"]
@@ -173,4 +173,4 @@ def test_each_round_samples_set_up_node_ids_whatever_their_size(tmp_path: Path) 
     strategy = CentralFedAvg(config, nodes, RunRecord.__new__(RunRecord))
     strategy._construct_messages = lambda content, chosen, message_type: chosen  # the destinations (no Flower run here)
     for server_round in (1, 2):
-        assert strategy.configure_train(server_round, protocol.central_arrays(initial(2, 2)), ConfigRecord(), None) == nodes
+        assert strategy.configure_train(server_round, FLOWER.record(protocol.central_arrays(initial(2, 2))), ConfigRecord(), None) == nodes

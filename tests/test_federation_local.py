@@ -12,7 +12,7 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.common.serde import recorddict_to_proto
 
-from clients import protocol
+from fed import protocol
 from clients.app import app as client_app
 from fed.runtime.assets import default_cache_dir
 from fed.spec.run_spec import RunSpec

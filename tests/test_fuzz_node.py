@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
-from clients import protocol
+from fed import protocol
 from simulations.checks import fuzz_benchmark
 from simulations.checks.fuzz_benchmark import MESSAGE_TYPES, NODE
 

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from clients.app import app as client_app
-from fed.reporting.groups import heterogeneity_axes
+from fed.reporting.groups import heterogeneity_axes, participation
 from fed.heterogeneity import registry
 from fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
 from fed.privacy.ledger import Ledger
@@ -128,6 +128,30 @@ def test_a_registered_axis_reaches_the_nodes_and_the_reports(clubs: None, tmp_pa
     report = (out / "privacy_report.md").read_text()
     assert f"users per club: [3, 3]; top club alone {summary['accuracy_top_tier_only']:.4g}" in report
     assert len(list(out.glob("policy-tier-*.toml"))) == 2  # each club's simulated policy
+
+
+class Turnout(HeterogeneityAxis):
+    """Test-only axis without options: it groups users by whether they took part, as the availability axis does."""
+
+    name = "turnout"
+
+    def parse(self, values: Mapping[str, Any]) -> None:
+        return None
+
+    def participation(self, took_part: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+        return np.where(took_part, 1, 0), ("stayed away", "came")
+
+
+def test_the_groups_of_users_that_took_part_are_the_axes(monkeypatch: pytest.MonkeyPatch) -> None:
+    took_part = np.array([True, False, True])
+    assert [(a.name, a.codes.tolist(), a.groups) for a in participation(took_part)] == [
+        ("availability", [0, 1, 0], ("took part", "never took part"))
+    ]
+    assert [a.groups for a in participation(np.ones(2, bool))] == [("took part",)]  # a group without users is left out
+    monkeypatch.setattr(registry, "AXES", (*registry.AXES, Turnout()))
+    assert [(a.name, a.codes.tolist(), a.groups) for a in participation(took_part)][1:] == [
+        ("turnout", [1, 0, 1], ("stayed away", "came"))
+    ]
 
 
 def test_a_registered_axis_that_sets_run_options_is_refused_where_groups_cannot_apply(clubs: None) -> None:

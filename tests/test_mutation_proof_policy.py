@@ -157,9 +157,10 @@ def _device(data: Path, folder: Path, policy: Path) -> Any:
 def _send(grid: Any, message_type: str, content: Any) -> tuple[str, str] | None:
     from flwr.app import Message
 
-    from clients import protocol
+    from clients.app import FLOWER
+    from fed import protocol
 
-    (reply,) = grid.send_and_receive([Message(content, dst_node_id=1000, message_type=message_type)])
+    (reply,) = grid.send_and_receive([Message(FLOWER(content), dst_node_id=1000, message_type=message_type)])
     assert not reply.has_error(), reply.error.reason
     return protocol.read_refusal(reply.content)
 
@@ -175,7 +176,7 @@ def _minilm_bundle(folder: Path) -> np.ndarray:
 def test_policy_encoders_allow_list_alone_refuses_the_runs_own_encoder(data: Path, tmp_path: Path) -> None:
     """The bundle names the run's encoder (so the bundle-against-run check passes); only the owner's
     list refuses it: at setup, and (the owner narrowing the list later) at the next release."""
-    from clients import protocol
+    from fed import protocol
 
     bundle = _minilm_bundle(tmp_path / "bundle")
     policy = _write_policy(tmp_path / "allowed.toml", encoders=["minilm"])
@@ -196,7 +197,7 @@ def test_policy_encoders_allow_list_alone_refuses_the_runs_own_encoder(data: Pat
 
 
 def test_policy_max_bundle_bytes_alone_refuses_a_larger_bundle(data: Path, tmp_path: Path) -> None:
-    from clients import protocol
+    from fed import protocol
 
     bundle = _minilm_bundle(tmp_path / "bundle")
     size = int(bundle.nbytes)

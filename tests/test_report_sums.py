@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients import protocol
+from fed import protocol
 from fed.learning.aggregation import ReportAggregator
 from fed.device.entropy import simulation_engine
 from fed.randomizers import RANDOMIZERS

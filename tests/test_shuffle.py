@@ -13,7 +13,7 @@ import pytest
 from flwr.app import Context, RecordDict
 from scipy import stats
 
-from clients import protocol
+from fed import protocol
 from clients.app import app as client_app
 from fed.learning.aggregation import ReportAggregator
 from fed.spec.run_spec import RunSpec

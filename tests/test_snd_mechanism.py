@@ -186,8 +186,8 @@ def test_public_data_is_needed_to_train_the_denoiser(tmp_path: Path) -> None:
 def test_a_device_refuses_a_bundle_that_does_not_fit_its_snd_run(tmp_path: Path) -> None:
     from flwr.app import Message
 
-    from clients import protocol
-    from clients.app import app as client_app
+    from fed import protocol
+    from clients.app import FLOWER, app as client_app
     from simulations.local_grid import LocalGrid
     from tests.conftest import write_review_folder
 
@@ -202,6 +202,6 @@ def test_a_device_refuses_a_bundle_that_does_not_fit_its_snd_run(tmp_path: Path)
         folder = tmp_path / f"bundle-{len(spec)}"
         folder.mkdir()
         (folder / "encoder.txt").write_text(spec)
-        (reply,) = grid.send_and_receive([Message(protocol.setup_request(pack(folder)), dst_node_id=1000, message_type=protocol.SETUP)])
+        (reply,) = grid.send_and_receive([Message(FLOWER(protocol.setup_request(pack(folder))), dst_node_id=1000, message_type=protocol.SETUP)])
         refused = protocol.read_refusal(reply.content)
         assert refused is not None and refused[0] == Refusal.POLICY and reason in refused[1], refused

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
-from clients import protocol
-from clients.app import app as client_app
+from fed import protocol
+from clients.app import FLOWER, app as client_app
 from fed.runtime.assets import build_bundle
 from fed.spec.run_spec import RunSpec
 from fed.spec.plan import make_plan
@@ -128,14 +128,14 @@ def test_a_server_cannot_ask_a_low_epsilon_tier_with_a_high_tiers_noise(tiered_n
     low, high = (np.flatnonzero(tier_of == t).tolist() for t in (0, 1))
     plans = [make_plan(c, 2) for c in configs]
 
-    def part(users: list[int], tier: int) -> RecordDict:
+    def part(users: list[int], tier: int) -> protocol.Content:
         return protocol.release_request(users, plans[tier].train.params(), 0, plans[tier].train_sampling.spec)
 
     for content in (part(low + high, 1), protocol.release_parts([part(high, 1), part(low, 1)])):
-        refused = protocol.read_refusal(_train(grid, content).content)
+        refused = protocol.read_refusal(_train(grid, FLOWER(content)).content)
         assert refused is not None and refused[0] == Refusal.POLICY and "floor" in refused[1]
         assert _spent(grid) == 0
-    replies = protocol.read_release_replies(_train(grid, protocol.release_parts([part(high, 1), part(low, 0)])).content)
+    replies = protocol.read_release_replies(_train(grid, FLOWER(protocol.release_parts([part(high, 1), part(low, 0)]))).content)
     assert sorted(int(u) for r in replies for u in np.unique(r.users)) == sorted(low + high)
     assert {r.randomizer["sigma"] for r in replies} == {plans[0].train.params()["sigma"], plans[1].train.params()["sigma"]}
     assert _spent(grid) > 0
@@ -144,7 +144,7 @@ def test_a_server_cannot_ask_a_low_epsilon_tier_with_a_high_tiers_noise(tiered_n
 def test_malformed_request_parts_are_refused(tiered_node: tuple[LocalGrid, RunSpec]) -> None:
     grid, config = tiered_node
     plan = make_plan(spec_groups(config)[0][0], 2)
-    good = protocol.release_request([0], plan.train.params(), 0, plan.train_sampling.spec).config_records["request"]
+    good = FLOWER.record(protocol.release_request([0], plan.train.params(), 0, plan.train_sampling.spec)["request"])
     for content, problem in (
         (RecordDict({"request-1": good}), "named request"),
         (RecordDict({"request": good, "request-2": good}), "named request"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients import protocol
+from fed import protocol
 from fed.learning.classifier import LinearModel
 from fed.runtime.cohort import Cohort
 from fed.data.dataset import TextDataset

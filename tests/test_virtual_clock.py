@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
-from clients import protocol
-from clients.app import app as client_app
+from fed import protocol
+from clients.app import FLOWER, app as client_app
 from fed.runtime.assets import build_bundle
 from fed.heterogeneity.behavior_trace import BehaviorTrace
 from fed.spec.run_spec import RunSpec
@@ -105,7 +105,7 @@ def test_a_node_never_opens_the_trace_files_a_server_names(tmp_path: Path, monke
     assert protocol.read_refusal(reply.content) is None
     plan = make_plan(config, 2)
     request = protocol.release_request([0, 1], plan.train.params(), 0, plan.train_sampling.spec)
-    (reply,) = grid.send_and_receive([Message(request, dst_node_id=1000, message_type=protocol.TRAIN)])
+    (reply,) = grid.send_and_receive([Message(FLOWER(request), dst_node_id=1000, message_type=protocol.TRAIN)])
     assert protocol.read_refusal(reply.content) is None and len(protocol.read_release_reply(reply.content).reports)
     assert opened == []
 

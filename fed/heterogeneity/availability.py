@@ -104,6 +104,17 @@ class AvailabilityAxis(HeterogeneityAxis):
         """The parsed --availability and --dropout (always a setting: by default everyone is online)."""
         return Availability(values["availability"], float(values["dropout"]))
 
+    participation_groups = ("took part", "never took part")
+    """The report groups of users that answered at least one training request, and of those that never did."""
+
+    def participation(self, took_part: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+        """Each user's group among the :attr:`participation_groups` that have users, and those groups' names."""
+        code = np.where(took_part, 0, 1)
+        present = [c for c in (0, 1) if (code == c).any()]
+        lookup = np.full(2, -1, dtype=np.int64)
+        lookup[present] = np.arange(len(present))
+        return lookup[code], tuple(self.participation_groups[c] for c in present)
+
     def online(self, setting: Availability, spec: "RunSpec", server_round: int, clock: "VirtualClock | None") -> np.ndarray | None:
         """The users online in ``server_round`` (None when everyone always is)."""
         if setting.always:

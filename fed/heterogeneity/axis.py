@@ -80,6 +80,11 @@ class HeterogeneityAxis:
         report), set up once by a simulation's server, which reads here any file the axis names (None: nothing)."""
         return None
 
+    def participation(self, took_part: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]] | None:
+        """Report groups by whether each user answered a training request (``took_part``, by user id), whatever
+        the run's setting: each user's group index and the groups' names (None: the axis does not group so)."""
+        return None
+
     def reported_groups(self, setting: Any) -> bool:
         """Whether the reports group users by :meth:`assign` (an axis grouped otherwise, or not at all, says no)."""
         return bool(self.group_names(setting))

@@ -175,6 +175,13 @@ def reported_groups(spec: RunSpec) -> list[tuple[str, np.ndarray, tuple[str, ...
     ]
 
 
+def participation_groups(took_part: np.ndarray) -> list[tuple[str, np.ndarray, tuple[str, ...]]]:
+    """Each axis that groups users by whether they answered a training request (``took_part``, by user id): its name,
+    each user's group index and the groups' names."""
+    grouped = [(axis.name, axis.participation(took_part)) for axis in AXES]
+    return [(name, *groups) for name, groups in grouped if groups is not None]
+
+
 def group_baseline(spec: RunSpec) -> bool:
     """Whether an axis of the run asks the server to fit the classifier on the largest-budget group's reports alone."""
     return any(axis.group_baseline(setting) for axis, setting in spec.heterogeneity.active())

@@ -8,7 +8,8 @@ server never sees a user's labels, so nothing here runs there.
 - size quantile: quartiles of the number of training records;
 - label-skew quantile: quartiles of the total-variation distance between the user's training
   label distribution and the whole training split's;
-- availability: users that answered at least one training request against those that never did;
+- availability: users that answered at least one training request against those that never did (the
+  groups and their names are the availability axis's, fed.heterogeneity.registry.participation_groups);
 - each heterogeneity axis that reports groups (fed.heterogeneity.registry), e.g. the device tier
   (with --device-tiers): the most tokens the user's device encoder reads.
 
@@ -23,12 +24,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fed.heterogeneity.registry import reported_groups
+from fed.heterogeneity.registry import participation_groups, reported_groups
 from fed.spec.plan import PrivacyPlan
 from fed.data.population import Population
 from fed.spec.run_spec import RunSpec
 
-TIER, SIZE, SKEW, AVAILABILITY = "tier", "size quantile", "label-skew quantile", "availability"
+TIER, SIZE, SKEW = "tier", "size quantile", "label-skew quantile"
 
 
 @dataclass(frozen=True)
@@ -72,14 +73,10 @@ def quartiles(name: str, values: np.ndarray, unit: str, spec: str = "g") -> Axis
     return Axis(name, lookup[quartile], names)
 
 
-def availability(took_part: np.ndarray) -> Axis:
-    """Users that answered at least one training request, and those that never did."""
-    names = np.array(["took part", "never took part"])
-    code = np.where(took_part, 0, 1)
-    present = [c for c in (0, 1) if (code == c).any()]
-    lookup = np.full(2, -1, dtype=np.int64)
-    lookup[present] = np.arange(len(present))
-    return Axis(AVAILABILITY, lookup[code], tuple(str(name) for name in names[present]))
+def participation(took_part: np.ndarray) -> tuple[Axis, ...]:
+    """Users that answered at least one training request, and those that never did, as the axes that group so
+    (fed.heterogeneity.registry; the availability axis)."""
+    return tuple(Axis(name, codes, names) for name, codes, names in participation_groups(took_part))
 
 
 def heterogeneity_axes(spec: RunSpec) -> tuple[Axis, ...]:
@@ -142,6 +139,6 @@ class UserAttributes:
             tiers(self.budget),
             quartiles(SIZE, self.train_records, "records"),
             quartiles(SKEW, self.label_skew, "TV", ".2f"),
-            availability(took_part),
+            *participation(took_part),
             *self.heterogeneity,
         ]

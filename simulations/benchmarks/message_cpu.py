@@ -38,7 +38,7 @@ import clients.app
 c2 = time.process_time()
 from flwr.app import Message
 from flwr.supercore.task_identity import TaskIdentity
-from clients import protocol
+from fed import protocol
 path = sys.argv[1]
 saved = pickle.load(open(path, "rb"))
 context = saved["context"]
@@ -58,10 +58,11 @@ print(json.dumps({"flower_import_s": c1 - c0, "app_import_s": c2 - c1, "handler_
 def set_up(work: Path, labels: str, dim: int) -> Path:
     """A device of simulations.benchmarks.device_costs (with ``labels`` in both the run and the policy), set up; its saved context."""
     import simulations.benchmarks.device_costs.device as costs
-    from clients import protocol
+    from clients.app import FLOWER
+    from fed import protocol
 
     device = costs.make_device(work, "device", costs.DEFAULT_DATA, costs.DEFAULT_PUBLIC, dim, labels=labels)
-    request = protocol.release_request([0], device.plan.train.params(), 1, device.plan.train_sampling.spec)
+    request = FLOWER(protocol.release_request([0], device.plan.train.params(), 1, device.plan.train_sampling.spec))
     path = work / "context.pkl"
     path.write_bytes(pickle.dumps({"context": device.grid.node_ctx[costs.NODE_ID], "request": request}))
     return path

@@ -140,8 +140,12 @@ def device(root: Path) -> Any:
     pack = _locate("pack")
     calibrate = _locate("calibrate_gaussian_sigma")
     owner_ledgers = _locate("owner_ledgers")
-    protocol = sys.modules[_locate("setup_request").__module__]
-    client_app = importlib.import_module("clients.app").app
+    setup_request, release_request = _locate("setup_request"), _locate("release_request")
+    read_refusal, read_release_reply = _locate("read_refusal"), _locate("read_release_reply")
+    types = sys.modules[setup_request.__module__]  # SETUP and TRAIN stand beside setup_request
+    client_module = importlib.import_module("clients.app")
+    client_app = client_module.app
+    flower = getattr(client_module, "FLOWER", lambda content: content)  # before fed.protocol, builders made Flower content
 
     data = _review_folder(root / "device-data")
     files = init_device(root / "device")
@@ -155,24 +159,24 @@ def device(root: Path) -> Any:
     node_id = next(iter(grid.node_ctx))
 
     def send(kind: str, content: Any) -> Any:
-        (reply,) = grid.send_and_receive([Message(content, dst_node_id=node_id, message_type=kind)])
+        (reply,) = grid.send_and_receive([Message(flower(content), dst_node_id=node_id, message_type=kind)])
         if reply.has_error():
             raise RuntimeError(f"device node failed: {reply.error.reason}")
         return reply.content
 
-    steps: list[Any] = [protocol.read_refusal(send(protocol.SETUP, protocol.setup_request(pack(bundle_folder))))]
+    steps: list[Any] = [read_refusal(send(types.SETUP, setup_request(pack(bundle_folder))))]
     sigma = calibrate(3.0, 1e-5, 1, 2.0)
     requests = [  # served; served again with nothing left to release; beyond the policy's floor: refused
-        protocol.release_request([0], {"mechanism": "gaussian", "clip": 1.0, "sigma": s}, 0, "all")
+        release_request([0], {"mechanism": "gaussian", "clip": 1.0, "sigma": s}, 0, "all")
         for s in (sigma, sigma, sigma / 4)
     ]
     for request in requests:
-        content = send(protocol.TRAIN, request)
-        refused = protocol.read_refusal(content)
+        content = send(types.TRAIN, request)
+        refused = read_refusal(content)
         if refused is not None:
             steps.append({"refused": list(refused)})
             continue
-        reply = protocol.read_release_reply(content)
+        reply = read_release_reply(content)
         steps.append({"reports": list(reply.reports.shape), "labels": reply.labels, "label_channel": reply.label_channel,
                       "randomizer": reply.randomizer})
     ledgers = {}

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
-from clients import protocol
+from fed import protocol
 from fed.runtime.assets import pack
 from fed.spec.run_spec import RunSpec
 from fed.privacy.ledger import Ledger
@@ -92,7 +92,7 @@ def node(folder: Path, memoize: bool = True, engine: bool = False, cache: Path |
     ``cache``: a device's cache folder (encodings, unpacked bundles), which devices may share;
     by default ``<folder>/state/cache``.
     """
-    from clients.app import app
+    from clients.app import FLOWER, app
     from fed.device.state import init_state
     from simulations.local_grid import LocalGrid
 
@@ -103,7 +103,7 @@ def node(folder: Path, memoize: bool = True, engine: bool = False, cache: Path |
     if cache is not None:
         node_config["cache-dir"] = str(cache)
     grid = LocalGrid(app, 1, RunSpec.from_mapping(RUN).to_mapping(), engine=engine, node_configs=[node_config])
-    (reply,) = grid.send_and_receive([Message(protocol.setup_request(bundle(folder / "bundle")), dst_node_id=NODE, message_type=protocol.SETUP)])
+    (reply,) = grid.send_and_receive([Message(FLOWER(protocol.setup_request(bundle(folder / "bundle"))), dst_node_id=NODE, message_type=protocol.SETUP)])
     if reply.has_error() or protocol.read_refusal(reply.content) is not None:
         raise RuntimeError(f"setup failed: {reply.error.reason if reply.has_error() else protocol.read_refusal(reply.content)}")
     return grid
@@ -367,11 +367,13 @@ def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = Fal
     ``exact``: the node runs in the simulation engine (evaluation outcomes are exact and free).
     ``extremes``: first send :meth:`Hostile.extremes` (counted under their types as well).
     """
+    from clients.app import FLOWER
+
     counts = per_type if isinstance(per_type, dict) else dict.fromkeys(MESSAGE_TYPES, per_type)
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory(prefix="ldpfed-fuzz-bundle-") as folder:
         setup = bundle(Path(folder))
-    (reply,) = grid.send_and_receive([Message(protocol.setup_request(setup), dst_node_id=NODE, message_type=protocol.SETUP)])
+    (reply,) = grid.send_and_receive([Message(FLOWER(protocol.setup_request(setup)), dst_node_id=NODE, message_type=protocol.SETUP)])
     info = protocol.read_setup_reply(reply.content)
     hostile = Hostile(rng, setup, dim=info.dim, num_labels=info.num_labels)
     order = np.repeat(np.arange(len(MESSAGE_TYPES)), [counts.get(t, 0) for t in MESSAGE_TYPES])

@@ -40,8 +40,8 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int, labels
     run's and the owner's policy's label channel)."""
     from flwr.app import Message
 
-    from clients import protocol
-    from clients.app import app as client_app
+    from fed import protocol
+    from clients.app import FLOWER, app as client_app
     from fed.runtime.assets import build_bundle, load_assets, load_public, unpack
     from fed.spec.run_spec import RunSpec
     from fed.device.state import init_state
@@ -65,7 +65,7 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int, labels
     }
     grid = LocalGrid(client_app, 1, config.to_mapping(), engine=False, node_configs=[node_config])
     started = time.perf_counter()
-    reply = send(grid, Message(protocol.setup_request(bundle), dst_node_id=NODE_ID, message_type=protocol.SETUP))
+    reply = send(grid, Message(FLOWER(protocol.setup_request(bundle)), dst_node_id=NODE_ID, message_type=protocol.SETUP))
     setup_seconds = time.perf_counter() - started
     info = protocol.read_setup_reply(reply.content)
     plan = make_plan(config, info.num_labels, max(max(info.query_counts, default=1), 1))  # as the server plans
@@ -81,7 +81,7 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int, labels
 
 
 def send(grid: Any, message: Any) -> Any:
-    from clients import protocol
+    from fed import protocol
 
     (reply,) = grid.send_and_receive([message])
     if reply.has_error():

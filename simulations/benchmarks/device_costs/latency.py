@@ -138,9 +138,10 @@ def time_messages(device: Device, n: int, progress: Progress) -> dict[str, Any]:
     """
     from flwr.app import Message
 
-    from clients import protocol
+    from clients.app import FLOWER
+    from fed import protocol
 
-    request = protocol.release_request([0], device.plan.train.params(), 1, device.plan.train_sampling.spec)
+    request = FLOWER(protocol.release_request([0], device.plan.train.params(), 1, device.plan.train_sampling.spec))
 
     def message() -> tuple[float, Any, Any]:
         started = time.perf_counter()
