@@ -107,7 +107,7 @@ def test_a_device_policy_combining_amplified_enforcement_with_memoization_is_ref
 def test_amplified_enforcement_with_memoization_is_refused_wherever_a_policy_is_made() -> None:
     """Simulated users derive their policy from the run options, which never memoize; the policy itself
     refuses the combination, so no run option or policy file can bring it back."""
-    config = RunSpec.of(enforce="amplified", sampling="poisson:0.05", labels="public")
+    config = RunSpec.of(enforce="amplified", sampling="poisson:0.05", labels="public", sigma=2.0)  # sigma: no calibration to wait for
     assert DevicePolicy.from_run(config, make_plan(config, 2)).memoize is False
     for make in (lambda: DevicePolicy(enforce="amplified"), lambda: DevicePolicy.from_mapping({"enforce": "amplified"})):
         with pytest.raises(ValueError, match="enforce.*memoize"):

@@ -10,6 +10,7 @@ nothing of a failed transaction."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import Counter
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy.optimize import brentq
-from scipy.stats import norm
+from scipy.special import ndtr
 
 from fed.runtime.cohort import Cohort
 from fed.runtime.node import NodeHost
@@ -93,12 +94,17 @@ def _counts_by_user(reply) -> dict[int, int]:
 
 def gdp_epsilon(counts: Counter, delta: float) -> float:
     """Epsilon at ``delta`` of Gaussian runs composed exactly (mu-GDP, Dong, Roth and Su, Cor. 2.13)."""
-    mu = math.sqrt(sum(n * (e.sensitivity / e.sigma) ** 2 for e, n in counts.items() if n))
+    return _gdp_epsilon(math.sqrt(sum(n * (e.sensitivity / e.sigma) ** 2 for e, n in counts.items() if n)), delta)
+
+
+@functools.lru_cache(maxsize=None)
+def _gdp_epsilon(mu: float, delta: float) -> float:
+    """:func:`gdp_epsilon` of mu-GDP (``ndtr`` is the standard normal CDF that ``scipy.stats.norm.cdf`` calls)."""
     if mu == 0:
         return 0.0
 
     def excess(eps: float) -> float:
-        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2) - delta
+        return ndtr(-eps / mu + mu / 2) - math.exp(eps) * ndtr(-eps / mu - mu / 2) - delta
 
     return 0.0 if excess(0.0) <= 0 else brentq(excess, 0.0, 10 * mu + mu * mu, xtol=1e-13)
 

@@ -1,9 +1,10 @@
-"""A small study from Python: two privacy budgets, one seed, the report and each run's figures.
+"""A small study from Python: one privacy budget, one seed, the report and each run's figures.
 
     python simulations/examples/small_study.py
 
 The study file is written next to the runs (runs/examples/small_study); a second call resumes it,
-rerunning nothing that finished. Each run is an ``ldpfed simulate`` of four users on 200 generated records.
+rerunning nothing that finished. Each run is an ``ldpfed simulate`` of four users on 200 generated records;
+list more values on an axis (``epsilon = [1.0, 8.0]``) to compare them, one run per value and seed.
 """
 
 from pathlib import Path
@@ -14,13 +15,13 @@ folder = Path("runs/examples/small_study")
 folder.mkdir(parents=True, exist_ok=True)
 config = folder / "study.toml"
 config.write_text(
-    'title = "Two budgets"\n'
+    'title = "One budget"\n'
     "seeds = [0]\n"
     "[base]\n"
     'data = "generated:200"\n'
     "users = 4\n"
     "[axes]\n"
-    "epsilon = [1.0, 8.0]\n"
+    "epsilon = [8.0]\n"
 )
 
 result = ldpfed.study(config, out=folder)
