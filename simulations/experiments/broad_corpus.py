@@ -37,7 +37,7 @@ from fed.runtime.assets import default_cache_dir
 from fed.spec.run_spec import RunSpec
 from simulations.experiments.defaults_sweep import DATASETS, REPORT
 from simulations.experiments.local_run import SHARED, single_threaded_blas
-from simulations.experiments.pilot_dim import CANDIDATES, CELLS, fixed_cell, randomizer, summary, task_encodings
+from simulations.experiments.pilot_dim import CANDIDATES, CELLS, fixed_cell, generated_public, randomizer, task_encodings
 
 SOURCES: tuple[tuple[str, int], ...] = (
     ("banking77/train.tsv", 3000),
@@ -75,3 +75,148 @@ def broad_corpus(root: Path, keep: frozenset[str] | None = None) -> TextDataset:
             labels += [index] * size
     return TextDataset(name="broad", texts=tuple(texts), texts2=None, labels=np.array(labels),
                        label_names=tuple(file for file, _ in SOURCES))
+
+
+def norms(x: np.ndarray) -> list[float]:
+    """The 0.05, 0.5 and 0.95 quantiles of the rows' L2 norms."""
+    return [float(q) for q in np.quantile(np.linalg.norm(x, axis=1), [0.05, 0.5, 0.95])]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every cell (pilot_dim's on public 'generated', and each corpus's) on every dataset, epsilon and seed;
+    the norms after each projection."""
+    cache = default_cache_dir(RunSpec.from_mapping({"data": "generated"}))
+    encoder = make_encoder("minilm")
+    broad = broad_corpus(args.data_root)
+    encoded = encode_cached(encoder, broad, cache).astype(np.float64)
+    publics = {"generated": generated_public(encoder, cache)}
+    for corpus, keep in CORPORA.items():
+        publics[corpus] = encoded[[keep is None or SOURCES[i][0].split("/")[0] in keep for i in broad.labels]]
+    projections = {(p, d): PCAProjection.fit(x, d) for p, x in publics.items() for d in CANDIDATES}
+    norm_table = {f"public '{p}' ({len(x):,} records)": {d: norms(projections[p, d].apply(x)) for d in CANDIDATES}
+                  for p, x in publics.items()}
+    cells: dict[str, tuple[str, int, float]] = {
+        (f"generated, {cell}" if dim else "no projection, clip 1"): ("generated", dim, clip) for cell, (dim, clip) in CELLS.items()
+    }
+    for corpus in CORPORA:
+        for d in CANDIDATES:
+            cells[f"{corpus}, dim {d}, clip 1"] = (corpus, d, 1.0)
+            cells[f"{corpus}, dim {d}, clip public median"] = (corpus, d, norm_table_median(norm_table, corpus, d))
+    results: dict[str, Any] = {}
+    for name in args.datasets:
+        x, y, xt, yt, c = task_encodings(name, args.data_root, args.train_limit, encoder, cache)
+        feats = {key: (p.apply(x), p.apply(xt)) for key, p in projections.items()} | {("generated", 0): (x, xt)}
+        for p in CORPORA:
+            norm_table.setdefault(f"{name} under '{p}'", {d: norms(feats[p, d][0]) for d in CANDIDATES})
+        for epsilon in args.epsilons:
+            row = {cell: fixed_cell(feats[p, d], y, yt, randomizer(epsilon, clip, c), c, args.seeds)
+                   for cell, (p, d, clip) in cells.items()}
+            results[f"{name} | eps {epsilon:g}"] = row
+            print(name, epsilon, {k: round(float(np.mean(v)), 3) for k, v in row.items()}, flush=True)
+    return {"results": results, "norms": norm_table, "clips": {cell: clip for cell, (_, _, clip) in cells.items()},
+            "corpus": {p: len(x) for p, x in publics.items()}}
+
+
+def norm_table_median(table: dict[str, dict[int, list[float]]], corpus: str, d: int) -> float:
+    """The median norm of public ``corpus`` after its projection to ``d`` dimensions, rounded to 2 decimals."""
+    return round(next(v for k, v in table.items() if k.startswith(f"public '{corpus}'"))[d][1], 2)
+
+
+def gaps(results: dict[str, Any], epsilon: str) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """At ``epsilon`` ('eps 8'): each cell's gap (points) to the best cell's mean per dataset, and that best cell."""
+    rows = {key.split(" | ")[0]: row for key, row in results.items() if key.split(" | ")[1] == epsilon}
+    out: dict[str, dict[str, float]] = {}
+    best: dict[str, str] = {}
+    for name, row in rows.items():
+        means = {cell: float(np.mean(v)) for cell, v in row.items()}
+        best[name] = max(means, key=means.get)
+        for cell, mean in means.items():
+            out.setdefault(cell, {})[name] = (means[best[name]] - mean) * 100
+    return out, best
+
+
+def pilot_check(results: dict[str, Any], out: Path) -> str:
+    """How the 'generated' cells compare with pilot.json's fixed cells (the same seeds: they should be equal)."""
+    path = out / "pilot.json"
+    if not path.is_file():
+        return "pilot.json absent: the 'generated' cells were not compared with it."
+    saved = json.loads(path.read_text())["results"]
+    diffs = [abs(a - b) for key, row in results.items() if key in saved for cell, (dim, _) in CELLS.items()
+             for a, b in zip(row[f"generated, {cell}" if dim else "no projection, clip 1"], saved[key][cell])]
+    return (f"The 'generated' and 'no projection' cells against pilot.json's fixed cells (same seeds): {len(diffs)} "
+            f"accuracies compared, largest difference {max(diffs, default=float('nan')):.4f}.")
+
+
+def report(saved: dict[str, Any], args: argparse.Namespace, command: str) -> str:
+    """The markdown report: the recipe, per epsilon each cell as a fixed default (largest gap first), the verdict,
+    the norms, every cell's mean (sd)."""
+    results, corpus = saved["results"], broad_corpus(args.data_root)
+    seeds = len(next(iter(next(iter(results.values())).values())))
+    doc = (__doc__ or "").split("\n\n")
+    lines = ["# A broad public corpus for the default projection (issue 29, item 4): offline test", "",
+             f"Command (from the checkout, PYTHONPATH=$PWD): `{command}`", "", doc[1].replace("\n", " "), "",
+             doc[2].replace("\n", " ") + f" Seeds: {seeds}.", "",
+             "The recipe (SOURCES in simulations/experiments/broad_corpus.py; licences in ../shared/data/SOURCES.md):", "",
+             "| source file | records | in 'broad-ship' |", "|---|---|---|"]
+    lines += [f"| {file} | {size:,} | {'yes' if file.split('/')[0] in SHIPPABLE else 'no'} |" for file, size in SOURCES]
+    for name, keep in CORPORA.items():
+        texts = [t for t, label in zip(corpus.texts, corpus.labels) if keep is None or SOURCES[label][0].split("/")[0] in keep]
+        lines.append(f"\n'{name}': {len(texts):,} sentences, {sum(len(t.encode()) + 1 for t in texts) / 2**20:.2f} MiB "
+                     "as UTF-8 lines.")
+    lines += ["", pilot_check(results, args.out)]
+    for epsilon in dict.fromkeys(key.split(" | ")[1] for key in results):
+        table, best = gaps(results, epsilon)
+        names = list(best)
+        order = sorted(table, key=lambda c: max(table[c].values()))
+        within = [c for c in order if max(table[c].values()) <= 3.0]
+        new = [c for c in order if c.startswith("broad")]
+        lines += ["", f"## {epsilon.replace('eps', 'Epsilon')}", "",
+                  "Best cell per task (over all cells): " + "; ".join(f"{n}: {best[n]} ({np.mean(results[f'{n} | {epsilon}'][best[n]]):.3f})" for n in names) + ".",
+                  "",
+                  f"Within 3 points of the best on all {len(names)}: " + (", ".join(f"'{c}'" for c in within) or "none") + ". "
+                  f"The best broad-corpus cell as the default: '{new[0]}', largest gap {max(table[new[0]].values()):+.1f} points "
+                  f"({max(table[new[0]], key=table[new[0]].get)}); the best 'generated' or unprojected cell: "
+                  f"'{next(c for c in order if not c.startswith('broad'))}', "
+                  f"{max(table[next(c for c in order if not c.startswith('broad'))].values()):+.1f}.", "",
+                  f"Each cell as a fixed default: its gap (points) to the best cell's {seeds}-seed mean per task, largest gap first.", "",
+                  "| cell as the default | largest gap | " + " | ".join(names) + " |", "|---" * (len(names) + 2) + "|"]
+        lines += [f"| {c} | {max(table[c].values()):+.1f} | " + " | ".join(f"{table[c][n]:+.1f}" for n in names) + " |" for c in order]
+        lines += ["", "Accuracy, mean (sd) over the seeds:", "", "| cell | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+        lines += [f"| {c} | " + " | ".join(f"{np.mean(results[f'{n} | {epsilon}'][c]):.3f} ({np.std(results[f'{n} | {epsilon}'][c]):.3f})"
+                                         for n in names) + " |" for c in table]
+    lines += ["", "## Norms", "",
+              "L2 norms after each projection (0.05, 0.5 and 0.95 quantiles; the tasks: their seeded training records). "
+              "'clip public median' uses the public median (rounded to 2 decimals):", "",
+              "| records | " + " | ".join(f"dim {d}" for d in CANDIDATES) + " |", "|---" * (len(CANDIDATES) + 1) + "|"]
+    lines += [f"| {k} | " + " | ".join(" / ".join(f"{q:.2f}" for q in v[str(d)]) for d in CANDIDATES) + " |"
+              for k, v in saved["norms"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, write broad_corpus.json and broad_corpus.md beside the sweep's report."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--epsilons", nargs="+", type=float, default=[8.0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--train-limit", type=int, default=8000)
+    parser.add_argument("--data-root", type=Path, default=SHARED)
+    parser.add_argument("--out", type=Path, default=REPORT)
+    parser.add_argument("--report-only", action="store_true", help="rewrite broad_corpus.md from broad_corpus.json")
+    args = parser.parse_args(argv)
+    command = " ".join(["python -m simulations.experiments.broad_corpus", *(sys.argv[1:] if argv is None else argv)])
+    path = args.out / "broad_corpus.json"
+    if args.report_only:
+        saved = json.loads(path.read_text())
+        command = saved.pop("command")
+    else:
+        single_threaded_blas()
+        saved = json.loads(json.dumps(run(args)))
+        args.out.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"command": command, **saved}, indent=1) + "\n")
+    (args.out / "broad_corpus.md").write_text(report(saved, args, command))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
