@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ from fed.encoders.projection import PCAProjection
 from fed.runtime.assets import default_cache_dir
 from fed.spec.run_spec import RunSpec
 from simulations.experiments.defaults_sweep import DATASETS, REPORT
-from simulations.experiments.local_run import SHARED, single_threaded_blas
+from simulations.experiments.local_run import SHARED, run_in_process, single_threaded_blas
 from simulations.experiments.pilot_dim import CANDIDATES, CELLS, fixed_cell, generated_public, randomizer, task_encodings
 
 SOURCES: tuple[tuple[str, int], ...] = (
@@ -61,6 +63,13 @@ SHIPPABLE = frozenset(("banking77", "sms_spam", "sentiment_labelled_sentences"))
 free to use with citation; Sentiment Labelled Sentences (UCI, CC BY 4.0 as usually listed, not verified here)."""
 CORPORA = {"broad": None, "broad-ship": SHIPPABLE}
 """Corpus name -> the sources it keeps (None: all)."""
+HALF = "broad half"
+HALF_DIMS = (32, 64)
+"""Dimensions run on seeded halves of 'broad' (how much the pick depends on the corpus's sample); these cells are
+not candidates for the best cell."""
+REAL_CELLS = {"broad, dim 32, clip 1": ("broad", 32), "broad, dim 64, clip 1": ("broad", 64),
+              "broad-ship, dim 64, clip 1": ("broad-ship", 64)}
+"""Cells also run for real (the ServerApp, the sweep's setting, seed 0) with --real-epsilons."""
 
 
 def broad_corpus(root: Path, keep: frozenset[str] | None = None) -> TextDataset:
@@ -92,6 +101,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     publics = {"generated": generated_public(encoder, cache)}
     for corpus, keep in CORPORA.items():
         publics[corpus] = encoded[[keep is None or SOURCES[i][0].split("/")[0] in keep for i in broad.labels]]
+    for r in range(1, args.halves + 1):
+        publics[f"broad half {r}"] = encoded[np.sort(np.random.default_rng([r, 2]).choice(len(encoded), len(encoded) // 2, replace=False))]
     projections = {(p, d): PCAProjection.fit(x, d) for p, x in publics.items() for d in CANDIDATES}
     norm_table = {f"public '{p}' ({len(x):,} records)": {d: norms(projections[p, d].apply(x)) for d in CANDIDATES}
                   for p, x in publics.items()}
@@ -102,6 +113,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for d in CANDIDATES:
             cells[f"{corpus}, dim {d}, clip 1"] = (corpus, d, 1.0)
             cells[f"{corpus}, dim {d}, clip public median"] = (corpus, d, norm_table_median(norm_table, corpus, d))
+    for r in range(1, args.halves + 1):
+        cells |= {f"broad half {r}, dim {d}, clip 1": (f"broad half {r}", d, 1.0) for d in HALF_DIMS}
     results: dict[str, Any] = {}
     for name in args.datasets:
         x, y, xt, yt, c = task_encodings(name, args.data_root, args.train_limit, encoder, cache)
@@ -122,6 +135,67 @@ def norm_table_median(table: dict[str, dict[int, list[float]]], corpus: str, d: 
     return round(next(v for k, v in table.items() if k.startswith(f"public '{corpus}'"))[d][1], 2)
 
 
+def real_runs(args: argparse.Namespace, saved: dict[str, Any], path: Path, command: str, real_command: str) -> None:
+    """Run REAL_CELLS for real (run_in_process: the ServerApp and ClientApps, seed 0, the sweep's users and sample)
+    with the corpus written as a public folder; each accuracy joins saved['real'] and ``path`` as it finishes."""
+    broad = broad_corpus(args.data_root)
+    with tempfile.TemporaryDirectory(prefix="ldpfed-broad-") as temp:
+        folders = {}
+        for corpus, keep in CORPORA.items():
+            folders[corpus] = Path(temp) / corpus
+            folders[corpus].mkdir()
+            rows = [f"{t}\t{label}\n" for t, label in zip(broad.texts, broad.labels) if keep is None or SOURCES[label][0].split("/")[0] in keep]
+            (folders[corpus] / "train.tsv").write_text("sentence\tlabel\n" + "".join(rows), encoding="utf-8")
+        for epsilon in args.real_epsilons:
+            for name in args.datasets:
+                for cell, (corpus, dim) in REAL_CELLS.items():
+                    key = f"{name} | eps {epsilon:g} | {cell}"
+                    if key in saved["real"]:
+                        continue
+                    out = Path(temp) / "run"
+                    _, summary = run_in_process({
+                        "data": str(args.data_root / DATASETS[name]), "epsilon": epsilon, "users": args.users,
+                        "train_limit": args.train_limit, "public": str(folders[corpus]), "dim": dim, "clip": 1.0, "out": str(out)})
+                    shutil.rmtree(out)
+                    saved["real"][key] = {"accuracy": summary["accuracy_local"], "users": args.users, "command": real_command}
+                    path.write_text(json.dumps({"command": command, **saved}, indent=1) + "\n")
+                    print(f"{key}: {summary['accuracy_local']:.3f}", flush=True)
+
+
+def real_report(saved: dict[str, Any], out: Path) -> list[str]:
+    """Per epsilon run for real: each REAL_CELLS accuracy against the best real run of the sweep (results.json:
+    the cells on shipped data) and of these cells, and its gap (points)."""
+    real = saved.get("real", {})
+    sweep_path = out / "results.json"
+    if not real or not sweep_path.is_file():
+        return []
+    sweep = {k: v["accuracy"] for k, v in json.loads(sweep_path.read_text()).items() if "public mr" not in k}
+    lines = ["", "## Real runs", "",
+             "The same corpora given as --public (a folder written from the recipe), through the ServerApp and ClientApps "
+             "(run_in_process), in the sweep's setting (README.md: " + f"{next(iter(real.values()))['users']} users, "
+             "dirichlet:0.5, seeded 8,000 records, one release per record, seed 0: one seed). Best: over the sweep's cells "
+             "on shipped data (results.json) and these. Commands: " + ", ".join(f"`{c}`" for c in dict.fromkeys(v["command"] for v in real.values())) + "."]
+    for epsilon in dict.fromkeys(k.split(" | ")[1] for k in real):
+        names = list(dict.fromkeys(k.split(" | ")[0] for k in real if k.split(" | ")[1] == epsilon))
+        lines += ["", f"{epsilon.replace('eps', 'Epsilon')}:", "",
+                  "| dataset | " + " | ".join(REAL_CELLS) + " | best real cell | its accuracy |", "|---" * (len(REAL_CELLS) + 3) + "|"]
+        worst = dict.fromkeys(REAL_CELLS, 0.0)
+        for name in names:
+            runs = {k.split(" | ")[2]: v for k, v in sweep.items() if k.startswith(f"{name} | {epsilon} | ")}
+            runs |= {cell: real[f"{name} | {epsilon} | {cell}"]["accuracy"] for cell in REAL_CELLS if f"{name} | {epsilon} | {cell}" in real}
+            best = max(runs, key=runs.get)
+            cols = []
+            for cell in REAL_CELLS:
+                if cell in runs:
+                    worst[cell] = max(worst[cell], (runs[best] - runs[cell]) * 100)
+                    cols.append(f"{runs[cell]:.3f} ({(runs[best] - runs[cell]) * 100:+.1f})")
+                else:
+                    cols.append("")
+            lines.append(f"| {name} | " + " | ".join(cols) + f" | {best} | {runs[best]:.3f} |")
+        lines += ["", "Largest gap over these datasets: " + "; ".join(f"'{c}' {g:+.1f} points" for c, g in worst.items()) + "."]
+    return lines
+
+
 def gaps(results: dict[str, Any], epsilon: str) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     """At ``epsilon`` ('eps 8'): each cell's gap (points) to the best cell's mean per dataset, and that best cell."""
     rows = {key.split(" | ")[0]: row for key, row in results.items() if key.split(" | ")[1] == epsilon}
@@ -129,7 +203,7 @@ def gaps(results: dict[str, Any], epsilon: str) -> tuple[dict[str, dict[str, flo
     best: dict[str, str] = {}
     for name, row in rows.items():
         means = {cell: float(np.mean(v)) for cell, v in row.items()}
-        best[name] = max(means, key=means.get)
+        best[name] = max((c for c in means if not c.startswith(HALF)), key=means.get)
         for cell, mean in means.items():
             out.setdefault(cell, {})[name] = (means[best[name]] - mean) * 100
     return out, best
@@ -168,8 +242,8 @@ def report(saved: dict[str, Any], args: argparse.Namespace, command: str) -> str
         table, best = gaps(results, epsilon)
         names = list(best)
         order = sorted(table, key=lambda c: max(table[c].values()))
-        within = [c for c in order if max(table[c].values()) <= 3.0]
-        new = [c for c in order if c.startswith("broad")]
+        within = [c for c in order if max(table[c].values()) <= 3.0 and not c.startswith(HALF)]
+        new = [c for c in order if c.startswith("broad") and not c.startswith(HALF)]
         lines += ["", f"## {epsilon.replace('eps', 'Epsilon')}", "",
                   "Best cell per task (over all cells): " + "; ".join(f"{n}: {best[n]} ({np.mean(results[f'{n} | {epsilon}'][best[n]]):.3f})" for n in names) + ".",
                   "",
@@ -184,6 +258,7 @@ def report(saved: dict[str, Any], args: argparse.Namespace, command: str) -> str
         lines += ["", "Accuracy, mean (sd) over the seeds:", "", "| cell | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         lines += [f"| {c} | " + " | ".join(f"{np.mean(results[f'{n} | {epsilon}'][c]):.3f} ({np.std(results[f'{n} | {epsilon}'][c]):.3f})"
                                          for n in names) + " |" for c in table]
+    lines += real_report(saved, args.out)
     lines += ["", "## Norms", "",
               "L2 norms after each projection (0.05, 0.5 and 0.95 quantiles; the tasks: their seeded training records). "
               "'clip public median' uses the public median (rounded to 2 decimals):", "",
@@ -200,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epsilons", nargs="+", type=float, default=[8.0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--train-limit", type=int, default=8000)
+    parser.add_argument("--halves", type=int, default=3, help="seeded halves of 'broad' to fit the projection on")
+    parser.add_argument("--real-epsilons", nargs="+", type=float, default=[],
+                        help="instead of the offline cells: run REAL_CELLS for real at these epsilons (added to the json)")
+    parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--data-root", type=Path, default=SHARED)
     parser.add_argument("--out", type=Path, default=REPORT)
     parser.add_argument("--report-only", action="store_true", help="rewrite broad_corpus.md from broad_corpus.json")
@@ -209,6 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only:
         saved = json.loads(path.read_text())
         command = saved.pop("command")
+    elif args.real_epsilons:
+        saved = json.loads(path.read_text())
+        command = saved.pop("command")
+        single_threaded_blas()
+        saved.setdefault("real", {})
+        real_runs(args, saved, path, command, " ".join(["python -m simulations.experiments.broad_corpus",
+                                                          *(sys.argv[1:] if argv is None else argv)]))
     else:
         single_threaded_blas()
         saved = json.loads(json.dumps(run(args)))
