@@ -137,6 +137,11 @@ def simulate_choice(means: np.ndarray, within: np.ndarray, prior: np.ndarray, re
     return max(scores, key=lambda k: (scores[k], -k)), scores
 
 
+def generated_public(encoder: Encoder, cache: Path) -> np.ndarray:
+    """Clean encodings of the default public corpus ('generated', its default size, seed 0)."""
+    return encode_cached(encoder, generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=0), cache).astype(np.float64)
+
+
 def task_encodings(name: str, root: Path, limit: int, encoder: Encoder, cache: Path) -> tuple[np.ndarray, ...]:
     """Clean encodings and labels of task ``name`` (its seeded ``limit`` training records, its evaluation split):
     x, y, x_test, y_test and the number of labels."""
@@ -158,7 +163,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every cell and rule on every dataset, epsilon and seed."""
     cache = default_cache_dir(RunSpec.from_mapping({"data": "generated"}))
     encoder = make_encoder("minilm")
-    public = encode_cached(encoder, generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=0), cache).astype(np.float64)
+    public = generated_public(encoder, cache)
     projections = {d: PCAProjection.fit(public, d) for d in CANDIDATES}
     wide_public = unit(projections[WIDE].apply(public))
     profile = np.array([np.mean(np.sum(wide_public[:, a:b] ** 2, axis=1)) / (b - a) for a, b in BLOCKS])
