@@ -16,6 +16,8 @@ Offline, not the ServerApp: same reduced setting as pilot_dim (seeded 8,000 trai
 record, worst-case epsilon, delta 1e-5, no partition, local inference on the whole evaluation split).
 
     python -m simulations.experiments.broad_corpus --epsilons 8 3 1 --seeds 5
+    python -m simulations.experiments.broad_corpus --real-epsilons 8 3 1  # REAL_CELLS through the ServerApp, seed 0
+    python -m simulations.experiments.broad_corpus --real-epsilons 8 --real-seeds 1 2 3 4  # SEEDED_CELLS, more seeds
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ not candidates for the best cell."""
 REAL_CELLS = {"broad, dim 32, clip 1": ("broad", 32), "broad, dim 64, clip 1": ("broad", 64),
               "broad-ship, dim 64, clip 1": ("broad-ship", 64)}
 """Cells also run for real (the ServerApp, the sweep's setting, seed 0) with --real-epsilons."""
+SEEDED_CELLS = {"broad, dim 64, clip 1": ("broad", 64), "broad-ship, dim 64, clip 1": ("broad-ship", 64),
+                **{f"generated, dim {d}, clip 1": ("generated", d) for d in CANDIDATES}}
+"""Cells run for real at several seeds with --real-seeds: the broad candidates and the sweep's clip-1 cells."""
 
 
 def broad_corpus(root: Path, keep: frozenset[str] | None = None) -> TextDataset:
@@ -136,30 +141,66 @@ def norm_table_median(table: dict[str, dict[int, list[float]]], corpus: str, d: 
 
 
 def real_runs(args: argparse.Namespace, saved: dict[str, Any], path: Path, command: str, real_command: str) -> None:
-    """Run REAL_CELLS for real (run_in_process: the ServerApp and ClientApps, seed 0, the sweep's users and sample)
-    with the corpus written as a public folder; each accuracy joins saved['real'] and ``path`` as it finishes."""
+    """Run cells for real (run_in_process: the ServerApp and ClientApps, the sweep's users and sample) with the corpus
+    written as a public folder: REAL_CELLS at seed 0 into saved['real'], or with --real-seeds SEEDED_CELLS at those
+    seeds into saved['real seeds']; each accuracy joins ``path`` as it finishes."""
     broad = broad_corpus(args.data_root)
+    seeded = bool(args.real_seeds)
+    store = saved.setdefault("real seeds" if seeded else "real", {})
     with tempfile.TemporaryDirectory(prefix="ldpfed-broad-") as temp:
-        folders = {}
+        folders = {"generated": "generated"}
         for corpus, keep in CORPORA.items():
-            folders[corpus] = Path(temp) / corpus
-            folders[corpus].mkdir()
+            folder = Path(temp) / corpus
+            folder.mkdir()
             rows = [f"{t}\t{label}\n" for t, label in zip(broad.texts, broad.labels) if keep is None or SOURCES[label][0].split("/")[0] in keep]
-            (folders[corpus] / "train.tsv").write_text("sentence\tlabel\n" + "".join(rows), encoding="utf-8")
+            (folder / "train.tsv").write_text("sentence\tlabel\n" + "".join(rows), encoding="utf-8")
+            folders[corpus] = str(folder)
         for epsilon in args.real_epsilons:
-            for name in args.datasets:
-                for cell, (corpus, dim) in REAL_CELLS.items():
-                    key = f"{name} | eps {epsilon:g} | {cell}"
-                    if key in saved["real"]:
-                        continue
-                    out = Path(temp) / "run"
-                    _, summary = run_in_process({
-                        "data": str(args.data_root / DATASETS[name]), "epsilon": epsilon, "users": args.users,
-                        "train_limit": args.train_limit, "public": str(folders[corpus]), "dim": dim, "clip": 1.0, "out": str(out)})
-                    shutil.rmtree(out)
-                    saved["real"][key] = {"accuracy": summary["accuracy_local"], "users": args.users, "command": real_command}
-                    path.write_text(json.dumps({"command": command, **saved}, indent=1) + "\n")
-                    print(f"{key}: {summary['accuracy_local']:.3f}", flush=True)
+            for seed in args.real_seeds or [0]:
+                for name in args.datasets:
+                    for cell, (corpus, dim) in (SEEDED_CELLS if seeded else REAL_CELLS).items():
+                        key = f"{name} | eps {epsilon:g} | {cell}" + (f" | seed {seed}" if seeded else "")
+                        if key in store:
+                            continue
+                        out = Path(temp) / "run"
+                        _, summary = run_in_process({
+                            "data": str(args.data_root / DATASETS[name]), "epsilon": epsilon, "users": args.users, "seed": seed,
+                            "train_limit": args.train_limit, "public": folders[corpus], "dim": dim, "clip": 1.0, "out": str(out)})
+                        shutil.rmtree(out)
+                        store[key] = {"accuracy": summary["accuracy_local"], "users": args.users, "command": real_command}
+                        path.write_text(json.dumps({"command": command, **saved}, indent=1) + "\n")
+                        print(f"{key}: {summary['accuracy_local']:.3f}", flush=True)
+
+
+def seeded_report(saved: dict[str, Any], out: Path) -> list[str]:
+    """Per epsilon: each SEEDED_CELLS mean over the seeds run for real (seed 0 from saved['real'] or the sweep's
+    results.json where the seeded runs leave it out), its gap (points) to the best cell's mean per task."""
+    runs = saved.get("real seeds", {})
+    if not runs:
+        return []
+    sweep = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else {}
+    lines = ["", "## Real runs over seeds", "",
+             "SEEDED_CELLS run for real as above at --seed 1, 2, ... (the seed moves the task's 8,000-record sample, the "
+             "partition, the noise and the generated public corpus; not the broad corpus), seed 0 taken from the runs above "
+             "and the sweep's results.json. Mean (sd) over the seeds, gap (points) to the best cell's mean per task. "
+             "Commands: " + ", ".join(f"`{c}`" for c in dict.fromkeys(v["command"] for v in runs.values())) + "."]
+    for epsilon in dict.fromkeys(k.split(" | ")[1] for k in runs):
+        names = list(dict.fromkeys(k.split(" | ")[0] for k in runs if k.split(" | ")[1] == epsilon))
+        accs: dict[str, dict[str, list[float]]] = {}
+        for name in names:
+            for cell in SEEDED_CELLS:
+                found = [v["accuracy"] for k, v in runs.items() if k.startswith(f"{name} | {epsilon} | {cell} | seed ")]
+                zero = saved.get("real", {}).get(f"{name} | {epsilon} | {cell}") or sweep.get(f"{name} | {epsilon} | {cell}")
+                accs.setdefault(cell, {})[name] = ([zero["accuracy"]] if zero else []) + found
+        means = {c: {n: float(np.mean(v)) for n, v in row.items() if v} for c, row in accs.items()}
+        best = {n: max(means, key=lambda c: means[c].get(n, -1.0)) for n in names}
+        lines += ["", f"{epsilon.replace('eps', 'Epsilon')} ({len(accs[next(iter(accs))][names[0]])} seeds):", "",
+                  "| cell | largest gap | " + " | ".join(names) + " |", "|---" * (len(names) + 2) + "|"]
+        for cell in sorted(accs, key=lambda c: max(means[best[n]][n] - means[c][n] for n in names)):
+            gap = {n: (means[best[n]][n] - means[cell][n]) * 100 for n in names}
+            lines.append(f"| {cell} | {max(gap.values()):+.1f} | " + " | ".join(
+                f"{means[cell][n]:.3f} ({np.std(accs[cell][n]):.3f}) {gap[n]:+.1f}" for n in names) + " |")
+    return lines
 
 
 def real_report(saved: dict[str, Any], out: Path) -> list[str]:
@@ -258,7 +299,7 @@ def report(saved: dict[str, Any], args: argparse.Namespace, command: str) -> str
         lines += ["", "Accuracy, mean (sd) over the seeds:", "", "| cell | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         lines += [f"| {c} | " + " | ".join(f"{np.mean(results[f'{n} | {epsilon}'][c]):.3f} ({np.std(results[f'{n} | {epsilon}'][c]):.3f})"
                                          for n in names) + " |" for c in table]
-    lines += real_report(saved, args.out)
+    lines += real_report(saved, args.out) + seeded_report(saved, args.out)
     lines += ["", "## Norms", "",
               "L2 norms after each projection (0.05, 0.5 and 0.95 quantiles; the tasks: their seeded training records). "
               "'clip public median' uses the public median (rounded to 2 decimals):", "",
@@ -278,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--halves", type=int, default=3, help="seeded halves of 'broad' to fit the projection on")
     parser.add_argument("--real-epsilons", nargs="+", type=float, default=[],
                         help="instead of the offline cells: run REAL_CELLS for real at these epsilons (added to the json)")
+    parser.add_argument("--real-seeds", nargs="+", type=int, default=[],
+                        help="with --real-epsilons: run SEEDED_CELLS at these seeds instead of REAL_CELLS at seed 0")
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--data-root", type=Path, default=SHARED)
     parser.add_argument("--out", type=Path, default=REPORT)
@@ -292,7 +335,6 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads(path.read_text())
         command = saved.pop("command")
         single_threaded_blas()
-        saved.setdefault("real", {})
         real_runs(args, saved, path, command, " ".join(["python -m simulations.experiments.broad_corpus",
                                                           *(sys.argv[1:] if argv is None else argv)]))
     else:

@@ -142,7 +142,8 @@ def generated_public(encoder: Encoder, cache: Path) -> np.ndarray:
     return encode_cached(encoder, generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=0), cache).astype(np.float64)
 
 
-def task_encodings(name: str, root: Path, limit: int, encoder: Encoder, cache: Path) -> tuple[np.ndarray, ...]:
+def task_encodings(name: str, root: Path, limit: int, encoder: Encoder, cache: Path
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Clean encodings and labels of task ``name`` (its seeded ``limit`` training records, its evaluation split):
     x, y, x_test, y_test and the number of labels."""
     train = load_dataset(str(root / DATASETS[name]), "train")
