@@ -244,6 +244,10 @@ def report(results: dict[str, Any], args: argparse.Namespace, norms: dict[str, d
         lines += ["", "A pilot of the users' own charged reports choosing the dimension (the task's statistics from a share "
                   "of the releases, noise-corrected) was tested offline over several seeds and not built: pilot.md beside this "
                   "file (simulations/experiments/pilot_dim.py)."]
+    if (args.out / "broad_corpus.md").is_file():
+        lines += ["", "A projection fitted on a broad public corpus of real sentences (none from these tasks or their sources) "
+                  "was tested offline over several seeds and for real at dims 32 and 64, and not shipped: broad_corpus.md beside "
+                  "this file (simulations/experiments/broad_corpus.py)."]
     lines += _norms(norms, args.train_limit)
     seen = {k.split(" | ")[2] for k in results}
     names = [c for c in GRID if c in seen] + sorted(seen - set(GRID))

@@ -34,6 +34,7 @@ import numpy as np
 
 from fed.data.corpus import generate_public_corpus
 from fed.data.loaders import load_dataset
+from fed.encoders.base import Encoder
 from fed.encoders.cache import encode_cached
 from fed.encoders.factory import make_encoder
 from fed.encoders.projection import PCAProjection
@@ -136,29 +137,45 @@ def simulate_choice(means: np.ndarray, within: np.ndarray, prior: np.ndarray, re
     return max(scores, key=lambda k: (scores[k], -k)), scores
 
 
+def generated_public(encoder: Encoder, cache: Path) -> np.ndarray:
+    """Clean encodings of the default public corpus ('generated', its default size, seed 0)."""
+    return encode_cached(encoder, generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=0), cache).astype(np.float64)
+
+
+def task_encodings(name: str, root: Path, limit: int, encoder: Encoder, cache: Path
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Clean encodings and labels of task ``name`` (its seeded ``limit`` training records, its evaluation split):
+    x, y, x_test, y_test and the number of labels."""
+    train = load_dataset(str(root / DATASETS[name]), "train")
+    test = load_dataset(str(root / DATASETS[name]), "dev")
+    if len(train) > limit:
+        train = train.subset(np.sort(np.random.default_rng(0).choice(len(train), limit, replace=False)))
+    x, xt = (encode_cached(encoder, d, cache).astype(np.float64) for d in (train, test))
+    return x, np.asarray(train.labels), xt, np.asarray(test.labels), len(train.label_names)
+
+
+def fixed_cell(feats: tuple[np.ndarray, np.ndarray], y: np.ndarray, yt: np.ndarray, rz: Randomizer, c: int,
+               seeds: int) -> list[float]:
+    """Accuracy per seed of a fixed cell: (train, test) features released by ``rz`` (noise seeded [seed, 1])."""
+    return [lda_accuracy(feats[0], y, feats[1], yt, rz, c, np.random.default_rng([s, 1])) for s in range(seeds)]
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every cell and rule on every dataset, epsilon and seed."""
     cache = default_cache_dir(RunSpec.from_mapping({"data": "generated"}))
     encoder = make_encoder("minilm")
-    public = encode_cached(encoder, generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=0), cache).astype(np.float64)
+    public = generated_public(encoder, cache)
     projections = {d: PCAProjection.fit(public, d) for d in CANDIDATES}
     wide_public = unit(projections[WIDE].apply(public))
     profile = np.array([np.mean(np.sum(wide_public[:, a:b] ** 2, axis=1)) / (b - a) for a, b in BLOCKS])
     out: dict[str, Any] = {}
     for name in args.datasets:
-        train = load_dataset(str(args.data_root / DATASETS[name]), "train")
-        test = load_dataset(str(args.data_root / DATASETS[name]), "dev")
-        if len(train) > args.train_limit:
-            train = train.subset(np.sort(np.random.default_rng(0).choice(len(train), args.train_limit, replace=False)))
-        c = len(train.label_names)
-        x, xt = (encode_cached(encoder, d, cache).astype(np.float64) for d in (train, test))
-        y, yt = np.asarray(train.labels), np.asarray(test.labels)
+        x, y, xt, yt, c = task_encodings(name, args.data_root, args.train_limit, encoder, cache)
         feats = {d: (projections[d].apply(x), projections[d].apply(xt)) for d in CANDIDATES} | {0: (x, xt)}
         for epsilon in args.epsilons:
             row: dict[str, Any] = {}
             for cell, (dim, clip) in CELLS.items():
-                rz = randomizer(epsilon, clip, c)
-                row[cell] = [lda_accuracy(feats[dim][0], y, feats[dim][1], yt, rz, c, np.random.default_rng([s, 1])) for s in range(args.seeds)]
+                row[cell] = fixed_cell(feats[dim], y, yt, randomizer(epsilon, clip, c), c, args.seeds)
             rz = randomizer(epsilon, 1.0, c)
             sigma = float(rz.params()["sigma"])
             for fraction in args.fractions:
