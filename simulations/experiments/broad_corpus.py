@@ -40,7 +40,7 @@ from fed.encoders.projection import PCAProjection
 from fed.runtime.assets import default_cache_dir
 from fed.spec.run_spec import RunSpec
 from simulations.experiments.defaults_sweep import DATASETS, REPORT
-from simulations.experiments.local_run import SHARED, run_in_process, single_threaded_blas
+from simulations.experiments.local_run import run_in_process, single_threaded_blas, sweep_parser
 from simulations.experiments.pilot_dim import CANDIDATES, CELLS, fixed_cell, generated_public, randomizer, task_encodings
 
 SOURCES: tuple[tuple[str, int], ...] = (
@@ -311,20 +311,14 @@ def report(saved: dict[str, Any], args: argparse.Namespace, command: str) -> str
 
 def main(argv: list[str] | None = None) -> int:
     """Run, write broad_corpus.json and broad_corpus.md beside the sweep's report."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    parser.add_argument("--epsilons", nargs="+", type=float, default=[8.0])
+    parser = sweep_parser(__doc__, list(DATASETS), REPORT)
+    parser.set_defaults(epsilons=[8.0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--train-limit", type=int, default=8000)
     parser.add_argument("--halves", type=int, default=3, help="seeded halves of 'broad' to fit the projection on")
     parser.add_argument("--real-epsilons", nargs="+", type=float, default=[],
                         help="instead of the offline cells: run REAL_CELLS for real at these epsilons (added to the json)")
     parser.add_argument("--real-seeds", nargs="+", type=int, default=[],
                         help="with --real-epsilons: run SEEDED_CELLS at these seeds instead of REAL_CELLS at seed 0")
-    parser.add_argument("--users", type=int, default=100)
-    parser.add_argument("--data-root", type=Path, default=SHARED)
-    parser.add_argument("--out", type=Path, default=REPORT)
-    parser.add_argument("--report-only", action="store_true", help="rewrite broad_corpus.md from broad_corpus.json")
     args = parser.parse_args(argv)
     command = " ".join(["python -m simulations.experiments.broad_corpus", *(sys.argv[1:] if argv is None else argv)])
     path = args.out / "broad_corpus.json"

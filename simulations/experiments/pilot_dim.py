@@ -45,7 +45,7 @@ from fed.runtime.assets import PUBLIC_GENERATED_SIZE, default_cache_dir
 from fed.spec.plan import make_plan
 from fed.spec.run_spec import RunSpec
 from simulations.experiments.defaults_sweep import DATASETS, REPORT
-from simulations.experiments.local_run import SHARED, single_threaded_blas
+from simulations.experiments.local_run import single_threaded_blas, sweep_parser
 
 WIDE = 128
 CANDIDATES = (8, 16, 32, 64, 128)
@@ -263,15 +263,10 @@ def summary(results: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run, write pilot.json and pilot.md beside the sweep's report."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    parser.add_argument("--epsilons", nargs="+", type=float, default=[8.0])
+    parser = sweep_parser(__doc__, list(DATASETS), REPORT)
+    parser.set_defaults(epsilons=[8.0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--fractions", nargs="+", type=float, default=[0.2, 0.5])
-    parser.add_argument("--train-limit", type=int, default=8000)
-    parser.add_argument("--data-root", type=Path, default=SHARED)
-    parser.add_argument("--out", type=Path, default=REPORT)
-    parser.add_argument("--report-only", action="store_true", help="rewrite pilot.md from pilot.json (its command kept)")
     args = parser.parse_args(argv)
     command = " ".join(["python -m simulations.experiments.pilot_dim", *(sys.argv[1:] if argv is None else argv)])
     if args.report_only:
