@@ -97,6 +97,14 @@ def subsample(data: Path, dataset: str, limit: int) -> tuple[np.ndarray, np.ndar
 
 
 @cache
+def train_size(data: Path, dataset: str) -> int:
+    """Records in the dataset's train split."""
+    from fed.data.loaders import load_dataset
+
+    return len(load_dataset(str(data / dataset), "train"))
+
+
+@cache
 def dev_rows(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
     """MiniLM rows and labels of the dev split."""
     from fed.runtime.assets import default_cache_dir
@@ -179,9 +187,11 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
         "epsilon of one release of a record under the noise that row used (delta 1e-5).",
         "",
     ]
-    reduced = []
-    if args.train_records:
-        reduced.append(f"a seeded subsample of {args.train_records:,} training records per dataset")
+    sizes = {dataset: train_size(args.data, dataset) for dataset in args.datasets}
+    lines += ["Training records: " + "; ".join(
+        f"{d}: {min(args.train_records or sizes[d], sizes[d]):,} of its {sizes[d]:,}" for d in args.datasets) + ".", ""]
+    reduced = [f"{d}: a seeded subsample of {args.train_records:,} of its {sizes[d]:,} training records"
+               for d in args.datasets if 0 < args.train_records < sizes[d]]
     if set(args.epsilons) != set(EPSILONS):
         reduced.append(f"epsilons {', '.join(f'{e:g}' for e in args.epsilons)} of the paper's 8")
     if reduced:
