@@ -105,6 +105,15 @@ def train_size(data: Path, dataset: str) -> int:
 
 
 @cache
+def majority(data: Path, dataset: str) -> float:
+    """Share of the dev split's most common label (what a constant prediction scores)."""
+    from fed.data.loaders import load_dataset
+
+    labels = np.asarray(load_dataset(str(data / dataset), "dev").labels)
+    return float(np.bincount(labels).max() / len(labels))
+
+
+@cache
 def dev_rows(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
     """MiniLM rows and labels of the dev split."""
     from fed.runtime.assets import default_cache_dir
@@ -203,7 +212,8 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
         base = {"dataset": dataset, "train_records": args.train_records, "epochs": args.epochs}
         raw = fmt_spread(results.values({**base, "row": "raw", "epsilon": 0.0, "accounting": "none"}, "accuracy"))
         hide = fmt_spread(results.values({**base, "row": "texthide", "epsilon": 0.0, "accounting": "none"}, "accuracy"))
-        lines += [f"## {dataset}", "", f"Raw data (no privacy): {raw}. TextHide (m 16, k 4; no DP, epsilon infinite): {hide}.", ""]
+        lines += [f"## {dataset}", "", f"Raw data (no privacy): {raw}. TextHide (m 16, k 4; no DP, epsilon infinite): {hide}. "
+                  f"Majority class of the dev split: {100 * majority(args.data, dataset):.2f}.", ""]
         rows = []
         for eps in args.epsilons:
             row = [f"{eps:g}"]
