@@ -49,6 +49,7 @@ MASKS = 16
 CLIP = 1.0
 HIDDEN = (768, 768, 768)
 DATASETS = ("sst2", "cola")
+NAMES = {"sst2": "SST-2", "cola": "CoLA"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,7 +184,7 @@ def compute(setting: Setting, seed: int, data: Path) -> dict[str, Any]:
 def report(results: Results, args: argparse.Namespace) -> list[str]:
     """README.md: the paper's figure (a plot without numbers), ours under both accountings, the differences."""
     lines = [
-        "# Seed 002, Figure 1: DP instance encoding on SST-2 and CoLA",
+        f"# Seed 002, Figure 1: DP instance encoding on {' and '.join(NAMES[d] for d in args.datasets)}",
         "",
         f"Command: `ldpfed reproduce {NAME} --seeds {args.seeds} --train-records {args.train_records} "
         f"--epochs {args.epochs} --datasets {' '.join(args.datasets)} --epsilons {' '.join(f'{e:g}' for e in args.epsilons)}"
