@@ -79,3 +79,27 @@ def test_seed002_paper_laplace_costs_sqrt_d_times_k_more() -> None:
     assert compose_epsilon({strict.event: 1}, DELTA) <= 1.0 + 1e-6
     gaussian = build("dpie-gaussian", "strict", 1.0, dim)
     assert compose_epsilon({gaussian.event: 1}, DELTA) <= 1.0 + 1e-6
+
+
+def test_seed000_learners_take_batches_as_one_release() -> None:
+    """The LDA fed batch by batch (no rows kept) fits as the LDA fed all the batches' rows at once."""
+    import numpy as np
+
+    from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
+    from fed.randomizers.gaussian import clip_l2
+    from simulations.reproductions.seed000_tables import Learners
+
+    rng = np.random.default_rng(0)
+    own, y_own = rng.normal(size=(60, 4)), rng.integers(0, 2, 60)
+    batches = [(rng.normal(size=(30, 4)) + 0.5, rng.integers(0, 2, 30)) for _ in range(5)]
+    learners = Learners(4, own, y_own, 0.5, seed=0)
+    for rows, labels in batches:
+        learners.add_batch(rows, labels, 0.3)
+    x_test = rng.normal(size=(200, 4))
+    learners.accuracies(x_test, rng.integers(0, 2, 200))
+    clipped = clip_l2(own, 0.5)
+    once = NoiseAwareLDA(4, 2, -1.0, within_class_covariance(clipped, y_own, 2), class_means(clipped, y_own, 2), "auto")
+    once.update(np.concatenate([r for r, _ in batches]), np.concatenate([y for _, y in batches]), 0.3)
+    x = clip_l2(x_test, 0.5)
+    assert len(learners.lda.groups) == 1
+    np.testing.assert_allclose(learners.lda.fit().scores(x), once.fit().scores(x), rtol=1e-9, atol=1e-9)

@@ -215,6 +215,12 @@ class Context:
             norms = self.encoder(128).net.embedding(torch.from_numpy(ids)).norm(dim=-1).numpy()
         return float(np.median(norms[ids > 0]))
 
+    @cache
+    def clean_token_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The BiLSTM's clean pooled output on dev and on the server's own slice (the same in every token cell)."""
+        ids_dev, ids_own = self.fixed_ids()
+        return self.token_rows(ids_dev, 0.0, None), self.token_rows(ids_own, 0.0, None)
+
     def token_rows(self, ids: np.ndarray, sigma: float, rng: np.random.Generator | None) -> np.ndarray:
         """The BiLSTM's pooled output on clipped (and, with ``rng``, noised) token embeddings."""
         import torch
@@ -247,8 +253,7 @@ class Context:
             sensitivity_unit = CLIP
         else:
             ids = self.ids(self.users(n)[0])
-            ids_dev, ids_own = self.fixed_ids()
-            x_dev, x_own = self.token_rows(ids_dev, 0.0, None), self.token_rows(ids_own, 0.0, None)
+            x_dev, x_own = self.clean_token_rows()
             sensitivity_unit = self.token_clip() * np.sqrt(LENGTH)
         accounting, epsilon = setting["accounting"], setting["epsilon"]
         out: dict[str, Any] = {"delta": delta}
@@ -320,8 +325,6 @@ class Learners:
         self.clip = clip
         own = clip_l2(x_own, clip) if clip else x_own
         self.lda = NoiseAwareLDA(dim, 2, -1.0, within_class_covariance(own, y_own, 2), class_means(own, y_own, 2), "auto")
-        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
-        self.noise_std = 0.0
         torch.manual_seed(seed)
         self.head = torch.nn.Linear(dim, 2).double()
         self.optimizer = torch.optim.Adam(self.head.parameters(), lr=0.01)
@@ -330,9 +333,7 @@ class Learners:
         """One training step on a sampled batch (one Adam step; the LDA adds the batch)."""
         import torch
 
-        # One row's noise is the same in every batch of a cell, so the LDA takes the batches together (same sums).
-        self.pending.append((rows, labels))
-        self.noise_std = noise_std
+        self.lda.update(rows, labels, noise_std)  # batches of one noise scale add into one group's sums
         loss = torch.nn.functional.cross_entropy(self.head(torch.from_numpy(rows)), torch.from_numpy(labels))
         self.optimizer.zero_grad()
         loss.backward()
@@ -358,10 +359,6 @@ class Learners:
 
         from fed.randomizers.gaussian import clip_l2
 
-        if self.pending:
-            self.lda.update(np.concatenate([r for r, _ in self.pending]), np.concatenate([y for _, y in self.pending]),
-                            self.noise_std)
-            self.pending = []
         x = clip_l2(x_test, self.clip) if self.clip else x_test
         with torch.inference_mode():
             head = self.head(torch.from_numpy(x)).argmax(dim=1).numpy()

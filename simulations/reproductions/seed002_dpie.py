@@ -49,6 +49,7 @@ MASKS = 16
 CLIP = 1.0
 HIDDEN = (768, 768, 768)
 DATASETS = ("sst2", "cola")
+NAMES = {"sst2": "SST-2", "cola": "CoLA"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,6 +95,23 @@ def subsample(data: Path, dataset: str, limit: int) -> tuple[np.ndarray, np.ndar
         train = train.subset(np.sort(np.random.default_rng(0).permutation(len(train))[:limit]))
     x = encode_cached(make_encoder("minilm"), train, default_cache_dir(RunSpec()), progress=True)
     return x.astype(np.float64), train.labels
+
+
+@cache
+def train_size(data: Path, dataset: str) -> int:
+    """Records in the dataset's train split."""
+    from fed.data.loaders import load_dataset
+
+    return len(load_dataset(str(data / dataset), "train"))
+
+
+@cache
+def majority(data: Path, dataset: str) -> float:
+    """Share of the dev split's most common label (what a constant prediction scores)."""
+    from fed.data.loaders import load_dataset
+
+    labels = np.asarray(load_dataset(str(data / dataset), "dev").labels)
+    return float(np.bincount(labels).max() / len(labels))
 
 
 @cache
@@ -166,7 +184,7 @@ def compute(setting: Setting, seed: int, data: Path) -> dict[str, Any]:
 def report(results: Results, args: argparse.Namespace) -> list[str]:
     """README.md: the paper's figure (a plot without numbers), ours under both accountings, the differences."""
     lines = [
-        "# Seed 002, Figure 1: DP instance encoding on SST-2 and CoLA",
+        f"# Seed 002, Figure 1: DP instance encoding on {' and '.join(NAMES[d] for d in args.datasets)}",
         "",
         f"Command: `ldpfed reproduce {NAME} --seeds {args.seeds} --train-records {args.train_records} "
         f"--epochs {args.epochs} --datasets {' '.join(args.datasets)} --epsilons {' '.join(f'{e:g}' for e in args.epsilons)}"
@@ -179,9 +197,11 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
         "epsilon of one release of a record under the noise that row used (delta 1e-5).",
         "",
     ]
-    reduced = []
-    if args.train_records:
-        reduced.append(f"a seeded subsample of {args.train_records:,} training records per dataset")
+    sizes = {dataset: train_size(args.data, dataset) for dataset in args.datasets}
+    lines += ["Training records: " + "; ".join(
+        f"{d}: {min(args.train_records or sizes[d], sizes[d]):,} of its {sizes[d]:,}" for d in args.datasets) + ".", ""]
+    reduced = [f"{d}: a seeded subsample of {args.train_records:,} of its {sizes[d]:,} training records"
+               for d in args.datasets if 0 < args.train_records < sizes[d]]
     if set(args.epsilons) != set(EPSILONS):
         reduced.append(f"epsilons {', '.join(f'{e:g}' for e in args.epsilons)} of the paper's 8")
     if reduced:
@@ -193,7 +213,8 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
         base = {"dataset": dataset, "train_records": args.train_records, "epochs": args.epochs}
         raw = fmt_spread(results.values({**base, "row": "raw", "epsilon": 0.0, "accounting": "none"}, "accuracy"))
         hide = fmt_spread(results.values({**base, "row": "texthide", "epsilon": 0.0, "accounting": "none"}, "accuracy"))
-        lines += [f"## {dataset}", "", f"Raw data (no privacy): {raw}. TextHide (m 16, k 4; no DP, epsilon infinite): {hide}.", ""]
+        lines += [f"## {dataset}", "", f"Raw data (no privacy): {raw}. TextHide (m 16, k 4; no DP, epsilon infinite): {hide}. "
+                  f"Majority class of the dev split: {100 * majority(args.data, dataset):.2f}.", ""]
         rows = []
         for eps in args.epsilons:
             row = [f"{eps:g}"]
