@@ -338,6 +338,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results.setdefault("setting", args.setting)
     results["config"] = {
         "model": str(args.model), "data": str(args.data), "device": str(device), "time_budget": budget, "seeds": seeds,
+        "denoiser_seconds": args.denoiser_seconds or None,
         "setting": {k: v for k, v in setting.items() if k != "groups"}, "groups": [dict(g) for g in setting["groups"]],
         "public_sources": used, "task_sizes": {n: {s: len(t[s]["labels"]) for s in t} for n, t in tasks.items()},
         "dim": model.config.hidden_size, "data_seed": args.seed,
@@ -373,7 +374,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log("local (clean) scores: " + ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in results["local"].items()))
 
     groups = setting["groups"]
-    share = budget * setting["denoiser_share"] / (2 * len(groups))
+    share = args.denoiser_seconds or budget * setting["denoiser_share"] / (2 * len(groups))
     denoisers: dict[str, dict[bool, Any]] = {}
     for g, group in enumerate(groups):
         gname = f"{group['sampler']}-" + ",".join(f"{e:g}" for e in group["train_etas"])
@@ -505,6 +506,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     go.add_argument("--work", default="/tmp/seed003_snd_work", help="denoiser checkpoints (not copied back)")
     go.add_argument("--device", default="cpu")
     go.add_argument("--time-budget", type=float, default=3600.0, help="seconds; units not started by then are left out")
+    go.add_argument("--denoiser-seconds", type=float, default=0.0,
+                    help="time cap per denoiser (default: the setting's denoiser share of the budget); "
+                         "training also stops at the setting's planned steps")
     go.add_argument("--seeds", type=int, default=0, help="number of seeds (default: the setting's)")
     go.add_argument("--seed", type=int, default=0, help="the data sample's seed")
     go.add_argument("--threads", type=int, default=1, help="CPU threads (1 is fastest on a shared machine)")
