@@ -209,6 +209,11 @@ def train_denoiser(
                         "sampler": group["sampler"], "with_output": with_output, "shape": shape.__dict__}
 
 
+def group_name(group: dict[str, Any]) -> str:
+    """An eta group's name: its sampler and training etas (e.g. ``coordinate-50,100``)."""
+    return f"{group['sampler']}-" + ",".join(f"{e:g}" for e in group["train_etas"])
+
+
 # -- embeddings and the classifier --------------------------------------------------------------
 def embed(model: Any, tokens: Tokens, device: Any, batch: int, noisy: dict[str, Any] | None = None) -> dict[str, Any]:
     """Per sentence (n, d) float32 on the CPU: the local clean embedding, or with ``noisy`` (split,
@@ -298,7 +303,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from fed.learning.denoiser import Denoiser, DenoiserShape
     from fed.encoders.word_split import TableBounds, WordSplit
 
-    setting = SETTINGS[args.setting]
+    setting = dict(SETTINGS[args.setting])
+    if args.denoiser_epochs:
+        setting["epochs"] = args.denoiser_epochs
+    if args.groups:
+        setting["groups"] = tuple(g for g in setting["groups"] if group_name(g) in args.groups)
+        if not setting["groups"]:
+            raise ValueError(f"--groups {args.groups} names none of the setting's groups "
+                             f"{[group_name(g) for g in SETTINGS[args.setting]['groups']]}")
     seeds = list(range(args.seeds or setting["seeds"]))
     started = time.time()
     budget = args.time_budget
@@ -377,7 +389,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     share = args.denoiser_seconds or budget * setting["denoiser_share"] / (2 * len(groups))
     denoisers: dict[str, dict[bool, Any]] = {}
     for g, group in enumerate(groups):
-        gname = f"{group['sampler']}-" + ",".join(f"{e:g}" for e in group["train_etas"])
+        gname = group_name(group)
         denoisers[gname] = {}
         for with_output in (True, False):
             key = f"{gname}/{'with' if with_output else 'without'}_output"
@@ -398,7 +410,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     for seed in seeds:
         for g, group in enumerate(groups):
-            gname = f"{group['sampler']}-" + ",".join(f"{e:g}" for e in group["train_etas"])
+            gname = group_name(group)
             for eta in group["eval_etas"]:
                 key = f"{group['sampler']}/{eta:g}/seed{seed}"
                 if key in results["units"]:
@@ -509,6 +521,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     go.add_argument("--denoiser-seconds", type=float, default=0.0,
                     help="time cap per denoiser (default: the setting's denoiser share of the budget); "
                          "training also stops at the setting's planned steps")
+    go.add_argument("--denoiser-epochs", type=int, default=0,
+                    help="passes over the public sentences per denoiser (default: the setting's; a diagnostic beyond the seed's schedule)")
+    go.add_argument("--groups", nargs="+", default=None, help="run only these eta groups (e.g. coordinate-50,100)")
     go.add_argument("--seeds", type=int, default=0, help="number of seeds (default: the setting's)")
     go.add_argument("--seed", type=int, default=0, help="the data sample's seed")
     go.add_argument("--threads", type=int, default=1, help="CPU threads (1 is fastest on a shared machine)")
