@@ -103,3 +103,24 @@ def test_seed000_learners_take_batches_as_one_release() -> None:
     x = clip_l2(x_test, 0.5)
     assert len(learners.lda.groups) == 1
     np.testing.assert_allclose(learners.lda.fit().scores(x), once.fit().scores(x), rtol=1e-9, atol=1e-9)
+
+
+def test_snd_report_sets_the_seeds_schedule_beside_a_longer_one(tmp_path) -> None:  # noqa: ANN001
+    """The seed 003 report shows each run's denoiser steps and adds the longer-training section only when given."""
+    import json
+    from pathlib import Path
+
+    from simulations.reproductions._seed003_snd_report import write_report
+    from simulations.reproductions.seed003_snd import REPORT_DIR, main as snd_main
+
+    main_run, longer = REPORT_DIR / "full" / "results.json", REPORT_DIR / "full_epochs16" / "results.json"
+    steps = {json.loads(p.read_text())["denoisers"]["coordinate-50,100/with_output"]["steps"] for p in (main_run, longer)}
+    assert len(steps) == 2  # the two runs differ in training length
+    text = write_report(main_run, tmp_path, longer).read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| authors' per-coordinate | 50 | ")]
+    assert any(f"| {min(steps)} / {min(steps)} |" in row for row in rows)
+    assert any(f"| {max(steps)} / {max(steps)} |" in row for row in rows)
+    without = write_report(main_run, tmp_path / "alone", tmp_path / "missing.json").read_text()
+    assert "Denoiser training length" in text and "Denoiser training length" not in without
+    with pytest.raises(ValueError, match="names none of the setting's groups"):
+        snd_main(["run", "--setting", "reduced", "--groups", "nope", "--model", str(Path(tmp_path)), "--out", str(tmp_path)])

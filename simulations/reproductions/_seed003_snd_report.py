@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from simulations.reproductions._cells import fmt_range
-from simulations.reproductions.seed003_snd import GPU_COMMAND
+from simulations.reproductions.seed003_snd import DIAGNOSTIC_COMMAND, GPU_COMMAND
 
 DELTA = 1e-5
 BUDGET = 10.0
@@ -96,8 +96,8 @@ def _verdict_ready(results: dict[str, Any]) -> tuple[bool, str]:
     return True, ""
 
 
-def render(results: dict[str, Any], results_path: str) -> str:
-    """The README text for ``results``."""
+def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[str, Any], str] | None = None) -> str:
+    """The README text for ``results`` (and, when given, a longer-training run's results and path)."""
     config = results["config"]
     setting = config["setting"]
     ready, why = _verdict_ready(results)
@@ -211,6 +211,8 @@ def render(results: dict[str, Any], results_path: str) -> str:
     lines += ["## Denoisers", "", "| group | with e_n | steps (planned) | seconds | last losses (per 50 steps) |", "|---|---|---|---|---|"]
     for key, info in results["denoisers"].items():
         lines.append(f"| {key.split('/')[0]} | {info['with_output']} | {info['steps']} ({info['planned_steps']}) | {info['seconds']} | {info['loss_per_50_steps'][-3:]} |")
+    if diagnostic is not None:
+        lines += ["", *_training_length(results, *diagnostic)]
     lines += ["", "## What the figures say", ""]
     if ready:
         lines += _findings(results)
@@ -218,6 +220,37 @@ def render(results: dict[str, Any], results_path: str) -> str:
         lines.append(f"Nothing yet: {why}")
     lines += ["", "## Differences from the seed that remain", "", *DIFFERENCES, ""]
     return "\n".join(lines)
+
+
+def _training_length(results: dict[str, Any], longer: dict[str, Any], longer_path: str) -> list[str]:
+    """The seed's denoiser schedule against a run of the same groups with more passes (mean over seeds)."""
+    passes = {id(r): r["config"]["setting"]["epochs"] for r in (results, longer)}
+    lines = [
+        "## Denoiser training length (a diagnostic beyond the seed's schedule)",
+        "",
+        f"The same eta groups, data, seeds and noise draws, with the denoisers trained for {passes[id(longer)]} passes over "
+        f"the public sentences instead of {passes[id(results)]} (the seed's 2 noise draws per sentence for 2 epochs). "
+        f"Command: `{DIAGNOSTIC_COMMAND}`; results: `{longer_path}`.",
+        "",
+        "| sampler | eta | passes | denoiser steps (with / without e_n) | last loss (with / without) | QQP AUC: SnD / without e_n | MRPC AUC: SnD / without e_n | cosine to clean, mean over tasks: SnD / without e_n |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    pairs = sorted({(u["sampler"], u["eta"], u["group"]) for u in longer["units"].values()})
+    for sampler, eta, group in pairs:
+        for run in (results, longer):
+            dens = [run["denoisers"].get(f"{group}/{w}_output") for w in ("with", "without")]
+            if None in dens:
+                continue
+            units = [u for u in run["units"].values() if (u["sampler"], u["eta"]) == (sampler, eta)]
+            cos = {m: np.mean([c for u in units for c in [u["tasks"][t]["cosine_to_local"][m] for t in u["tasks"]]])
+                   for m in ("snd", "snd_without_output")}
+            auc = {t: " / ".join(_stat(_values(run, sampler, eta, t, m, "auc")) for m in ("snd", "snd_without_output"))
+                   for t in ("qqp", "mrpc")}
+            lines.append(
+                f"| {SAMPLER_NAMES[sampler]} | {eta:g} | {passes[id(run)]} | {dens[0]['steps']} / {dens[1]['steps']} | "
+                f"{dens[0]['loss_per_50_steps'][-1]:.4f} / {dens[1]['loss_per_50_steps'][-1]:.4f} | {auc['qqp']} | {auc['mrpc']} | "
+                f"{cos['snd']:.3f} / {cos['snd_without_output']:.3f} |")
+    return lines
 
 
 def _findings(results: dict[str, Any]) -> list[str]:
@@ -245,8 +278,9 @@ DIFFERENCES = [
     "TokEmbPriv cosine matches the seed's (about 0.1), the authors'-sampler rows use the seed's own etas.",
     "- **Public data.** MR and SST-2 training sentences (movie reviews) instead of the seed's mix of 20 datasets "
     "(about 100,000 sentences); seed A.13 shows the public set's domain moves AUC.",
-    "- **Denoiser training.** Fresh noise at every step (the group's two etas in turn) for a fixed number of steps "
-    "within the time budget (see the Denoisers table) instead of 2 noise draws per sentence for 2 epochs; inputs "
+    "- **Denoiser training.** Fresh noise at every step (the group's two etas in turn) for as many steps as 2 noise "
+    "draws per sentence for 2 epochs take (4 passes over the public sentences; the Denoisers table shows whether a run "
+    "finished them), instead of 2 fixed draws per sentence; inputs "
     "pass a linear layer with learned segment and position vectors, and e_d is read from e_n's position after the last layer through a linear read-out (seed eq. 10, e_d = h_0^L).",
     "- **Tasks.** QQP is a 9,000-pair subset of GLUE QQP train (training pairs and the 1,000 test pairs come from "
     "disjoint files); MRPC's test split is the labelled MSRP test; RTE is scored on GLUE dev (277 pairs; GLUE test "
@@ -261,14 +295,20 @@ DIFFERENCES = [
 ]
 
 
-def write_report(results_path: Path, out: Path) -> Path:
-    """Write ``out``/README.md from ``results_path``; returns the README's path."""
-    results = json.loads(Path(results_path).read_text())
-    out.mkdir(parents=True, exist_ok=True)
+def _shown(path: Path) -> str:
     try:
-        shown = str(Path(results_path).resolve().relative_to(Path(__file__).resolve().parents[2]))
+        return str(Path(path).resolve().relative_to(Path(__file__).resolve().parents[2]))
     except ValueError:
-        shown = str(results_path)
+        return str(path)
+
+
+def write_report(results_path: Path, out: Path, diagnostic_path: Path | None = None) -> Path:
+    """Write ``out``/README.md from ``results_path`` (and a longer-training run's, where it exists)."""
+    results = json.loads(Path(results_path).read_text())
+    diagnostic = None
+    if diagnostic_path is not None and Path(diagnostic_path).exists() and results.get("setting") == "full":
+        diagnostic = (json.loads(Path(diagnostic_path).read_text()), _shown(diagnostic_path))
+    out.mkdir(parents=True, exist_ok=True)
     path = out / "README.md"
-    path.write_text(render(results, shown))
+    path.write_text(render(results, _shown(results_path), diagnostic))
     return path

@@ -26,7 +26,7 @@ writes the report from a results.json)::
 
     python -m simulations.reproductions.seed003_snd                       # reduced, CPU
     python3 simulations/reproductions/seed003_snd.py run --setting full --model .gpu/minilm \\
-        --data .gpu/data --out $OUT/seed003_snd --work .gpu/snd_work --device cuda --time-budget 200 --no-report
+        --data .gpu/data --out $OUT/seed003_snd --work /tmp/snd_work --device cuda --time-budget 530 --denoiser-seconds 50 --no-report
     python -m simulations.reproductions.seed003_snd report --results <folder with results.json>
 
 A run checkpoints its denoisers under ``--work`` and its results after every unit; rerun with
@@ -90,9 +90,16 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 GPU_COMMAND = (
     "python3 simulations/reproductions/seed003_snd.py run --setting full --model .gpu/minilm --data .gpu/data "
-    "--out $OUT/seed003_snd --work .gpu/snd_work --device cuda --time-budget 200 --no-report"
+    "--out $OUT/seed003_snd --work /tmp/snd_work --device cuda --time-budget 530 --denoiser-seconds 50 --no-report"
 )
 """The full setting as run on the GPU (copy its results.json to the report folder's full/, then ``report``)."""
+DIAGNOSTIC_COMMAND = (
+    "python3 simulations/reproductions/seed003_snd.py run --setting full --model .gpu/minilm --data .gpu/data "
+    "--out $OUT/snd_epochs16 --work /tmp/snd_work16 --device cuda --time-budget 290 --denoiser-seconds 120 "
+    "--denoiser-epochs 16 --groups coordinate-50,100 --no-report"
+)
+"""Beyond the seed's schedule: one eta group's denoisers at 4x the passes (copy to the report folder's
+full_epochs16/; ``report`` adds its section)."""
 METHODS = ("snd", "snd_without_output", "server_output", "tokembpriv")
 
 
@@ -548,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         from simulations.reproductions._seed003_snd_report import write_report
 
         folder = Path(args.results) if args.results else (REPORT_DIR / "full" if (REPORT_DIR / "full" / "results.json").exists() else REPORT_DIR / "reduced")
-        print(write_report(folder / "results.json", Path(args.out)))
+        print(write_report(folder / "results.json", Path(args.out), REPORT_DIR / "full_epochs16" / "results.json"))
         return 0
     if args.model is None:
         from fed.encoders.hf import minilm_path
