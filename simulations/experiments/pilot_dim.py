@@ -356,12 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_only:
         saved = json.loads(path.read_text())
         command, results, records = saved["command"], saved["results"], saved.get("records", {})
+        args.train_limit, args.fractions = saved.get("train_limit", args.train_limit), saved.get("fractions", args.fractions)
         args.seeds = len(next(v for v in next(iter(results.values())).values() if isinstance(v, list)))
     else:
         single_threaded_blas()
         results, records = run(args)
         args.out.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"command": command, "records": records, "results": results}, indent=1) + "\n")
+        path.write_text(json.dumps({"command": command, "train_limit": args.train_limit, "fractions": args.fractions,
+                                    "records": records, "results": results}, indent=1) + "\n")
     compare = json.loads(args.compare.read_text()) if args.compare else None
     (args.out / f"{args.name}.md").write_text(report(results, args, command, records, compare))
     return 0
