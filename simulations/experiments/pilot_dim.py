@@ -13,19 +13,28 @@ from the pilot ('pilot': reports' scatter minus sigma^2) or from the public corp
 ('public profile'); 'oracle' feeds the same simulation the clean records' statistics (not private: it shows
 what the simulation could do with exact statistics).
 
+Rows: fixed cells (the defaults, dim 16 and clip 3; dims 8 to 128 and no projection at clip 1), the tool's own
+opt-in ``--dim auto`` (fed.runtime.auto_dim.choose_for_run, called as the ServerApp calls it: the public 'generated'
+corpus, the run's epsilon and clip, its record count and ``--seed``; it reads no user record) at the default clip 3
+and at ``--clip 1``, its chosen dimension released like the fixed cell of that dimension and clip with the same noise
+draws, and the pilot rules where --fractions gives pilot shares.
+
 Offline, with the tool's own pieces (encode_cached MiniLM encodings, PCAProjection, the run's calibrated
 Gaussian randomizer from make_plan, ReportAggregator); not the ServerApp: noise is drawn with numpy
 generators seeded per repeat, the pilot is a seeded random share of the records (not of the users), there is
-no partition. Same reduced setting as defaults_sweep: the seeded 8,000 training records, one release per record,
-worst-case epsilon, delta 1e-5, local inference on the whole evaluation split.
+no partition. One release per record, worst-case epsilon, delta 1e-5, local inference on the whole evaluation
+split; the training records are a seeded sample of each split (--train-limit, 8,000 as in defaults_sweep) or,
+with --train-limit 0, every record as shipped.
 
     python -m simulations.experiments.pilot_dim --epsilons 8 3 1 --seeds 5
+    python -m simulations.experiments.pilot_dim --train-limit 0 --fractions --seeds 3 --name full_data  # no pilot
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,18 +42,20 @@ from typing import Any
 import numpy as np
 
 from fed.data.corpus import generate_public_corpus
-from fed.data.loaders import load_dataset
+from fed.data.loaders import label_schema, load_dataset
 from fed.encoders.base import Encoder
 from fed.encoders.cache import encode_cached
 from fed.encoders.factory import make_encoder
 from fed.encoders.projection import PCAProjection
 from fed.learning.aggregation import ReportAggregator
 from fed.learning.classifier import class_means
+from fed.data.dataset import TextDataset
 from fed.randomizers.base import Randomizer
 from fed.runtime.assets import PUBLIC_GENERATED_SIZE, default_cache_dir
+from fed.runtime.auto_dim import choose_for_run
 from fed.spec.plan import make_plan
 from fed.spec.run_spec import RunSpec
-from simulations.experiments.defaults_sweep import DATASETS, REPORT
+from simulations.experiments.defaults_sweep import DATASETS, GOAL, REPORT
 from simulations.experiments.local_run import single_threaded_blas, sweep_parser
 
 WIDE = 128
@@ -57,6 +68,8 @@ CELLS: dict[str, tuple[int, float]] = {
     "dim 0 (none), clip 1": (0, 1.0),
 }
 """Fixed cells (dimension, clip) over the same seeds; 'dim 0': no projection."""
+AUTO_CLIPS = (3.0, 1.0)
+"""Clips of the tool's own ``--dim auto`` rows: the default clip (3, ``--dim auto`` alone) and ``--clip 1``."""
 SIMULATED_HELD = 4000
 REPEATS = 2
 
@@ -137,21 +150,39 @@ def simulate_choice(means: np.ndarray, within: np.ndarray, prior: np.ndarray, re
     return max(scores, key=lambda k: (scores[k], -k)), scores
 
 
+def public_corpus() -> TextDataset:
+    """The default public corpus: 'generated', its default size, seed 0."""
+    return generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=0)
+
+
 def generated_public(encoder: Encoder, cache: Path) -> np.ndarray:
-    """Clean encodings of the default public corpus ('generated', its default size, seed 0)."""
-    return encode_cached(encoder, generate_public_corpus(PUBLIC_GENERATED_SIZE, seed=0), cache).astype(np.float64)
+    """Clean encodings of the default public corpus."""
+    return encode_cached(encoder, public_corpus(), cache).astype(np.float64)
 
 
 def task_encodings(name: str, root: Path, limit: int, encoder: Encoder, cache: Path
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """Clean encodings and labels of task ``name`` (its seeded ``limit`` training records, its evaluation split):
-    x, y, x_test, y_test and the number of labels."""
+    """Clean encodings and labels of task ``name`` (its seeded ``limit`` training records, 0: all; its evaluation
+    split): x, y, x_test, y_test and the number of labels."""
     train = load_dataset(str(root / DATASETS[name]), "train")
     test = load_dataset(str(root / DATASETS[name]), "dev")
-    if len(train) > limit:
+    if limit and len(train) > limit:
         train = train.subset(np.sort(np.random.default_rng(0).choice(len(train), limit, replace=False)))
     x, xt = (encode_cached(encoder, d, cache).astype(np.float64) for d in (train, test))
     return x, np.asarray(train.labels), xt, np.asarray(test.labels), len(train.label_names)
+
+
+def auto_dims(data: str, epsilon: float, clip: float, seeds: int, public: TextDataset, public_x: np.ndarray,
+              num_labels: int, records: int) -> list[int]:
+    """Per seed, the dimension the tool's ``--dim auto`` chooses for this run (``--seed`` the seed): the server's own
+    choice (fed.runtime.auto_dim.choose_for_run) from the public corpus, the run's options, the task's label names
+    (its schema, as the ServerApp reads them) and the record count."""
+    labels = label_schema(data) or tuple(str(i) for i in range(num_labels))
+    return [
+        choose_for_run(RunSpec.from_mapping({"data": data, "epsilon": epsilon, "clip": clip, "dim": "auto", "seed": s}),
+                       public_x, np.asarray(public.labels), public.label_names, labels, records).dim
+        for s in range(seeds)
+    ]
 
 
 def fixed_cell(feats: tuple[np.ndarray, np.ndarray], y: np.ndarray, yt: np.ndarray, rz: Randomizer, c: int,
@@ -160,22 +191,30 @@ def fixed_cell(feats: tuple[np.ndarray, np.ndarray], y: np.ndarray, yt: np.ndarr
     return [lda_accuracy(feats[0], y, feats[1], yt, rz, c, np.random.default_rng([s, 1])) for s in range(seeds)]
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Every cell and rule on every dataset, epsilon and seed."""
+def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]:
+    """Every cell and rule on every dataset, epsilon and seed; and per dataset its (training, evaluation) records."""
     cache = default_cache_dir(RunSpec.from_mapping({"data": "generated"}))
     encoder = make_encoder("minilm")
-    public = generated_public(encoder, cache)
+    corpus, public = public_corpus(), generated_public(encoder, cache)
     projections = {d: PCAProjection.fit(public, d) for d in CANDIDATES}
     wide_public = unit(projections[WIDE].apply(public))
     profile = np.array([np.mean(np.sum(wide_public[:, a:b] ** 2, axis=1)) / (b - a) for a, b in BLOCKS])
     out: dict[str, Any] = {}
+    records: dict[str, list[int]] = {}
     for name in args.datasets:
         x, y, xt, yt, c = task_encodings(name, args.data_root, args.train_limit, encoder, cache)
+        records[name] = [len(x), len(xt)]
         feats = {d: (projections[d].apply(x), projections[d].apply(xt)) for d in CANDIDATES} | {0: (x, xt)}
         for epsilon in args.epsilons:
             row: dict[str, Any] = {}
             for cell, (dim, clip) in CELLS.items():
                 row[cell] = fixed_cell(feats[dim], y, yt, randomizer(epsilon, clip, c), c, args.seeds)
+            for clip in AUTO_CLIPS:
+                dims = auto_dims(str(args.data_root / DATASETS[name]), epsilon, clip, args.seeds, corpus, public, c, len(x))
+                rz = randomizer(epsilon, clip, c)
+                accs = [lda_accuracy(feats[k][0], y, feats[k][1], yt, rz, c, np.random.default_rng([s, 1]))
+                        for s, k in enumerate(dims)]
+                row[f"--dim auto, clip {clip:g}"] = {"accuracy": accs, "dims": dims}
             rz = randomizer(epsilon, 1.0, c)
             sigma = float(rz.params()["sigma"])
             for fraction in args.fractions:
@@ -197,29 +236,42 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         accs.append(lda_accuracy(feats[k][0][rest], y[rest], feats[k][1], yt, rz, c, rng, extra))
                         picks.append(k)
                     row[f"{rule}, pilot {fraction:g}"] = {"accuracy": accs, "dims": picks}
-            row["block statistics"] = block_table(unit(feats[WIDE][0]), y, c, sigma, args.fractions)
+            if args.fractions:
+                row["block statistics"] = block_table(unit(feats[WIDE][0]), y, c, sigma, args.fractions)
             out[f"{name} | eps {epsilon:g}"] = row
             print(name, epsilon, {k: round(float(np.mean(v if isinstance(v, list) else v["accuracy"])), 3)
                                   for k, v in row.items() if k != "block statistics"}, flush=True)
-    return out
+    return out, records
 
 
-def report(results: dict[str, Any], args: argparse.Namespace, command: str) -> str:
+def report(results: dict[str, Any], args: argparse.Namespace, command: str, records: dict[str, list[int]],
+           compare: dict[str, Any] | None) -> str:
     """The markdown report: per dataset and epsilon, each cell's and rule's mean (sd) over the seeds, the gaps."""
+    paragraphs = (__doc__ or "").split("\n\n")
+    title = ("A pilot of charged reports choosing the dimension (issue 29, item 4): offline test" if args.fractions
+             else "Fixed cells and --dim auto against the best cell (issue 29, item 4): offline test")
+    sample = (f"a seeded {args.train_limit:,} records of each training split" if args.train_limit
+              else "every record of each training split as shipped")
     lines = [
-        "# A pilot of charged reports choosing the dimension (issue 29, item 4): offline test",
+        f"# {title}",
         "",
         f"Command (from the checkout, PYTHONPATH=$PWD): `{command}`",
         "",
-        (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+        *([paragraphs[1].replace("\n", " "), ""] if args.fractions else []),
+        paragraphs[2].replace("\n", " "),
         "",
-        (__doc__ or "").split("\n\n")[2].replace("\n", " ") + f" Seeds: {args.seeds} (noise draws and pilot shares).",
-        "",
-        "Accuracy mean (sd) over the seeds; for the rules, the dimensions picked. Gap: the best fixed cell's mean "
-        "minus the row's mean (points). 'best single': the largest single-seed accuracy of any fixed cell (how a "
-        "one-seed sweep's best cell is biased upward).",
+        paragraphs[3].replace("\n", " ") + f" Here: {sample}. Seeds: {args.seeds} (noise draws"
+        + (" and pilot shares)." if args.fractions else ")."),
     ]
+    if records:
+        lines += ["", "Records (training as reports, evaluation): "
+                  + "; ".join(f"{name} {train:,}, {test:,}" for name, (train, test) in records.items()) + "."]
+    lines += ["", "Accuracy mean (sd) over the seeds; for the rules, the dimensions picked. Gap: the best fixed cell's mean "
+              "minus the row's mean (points). 'best single': the largest single-seed accuracy of any fixed cell (how a "
+              "one-seed sweep's best cell is biased upward)."]
     lines += summary(results)
+    if compare is not None:
+        lines += comparison(results, compare["results"], args.compare)
     for key, found in results.items():
         row = dict(found)
         blocks = row.pop("block statistics", None)
@@ -241,44 +293,79 @@ def report(results: dict[str, Any], args: argparse.Namespace, command: str) -> s
     return "\n".join(lines) + "\n"
 
 
+def gaps_by_epsilon(results: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """epsilon key ('eps 8') -> row -> dataset -> gap (accuracy) to that dataset's best fixed cell's mean."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for key, row in results.items():
+        name, epsilon = key.split(" | ")
+        means = {c: float(np.mean(v if isinstance(v, list) else v["accuracy"])) for c, v in row.items() if c != "block statistics"}
+        best = max(v for c, v in means.items() if isinstance(row[c], list))
+        for c, v in means.items():
+            out.setdefault(epsilon, {}).setdefault(c, {})[name] = best - v
+    return out
+
+
 def summary(results: dict[str, Any]) -> list[str]:
-    """Per epsilon: each rule's and fixed cell's gap (points) to the best fixed cell's mean, per dataset, largest first."""
+    """Per epsilon: each rule's and fixed cell's gap (points) to the best fixed cell's mean, per dataset, largest first;
+    the rows within GOAL on every dataset."""
     lines = []
-    for epsilon in dict.fromkeys(key.split(" | ")[1] for key in results):
-        rows = {key.split(" | ")[0]: found for key, found in results.items() if key.split(" | ")[1] == epsilon}
-        datasets = list(rows)
-        gaps: dict[str, dict[str, float]] = {}
-        for name, row in rows.items():
-            means = {c: float(np.mean(v if isinstance(v, list) else v["accuracy"])) for c, v in row.items() if c != "block statistics"}
-            best = max(v for c, v in means.items() if isinstance(row[c], list))
-            for c, v in means.items():
-                gaps.setdefault(c, {})[name] = best - v
+    for epsilon, gaps in gaps_by_epsilon(results).items():
+        datasets = list(next(iter(gaps.values())))
         order = sorted(gaps, key=lambda c: max(gaps[c].values()))
+        within = [c for c in order if max(gaps[c].values()) <= GOAL]
         lines += ["", f"Summary at {epsilon.replace('eps', 'epsilon')}: gap to the best fixed cell's mean (points), smallest largest gap first.", "",
                   "| cell or rule | largest gap | " + " | ".join(datasets) + " |", "|---" * (len(datasets) + 2) + "|"]
         lines += [f"| {c} | {max(gaps[c].values()) * 100:+.1f} | " + " | ".join(f"{gaps[c][n] * 100:+.1f}" for n in datasets) + " |"
                   for c in order]
+        lines += ["", f"Within {GOAL * 100:g} points of the best fixed cell on all {len(datasets)} datasets: "
+                  + ("; ".join(f"'{c}'" for c in within) if within else "none") + "."]
+    return lines
+
+
+def comparison(results: dict[str, Any], other: dict[str, Any], path: Path) -> list[str]:
+    """Per epsilon, each row's gaps (points) here against those in ``other`` (another run of this harness)."""
+    ours, theirs = gaps_by_epsilon(results), gaps_by_epsilon(other)
+    lines = ["", f"## Against {path.name}", "", f"Gaps (points) in {path.name} -> here, for the rows both hold; "
+             "each run's gaps are to its own best fixed cell."]
+    for epsilon, gaps in ours.items():
+        if epsilon not in theirs:
+            continue
+        datasets = [n for n in next(iter(gaps.values())) if n in next(iter(theirs[epsilon].values()))]
+        lines += ["", f"At {epsilon.replace('eps', 'epsilon')}:", "",
+                  "| cell or rule | largest gap | " + " | ".join(datasets) + " |", "|---" * (len(datasets) + 2) + "|"]
+        for c in sorted(gaps, key=lambda c: max(gaps[c].values())):
+            if c not in theirs[epsilon]:
+                continue
+            mine, old = gaps[c], theirs[epsilon][c]
+            largest = f"{max(old[n] for n in datasets) * 100:+.1f} -> {max(mine[n] for n in datasets) * 100:+.1f}"
+            lines.append(f"| {c} | {largest} | " + " | ".join(f"{old[n] * 100:+.1f} -> {mine[n] * 100:+.1f}" for n in datasets) + " |")
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run, write pilot.json and pilot.md beside the sweep's report."""
+    """Run, write NAME.json and NAME.md beside the sweep's report."""
     parser = sweep_parser(__doc__, list(DATASETS), REPORT)
     parser.set_defaults(epsilons=[8.0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--fractions", nargs="+", type=float, default=[0.2, 0.5])
+    parser.add_argument("--fractions", nargs="*", type=float, default=[0.2, 0.5], help="pilot shares (none: no pilot rules)")
+    parser.add_argument("--name", default="pilot", help="the report's file name, without .md or .json")
+    parser.add_argument("--compare", type=Path, default=None, help="another run's json of this harness: its gaps beside these")
     args = parser.parse_args(argv)
-    command = " ".join(["python -m simulations.experiments.pilot_dim", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m simulations.experiments.pilot_dim", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    path = args.out / f"{args.name}.json"
     if args.report_only:
-        saved = json.loads((args.out / "pilot.json").read_text())
-        command, results = saved["command"], saved["results"]
+        saved = json.loads(path.read_text())
+        command, results, records = saved["command"], saved["results"], saved.get("records", {})
+        args.train_limit, args.fractions = saved.get("train_limit", args.train_limit), saved.get("fractions", args.fractions)
         args.seeds = len(next(v for v in next(iter(results.values())).values() if isinstance(v, list)))
     else:
         single_threaded_blas()
-        results = run(args)
+        results, records = run(args)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "pilot.json").write_text(json.dumps({"command": command, "results": results}, indent=1) + "\n")
-    (args.out / "pilot.md").write_text(report(results, args, command))
+        path.write_text(json.dumps({"command": command, "train_limit": args.train_limit, "fractions": args.fractions,
+                                    "records": records, "results": results}, indent=1) + "\n")
+    compare = json.loads(args.compare.read_text()) if args.compare else None
+    (args.out / f"{args.name}.md").write_text(report(results, args, command, records, compare))
     return 0
 
 
