@@ -18,11 +18,13 @@ SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 """The shared data folder beside the checkout (../shared/data)."""
 
 
-def sweep_parser(description: str, datasets: list[str], report: Path) -> argparse.ArgumentParser:
-    """The options every dataset-by-epsilon sweep takes: data root, datasets, epsilons, users, sample, report."""
+def sweep_parser(description: str, datasets: list[str], report: Path, choices: list[str] | None = None
+                 ) -> argparse.ArgumentParser:
+    """The options every dataset-by-epsilon sweep takes: data root, datasets (default ``datasets``; any of
+    ``choices``, or of ``datasets`` without it), epsilons, users, sample, report."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-root", type=Path, default=SHARED)
-    parser.add_argument("--datasets", nargs="+", default=datasets, choices=datasets)
+    parser.add_argument("--datasets", nargs="+", default=datasets, choices=choices or datasets)
     parser.add_argument("--epsilons", type=float, nargs="+", default=[8.0, 3.0, 1.0])
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--train-limit", type=int, default=8000, help="seeded sample of each training split (0: all)")

@@ -26,8 +26,14 @@ no partition. One release per record, worst-case epsilon, delta 1e-5, local infe
 split; the training records are a seeded sample of each split (--train-limit, 8,000 as in defaults_sweep) or,
 with --train-limit 0, every record as shipped.
 
+--datasets takes the four sweep datasets (the default) and the held-out ones in HELD_OUT. With --epsilon-rule, the
+report and json add the epsilon rule (clip 1 with dim 8 below epsilon sqrt(3), 32 below sqrt(24), else 64: a
+candidate default read off the four sweep datasets, not the tool's) beside the defaults and dim 16 and dim 32 at clip
+1, each as its gap to the best fixed cell.
+
     python -m simulations.experiments.pilot_dim --epsilons 8 3 1 --seeds 5
     python -m simulations.experiments.pilot_dim --train-limit 0 --fractions --seeds 3 --name full_data  # no pilot
+    python -m simulations.experiments.pilot_dim --train-limit 0 --fractions --datasets BANKING77 CoLA --epsilon-rule
 """
 
 from __future__ import annotations
@@ -58,6 +64,20 @@ from fed.spec.run_spec import RunSpec
 from simulations.experiments.defaults_sweep import DATASETS, GOAL, REPORT
 from simulations.experiments.local_run import single_threaded_blas, sweep_parser
 
+HELD_OUT = {
+    "BANKING77": "banking77",
+    "TweetEval emotion": "tweeteval/emotion:train=train,test=test",
+    "TweetEval offensive": "tweeteval/offensive:train=train,test=test",
+    "CoLA": "cola",
+    "MR": "mr",
+}
+"""Datasets the epsilon rule was not read off (--datasets), name -> spec under the data folder: BANKING77 train/test,
+TweetEval emotion and offensive train/test (their dev files unused), CoLA train/dev (in-domain), MR's one all.tsv split
+by the loader (a fixed 80% train, 20% dev, permutation seeded with fed.data.loaders.HOLDOUT_SEED)."""
+SPECS = DATASETS | HELD_OUT
+"""Every dataset --datasets accepts; the four sweep datasets (DATASETS) are the default."""
+RULE_ROWS = ("defaults (dim 16, clip 3)", "dim 16, clip 1", "dim 32, clip 1")
+"""Fixed cells shown beside the epsilon rule in its table."""
 WIDE = 128
 CANDIDATES = (8, 16, 32, 64, 128)
 BLOCKS = ((0, 8), (8, 16), (16, 32), (32, 64), (64, 128))
@@ -72,6 +92,14 @@ AUTO_CLIPS = (3.0, 1.0)
 """Clips of the tool's own ``--dim auto`` rows: the default clip (3, ``--dim auto`` alone) and ``--clip 1``."""
 SIMULATED_HELD = 4000
 REPEATS = 2
+
+
+def epsilon_rule(epsilon: float) -> str:
+    """The fixed cell a candidate default keyed on epsilon alone picks (clip 1; dim 8 for epsilon < sqrt(3), 32 for
+    epsilon < sqrt(24), else 64): the best cell by largest gap at epsilon 1, 3 and 8 on the four sweep datasets at full
+    data (full_data.md), split at the geometric midpoints. Not the tool's default."""
+    dim = 8 if epsilon < np.sqrt(3) else 32 if epsilon < np.sqrt(24) else 64
+    return f"dim {dim}, clip 1"
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -164,8 +192,8 @@ def task_encodings(name: str, root: Path, limit: int, encoder: Encoder, cache: P
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Clean encodings and labels of task ``name`` (its seeded ``limit`` training records, 0: all; its evaluation
     split): x, y, x_test, y_test and the number of labels."""
-    train = load_dataset(str(root / DATASETS[name]), "train")
-    test = load_dataset(str(root / DATASETS[name]), "dev")
+    train = load_dataset(str(root / SPECS[name]), "train")
+    test = load_dataset(str(root / SPECS[name]), "dev")
     if limit and len(train) > limit:
         train = train.subset(np.sort(np.random.default_rng(0).choice(len(train), limit, replace=False)))
     x, xt = (encode_cached(encoder, d, cache).astype(np.float64) for d in (train, test))
@@ -210,7 +238,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]
             for cell, (dim, clip) in CELLS.items():
                 row[cell] = fixed_cell(feats[dim], y, yt, randomizer(epsilon, clip, c), c, args.seeds)
             for clip in AUTO_CLIPS:
-                dims = auto_dims(str(args.data_root / DATASETS[name]), epsilon, clip, args.seeds, corpus, public, c, len(x))
+                dims = auto_dims(str(args.data_root / SPECS[name]), epsilon, clip, args.seeds, corpus, public, c, len(x))
                 rz = randomizer(epsilon, clip, c)
                 accs = [lda_accuracy(feats[k][0], y, feats[k][1], yt, rz, c, np.random.default_rng([s, 1]))
                         for s, k in enumerate(dims)]
@@ -270,6 +298,8 @@ def report(results: dict[str, Any], args: argparse.Namespace, command: str, reco
               "minus the row's mean (points). 'best single': the largest single-seed accuracy of any fixed cell (how a "
               "one-seed sweep's best cell is biased upward)."]
     lines += summary(results)
+    if args.epsilon_rule:
+        lines += rule_table(results)
     if compare is not None:
         lines += comparison(results, compare["results"], args.compare)
     for key, found in results.items():
@@ -322,6 +352,32 @@ def summary(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def rule_gaps(results: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """epsilon key -> 'epsilon rule (cell)' and RULE_ROWS -> dataset -> gap (accuracy) to the best fixed cell's mean."""
+    out = {}
+    for epsilon, gaps in gaps_by_epsilon(results).items():
+        rule = epsilon_rule(float(epsilon.removeprefix("eps ")))
+        out[epsilon] = {f"epsilon rule ({rule})": gaps[rule]} | {c: gaps[c] for c in RULE_ROWS}
+    return out
+
+
+def rule_table(results: dict[str, Any]) -> list[str]:
+    """Per epsilon and dataset: the epsilon rule's gap (points) to the best fixed cell's mean beside RULE_ROWS', and
+    the datasets where it misses GOAL."""
+    lines = ["", "## The epsilon rule", "", "Gap to the best fixed cell's mean (points) of the epsilon rule (clip 1; dim 8 "
+             "below epsilon sqrt(3), 32 below sqrt(24), else 64; not the tool's default), the defaults, and dim 16 and dim "
+             f"32 at clip 1. 'within {GOAL * 100:g}': the datasets where the row's gap is at most {GOAL * 100:g} points."]
+    for epsilon, rows in rule_gaps(results).items():
+        datasets = list(next(iter(rows.values())))
+        lines += ["", f"At {epsilon.replace('eps', 'epsilon')}:", "",
+                  "| row | largest gap | " + " | ".join(datasets) + f" | within {GOAL * 100:g} |", "|---" * (len(datasets) + 3) + "|"]
+        for c, gaps in rows.items():
+            within = sum(g <= GOAL for g in gaps.values())
+            lines.append(f"| {c} | {max(gaps.values()) * 100:+.1f} | " + " | ".join(f"{gaps[n] * 100:+.1f}" for n in datasets)
+                         + f" | {within} of {len(datasets)} |")
+    return lines
+
+
 def comparison(results: dict[str, Any], other: dict[str, Any], path: Path) -> list[str]:
     """Per epsilon, each row's gaps (points) here against those in ``other`` (another run of this harness)."""
     ours, theirs = gaps_by_epsilon(results), gaps_by_epsilon(other)
@@ -344,12 +400,13 @@ def comparison(results: dict[str, Any], other: dict[str, Any], path: Path) -> li
 
 def main(argv: list[str] | None = None) -> int:
     """Run, write NAME.json and NAME.md beside the sweep's report."""
-    parser = sweep_parser(__doc__, list(DATASETS), REPORT)
+    parser = sweep_parser(__doc__, list(DATASETS), REPORT, list(SPECS))
     parser.set_defaults(epsilons=[8.0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--fractions", nargs="*", type=float, default=[0.2, 0.5], help="pilot shares (none: no pilot rules)")
     parser.add_argument("--name", default="pilot", help="the report's file name, without .md or .json")
     parser.add_argument("--compare", type=Path, default=None, help="another run's json of this harness: its gaps beside these")
+    parser.add_argument("--epsilon-rule", action="store_true", help="add the epsilon rule's table (report and json)")
     args = parser.parse_args(argv)
     command = " ".join(["python -m simulations.experiments.pilot_dim", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     path = args.out / f"{args.name}.json"
@@ -357,13 +414,15 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads(path.read_text())
         command, results, records = saved["command"], saved["results"], saved.get("records", {})
         args.train_limit, args.fractions = saved.get("train_limit", args.train_limit), saved.get("fractions", args.fractions)
+        args.epsilon_rule = "epsilon_rule" in saved
         args.seeds = len(next(v for v in next(iter(results.values())).values() if isinstance(v, list)))
     else:
         single_threaded_blas()
         results, records = run(args)
         args.out.mkdir(parents=True, exist_ok=True)
+        rule = {"epsilon_rule": rule_gaps(results)} if args.epsilon_rule else {}
         path.write_text(json.dumps({"command": command, "train_limit": args.train_limit, "fractions": args.fractions,
-                                    "records": records, "results": results}, indent=1) + "\n")
+                                    "records": records, "results": results, **rule}, indent=1) + "\n")
     compare = json.loads(args.compare.read_text()) if args.compare else None
     (args.out / f"{args.name}.md").write_text(report(results, args, command, records, compare))
     return 0
