@@ -203,7 +203,7 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
     reduced = [f"{d}: a seeded subsample of {args.train_records:,} of its {sizes[d]:,} training records"
                for d in args.datasets if 0 < args.train_records < sizes[d]]
     if set(args.epsilons) != set(EPSILONS):
-        reduced.append(f"epsilons {', '.join(f'{e:g}' for e in args.epsilons)} of the paper's 8")
+        reduced.append(f"only epsilons {', '.join(f'{e:g}' for e in args.epsilons)} ({len(set(args.epsilons))} of the paper's 8)")
     if reduced:
         lines += [f"REDUCED: {'; '.join(reduced)}. No verdict is drawn from a reduced row.", ""]
     def both(setting: Setting) -> str:
