@@ -10,7 +10,7 @@ import pytest
 
 from clients.app import app as client_app
 from fed.spec.run_spec import RunSpec
-from fed.spec.sections import DIM_AUTO, DIM_AUTO_FIXED
+from fed.spec.sections import DIM_AUTO
 from fed.runtime.auto_dim import MIN_PUBLIC, choose_dim
 from fed.randomizers.gaussian import GaussianRandomizer
 from strategies.app import app as server_app
@@ -43,17 +43,17 @@ def test_too_little_public_data_gives_no_projection() -> None:
 
 
 def test_auto_is_opt_in_and_parses_once_and_explicit_dims_stay() -> None:
-    assert RunSpec().encoder.dim == 16 and RunSpec().to_mapping()["dim"] == 16  # the default stays 16
+    assert RunSpec().encoder.dim == 64 and RunSpec().to_mapping()["dim"] == 64  # the default is not auto
     auto = RunSpec.from_mapping({"dim": "auto"})
     assert auto.encoder.dim == DIM_AUTO and auto.to_mapping()["dim"] == "auto"
     assert RunSpec.from_mapping(auto.to_mapping()) == auto  # written and read back as 'auto'
     assert RunSpec.from_mapping({"dim": "8"}).encoder.dim == 8 and RunSpec.of(dim=0).encoder.dim == 0
     assert RunSpec.of(dim=DIM_AUTO, public="none").encoder.dim == 0  # no public data: no projection, and no error
-    assert RunSpec.of(dim=DIM_AUTO, mechanism="sue").encoder.dim == DIM_AUTO_FIXED  # not simulated: 16
+    assert RunSpec.of(dim=DIM_AUTO, mechanism="sue").encoder.dim == 16  # not simulated: the mechanism's default
     assert RunSpec.of(dim=DIM_AUTO, mechanism="snd").encoder.dim == 0  # takes no projection
     with pytest.raises(ValueError, match="--dim must be 'auto'"):
-        RunSpec.of(dim=-2)
-    with pytest.raises(ValueError, match="'dim' must be 'auto' or a whole number"):
+        RunSpec.of(dim=-3)
+    with pytest.raises(ValueError, match="'dim' must be 'auto', 'default' or a whole number"):
         RunSpec.from_mapping({"dim": "automatic"})
     with pytest.raises(ValueError, match="--dim fits a projection"):
         RunSpec.of(public="none", dim=16)

@@ -26,6 +26,51 @@ def test_defaults_ask_every_user_once_and_release_each_record_once() -> None:
 
 
 @pytest.mark.parametrize(
+    "values,dim,clip",
+    [
+        ({}, 64, 1.0),  # epsilon 8
+        ({"epsilon": 5.0}, 64, 1.0),
+        ({"epsilon": 3.0}, 32, 1.0),
+        ({"epsilon": 1.7}, 32, 1.0),
+        ({"epsilon": 1.0}, 8, 1.0),
+        ({"epsilon": 0.1}, 8, 1.0),
+        ({"mechanism": "gaussian-analytic", "epsilon": 3.0}, 32, 1.0),  # the Gaussian variants share the rule
+        ({"sigma": 2.0}, 16, 1.0),  # noise given, epsilon unknown: the base default
+        ({"public": "none"}, 0, 1.0),  # no public data: no projection, and no error
+        ({"mechanism": "sue"}, 16, 3.0),
+        ({"mechanism": "laplace", "epsilon": 1.0}, 16, 3.0),
+        ({"mechanism": "snd"}, 0, 3.0),  # token matrices take no projection
+        ({"privacy_model": "central", "nodes": 20}, 16, 1.0),  # clean encodings: the base default
+        ({"dim": 128, "clip": 2.5, "epsilon": 1.0}, 128, 2.5),  # given values stay
+    ],
+)
+def test_dim_and_clip_not_given_take_the_mechanisms_defaults_at_the_epsilon(values: dict, dim: int, clip: float) -> None:
+    spec = RunSpec.of(**values)
+    assert (spec.encoder.dim, spec.privacy.clip) == (dim, clip)
+    mapping = spec.to_mapping()
+    assert (mapping["dim"], mapping["clip"]) == (dim, clip)  # every node and config.json see the values used
+    assert RunSpec.from_mapping(mapping) == spec
+    if "dim" not in values:  # 'default' in a run config (pyproject's) is the same run
+        given = {name.replace("_", "-"): value for name, value in values.items()}
+        assert RunSpec.from_mapping({**given, "dim": "default", "clip": "default"}) == spec
+
+
+def test_the_gaussian_rule_lives_on_its_class_and_plugins_keep_the_base_defaults() -> None:
+    from fed.randomizers.base import Randomizer
+    from fed.randomizers.gaussian import GaussianRandomizer
+
+    assert [GaussianRandomizer.default_dim(e) for e in (20.0, 8.0, 4.9, 3.0, 1.69, 1.0)] == [64, 64, 32, 32, 8, 8]
+    assert GaussianRandomizer.default_clip == 1.0 and (Randomizer.default_clip, Randomizer.default_dim(1.0)) == (3.0, 16)
+
+
+@pytest.mark.parametrize("values,message", [({"clip": 0}, "'clip' must be 'default' or a positive"), ({"clip": "wide"}, "'clip'"),
+                                            ({"clip": -1}, "'clip'"), ({"dim": "best"}, "'dim' must be 'auto', 'default'")])
+def test_bad_dim_or_clip_is_named(values: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RunSpec.from_mapping(values)
+
+
+@pytest.mark.parametrize(
     "values,expected",
     [
         ({"users": 200, "rounds": 4, "users_per_round": 5}, "at most 20 of the 200 users take part"),
@@ -63,7 +108,7 @@ def _warnings_for(public_labels: tuple[str, ...] | None = None, **kwargs) -> tup
 def test_public_data_with_other_labels_warns_what_it_means_and_what_to_do() -> None:
     (warning,) = _warnings_for(task_labels=TASK)
     assert "not labelled like the task" in warning and "4 labels: sports" in warning and "2 labels: negative" in warning
-    assert "no public-only baseline" in warning and "projection to 16 dimensions" in warning
+    assert "no public-only baseline" in warning and "projection to 64 dimensions" in warning
     assert "--public FOLDER" in warning and "--public none" in warning
     assert _warnings_for(("positive", "negative"), task_labels=TASK)  # same names, other ids
 
@@ -86,7 +131,7 @@ def test_domain_overlap_tells_shared_directions_from_other_ones() -> None:
     config, public = RunSpec.of(data="sst2-like"), generate_public_corpus(40)
     (warning,) = check_public(config, public, LABEL_NAMES, other, task).warnings
     assert "another domain" in warning and str(DOMAIN_OVERLAP_MIN) in warning and "{" not in warning
-    assert "the projection to 16 dimensions (--dim) comes from unrelated text" in warning
+    assert "the projection to 64 dimensions (--dim) comes from unrelated text" in warning
     check = check_public(config, public, LABEL_NAMES, same, task)
     assert check.warnings == () and check.to_json()["domain_match"] is True
 

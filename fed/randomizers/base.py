@@ -67,6 +67,15 @@ class Randomizer(ABC):
     builds anything (fed.runtime.requests)."""
     shipped_files: ClassVar[tuple[str, ...]] = ()
     """Bundle files (fed.runtime.assets) the users of this mechanism need, made by :meth:`bundle_files`."""
+    default_clip: ClassVar[float] = 3.0
+    """The clip a run uses unless it gives --clip (where the class takes a clip)."""
+
+    @classmethod
+    def default_dim(cls, epsilon: float) -> int:
+        """The projection's dimension a run uses unless it gives --dim, at the run's ``epsilon`` (0: noise given
+        as --sigma); 0 means no projection."""
+        return 16
+
 
     @classmethod
     @abstractmethod

@@ -92,6 +92,11 @@ class SplitDenoiseRandomizer(Randomizer):
         return cls(params["clip"], params["eta"], params["length"], params["encoder"], params.get("post_clip"))
 
     @classmethod
+    def default_dim(cls, epsilon: float) -> int:
+        """0: a projection cannot apply to token matrices."""
+        return 0
+
+    @classmethod
     def run_options(cls, clip: float, dim: int, options: Mapping[str, Any], encoder: str = "") -> dict[str, Any]:
         """The run's clip, L (default 32) and encoder; a projection (--dim) cannot apply to token matrices."""
         if dim:

@@ -22,8 +22,9 @@ from fed.heterogeneity.axis import HeterogeneityAxis
 from fed.device.policy import MAX_DELTA
 from fed.spec.option import Option, flag
 from fed.spec.sections import (
+    CLIP_DEFAULT,
     DIM_AUTO,
-    DIM_AUTO_FIXED,
+    DIM_DEFAULT,
     SECTIONS,
     DataSpec,
     EncoderSpec,
@@ -32,7 +33,10 @@ from fed.spec.sections import (
     OutputSpec,
     PrivacySpec,
     ScheduleSpec,
+    parse_clip,
     parse_dim,
+    show_clip,
+    show_dim,
 )
 
 ORDER: tuple[str, ...] = (
@@ -57,7 +61,7 @@ PRIVACY_MODELS = ("local", "shuffle", "central")
 SEED = Option("seed", int, 0, config.HELP["seed"])
 """The run seed, read by every section's draws."""
 _KINDS = {"int": int, "float": float, "str": str, "bool": bool}
-_PARSERS = {"dim": (parse_dim, lambda dim: "auto" if dim == DIM_AUTO else dim)}
+_PARSERS = {"dim": (parse_dim, show_dim), "clip": (parse_clip, show_clip)}
 """Options whose values from outside are not just their type: (parse, show) for Option."""
 
 
@@ -155,6 +159,7 @@ class RunSpec:
         return RunSpec.of(**{**self.flat(), **changes})
 
     def __post_init__(self) -> None:
+        self._resolve_defaults()
         data, privacy, schedule, evaluation = self.data, self.privacy, self.schedule, self.evaluation
         for part, names in (
             (data, ("users",)), (schedule, ("rounds", "evaluate_every", "releases_per_query")),
@@ -178,7 +183,7 @@ class RunSpec:
         if not privacy.delta <= MAX_DELTA:  # every simulated user's policy takes the run's delta (fed.device.policy)
             raise ValueError(f"--delta must be at most {MAX_DELTA:g} (a device policy's range, fed.device.policy)")
         if self.encoder.dim < DIM_AUTO:
-            raise ValueError(f"--dim must be 'auto' or a non-negative number of dimensions (0: no projection), got {self.encoder.dim}")
+            raise ValueError(f"--dim must be 'auto', 'default' or a non-negative number of dimensions (0: no projection), got {self.encoder.dim}")
         if self.encoder.dim > 0 and data.public == "none":
             raise ValueError("--dim fits a projection on public data: give --public, or --dim 0")
         if schedule.nodes > data.users:
@@ -234,12 +239,11 @@ class RunSpec:
         from fed.randomizers import RANDOMIZERS  # here, not at the top: importing this module stays light
 
         privacy = self.privacy
-        if privacy.mechanism not in RANDOMIZERS:
-            raise ValueError(f"--mechanism {privacy.mechanism!r} is not available; choose one of {', '.join(RANDOMIZERS)}")
+        self._mechanism_class()  # validates --mechanism
         options = privacy.mechanism_option_values  # validates --mechanism-options
         simulated = RANDOMIZERS[privacy.mechanism].sigma_settable and privacy.privacy_model != "central"
         if self.encoder.dim == DIM_AUTO and (self.data.public == "none" or not simulated):  # no choice for the server
-            object.__setattr__(self, "encoder", replace(self.encoder, dim=self._fixed_auto_dim()))
+            object.__setattr__(self, "encoder", replace(self.encoder, dim=self._default_dim()))
         if "clip" in options:
             raise ValueError("--mechanism-options: give the clip as --clip")
         RANDOMIZERS[privacy.mechanism].run_options(privacy.clip, self.encoder.dim, options, self.encoder.encoder)
@@ -250,22 +254,35 @@ class RunSpec:
             if privacy.enforce == "amplified":
                 raise ValueError(f"--enforce amplified is implemented for {settable} only")
 
-    def _fixed_auto_dim(self) -> int:
-        """--dim auto where the server does not simulate the choice: 0 without public data or for a mechanism
-        that takes no projection (snd), else DIM_AUTO_FIXED (--privacy-model central, and mechanisms other
-        than a Gaussian on one record per report: bit encodings, Laplace, mixing, metric DP)."""
+    def _mechanism_class(self) -> type:
+        """The --mechanism's randomizer class; ValueError naming the choices when it is not available."""
         from fed.randomizers import RANDOMIZERS
+
+        if self.privacy.mechanism not in RANDOMIZERS:
+            raise ValueError(f"--mechanism {self.privacy.mechanism!r} is not available; choose one of {', '.join(RANDOMIZERS)}")
+        return RANDOMIZERS[self.privacy.mechanism]
+
+    def _resolve_defaults(self) -> None:
+        """--dim and --clip not given: their defaults written in their place, so that config.json and every
+        node see the values used (the mechanism's default_clip; :meth:`_default_dim`)."""
+        if self.privacy.clip == CLIP_DEFAULT:
+            object.__setattr__(self, "privacy", replace(self.privacy, clip=self._mechanism_class().default_clip))
+        if self.encoder.dim == DIM_DEFAULT:
+            object.__setattr__(self, "encoder", replace(self.encoder, dim=self._default_dim()))
+
+    def _default_dim(self) -> int:
+        """The dimension where the server does not choose one (--dim not given, or --dim auto where the choice
+        is not simulated): 0 without public data; with --privacy-model central (clean encodings) the base
+        randomizer's default; else the mechanism's default_dim at the run's --epsilon (0 when --sigma sets the
+        noise)."""
+        from fed.randomizers.base import Randomizer
 
         privacy = self.privacy
         if self.data.public == "none":
             return 0
-        try:
-            RANDOMIZERS[privacy.mechanism].run_options(
-                privacy.clip, DIM_AUTO_FIXED, privacy.mechanism_option_values, self.encoder.encoder
-            )
-        except ValueError:
-            return 0
-        return DIM_AUTO_FIXED
+        if privacy.privacy_model == "central":
+            return Randomizer.default_dim(privacy.epsilon)
+        return self._mechanism_class().default_dim(privacy.epsilon if privacy.sigma == 0 else 0.0)
 
     def _check_privacy_model(self) -> None:
         """--privacy-model and its options (docs/privacy_models.md)."""

@@ -19,6 +19,14 @@ from fed.device.policy import MAX_RR_EPSILON
 from fed.privacy.sampling import TrainSampling, UpSampling
 
 
+DIM_AUTO = -1
+"""EncoderSpec.dim for ``--dim auto`` (opt-in): the server chooses it on public data (fed.runtime.auto_dim)."""
+DIM_DEFAULT = -2
+"""EncoderSpec.dim when --dim is not given ('default'): resolved by the run spec (RunSpec._default_dim)."""
+CLIP_DEFAULT = -1.0
+"""PrivacySpec.clip when --clip is not given ('default'): the mechanism's own default_clip, resolved by the run spec."""
+
+
 @dataclass(frozen=True)
 class DataSpec:
     """The task's data, the server's public data, and how records are split among users."""
@@ -35,26 +43,47 @@ class EncoderSpec:
     """The local encoder and the projection fitted on public data."""
 
     encoder: str = "minilm"
-    dim: int = 16
-    """Dimensions of the projection (0: none), or :data:`DIM_AUTO` for ``--dim auto`` (opt-in)."""
+    dim: int = DIM_DEFAULT
+    """Dimensions of the projection (0: none), :data:`DIM_AUTO` for ``--dim auto`` (opt-in), or :data:`DIM_DEFAULT`
+    (not given: the mechanism's default at the run's epsilon, which the run spec writes in its place)."""
 
 
-DIM_AUTO = -1
-"""EncoderSpec.dim for ``--dim auto`` (opt-in): the server chooses it on public data (fed.runtime.auto_dim)."""
-DIM_AUTO_FIXED = 16
-"""--dim auto for mechanisms whose choice is not simulated (the default dimension)."""
+_DIM_WORDS = {"auto": DIM_AUTO, "default": DIM_DEFAULT}
 
 
 def parse_dim(value: Any) -> int:
-    """--dim: 'auto' (:data:`DIM_AUTO`) or a whole number of dimensions."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return DIM_AUTO
+    """--dim: 'auto' (:data:`DIM_AUTO`), 'default' (:data:`DIM_DEFAULT`) or a whole number of dimensions."""
+    if isinstance(value, str) and value.strip().lower() in _DIM_WORDS:
+        return _DIM_WORDS[value.strip().lower()]
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(f"run option 'dim' must be 'auto' or a whole number, got {value!r}")
+        raise ValueError(f"run option 'dim' must be 'auto', 'default' or a whole number, got {value!r}")
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise ValueError(f"run option 'dim' must be 'auto' or a whole number, got {value!r}") from None
+        raise ValueError(f"run option 'dim' must be 'auto', 'default' or a whole number, got {value!r}") from None
+
+
+def show_dim(dim: int) -> int | str:
+    """--dim as written in a run config (the inverse of :func:`parse_dim`)."""
+    return {code: word for word, code in _DIM_WORDS.items()}.get(dim, dim)
+
+
+def parse_clip(value: Any) -> float:
+    """--clip: 'default' (:data:`CLIP_DEFAULT`) or a positive finite radius."""
+    if isinstance(value, str) and value.strip().lower() == "default":
+        return CLIP_DEFAULT
+    try:
+        clip = float(value)
+    except (TypeError, ValueError):
+        clip = math.nan
+    if isinstance(value, bool) or not math.isfinite(clip) or clip <= 0:
+        raise ValueError(f"run option 'clip' must be 'default' or a positive finite number, got {value!r}")
+    return clip
+
+
+def show_clip(clip: float) -> float | str:
+    """--clip as written in a run config (the inverse of :func:`parse_clip`)."""
+    return "default" if clip == CLIP_DEFAULT else clip
 
 
 @dataclass(frozen=True)
@@ -63,7 +92,8 @@ class PrivacySpec:
 
     mechanism: str = "gaussian"
     mechanism_options: str = ""
-    clip: float = 3.0
+    clip: float = CLIP_DEFAULT
+    """The L2 clip, or :data:`CLIP_DEFAULT` (not given: the mechanism's default_clip, written in its place)."""
     epsilon: float = 8.0
     sigma: float = 0.0
     delta: float = 1e-5

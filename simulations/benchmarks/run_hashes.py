@@ -49,9 +49,11 @@ from pathlib import Path
 from typing import Any
 
 COMMON: dict[str, Any] = {
-    "data": "generated:300", "public": "none", "dim": 0, "users": 8, "nodes": 2, "seed": 3,
+    "data": "generated:300", "public": "none", "dim": 0, "clip": 3.0, "users": 8, "nodes": 2, "seed": 3,
     "nonprivate-baseline": False,
 }
+"""Options every run shares; the clip is given (3, the default until the Gaussian's became 1) so that hashes
+stay comparable across that change of default."""
 RUNS: dict[str, dict[str, Any]] = {
     "cohort": {"rounds": 2, "releases-per-record": 2},
     "per_user": {"users": 4, "nodes": 4, "rounds": 2, "releases-per-record": 2},
