@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from fed.randomizers import RANDOMIZERS
+from fed.randomizers.base import Randomizer
+from fed.randomizers.gaussian import GaussianRandomizer
 
 _HELP: dict[str, str] = {
     "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV; name other files per split as 'FOLDER:train=STEM,test=STEM', a stem or a .tsv path each, evaluation reading 'dev', else 'test'), or a Hugging Face id",
@@ -17,10 +19,10 @@ _HELP: dict[str, str] = {
     "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>, or natural (each user's records from one source of the data: its file, or a generated corpus's style)",
     "train_limit": "use a seeded sample of this many training records (0: all)",
     "encoder": "local encoder: minilm, bilstm (pre-trained by the server on public data), minilm-tuned (MiniLM's layers fine-tuned by the server on public labelled data and shipped; a device allows them by fingerprint), or a model id/path",
-    "dim": "project representations to this many dimensions, fitted on public data (0: no projection). 'default' (when not given): 0 with --public none; the Gaussian mechanisms take 64 from epsilon 5, 32 from 1.7 and 8 below (read off a sweep at clip 1, simulations/reports/defaults; 16 with --sigma), snd 0, every other mechanism and --privacy-model central 16. 'auto' (opt-in; it measured below the default's dimensions on SST-2 and TweetEval): the server chooses 0 or one of 8, 16, 32, 64, 128 by simulating the run's noisy reports (its noise and planned report count) on its public data, held-out public accuracy deciding; with public data labelled unlike the task, no projection unless the full dimension loses more than 0.05 there (fed.runtime.auto_dim). Public data only: no user record is read. Where auto's choice is not simulated (mechanisms other than the Gaussian ones, --privacy-model central) it is the default",
+    "dim": "project representations to this many dimensions, fitted on public data (0: no projection). 'default' (when not given): 0 with --public none; the Gaussian mechanisms take {gaussian_dims} (read off a sweep at clip 1, simulations/reports/defaults; {base_dim} with --sigma), snd 0, every other mechanism and --privacy-model central {base_dim}. 'auto' (opt-in; it measured below the defaults at epsilon 8, 3 and 1, simulations/reports/defaults): the server chooses 0 or one of 8, 16, 32, 64, 128 by simulating the run's noisy reports (its noise and planned report count) on its public data, held-out public accuracy deciding; with public data labelled unlike the task, no projection unless the full dimension loses more than 0.05 there (fed.runtime.auto_dim). Public data only: no user record is read. Where auto's choice is not simulated (mechanisms other than the Gaussian ones, --privacy-model central) it is the default",
     "mechanism": "randomizer of representations: {mechanisms} (docs/randomizers.md)",
     "mechanism_options": "extra randomizer parameters as comma-separated key=value (e.g. 'lambda=100,integer_bits=2' for ome, 'eta=20' for dchi, 'k=4,masks=16' for texthide); values are int, float, true/false or text",
-    "clip": "clipping radius C (L2); sensitivity is 2C. 'default' (when not given): the mechanism's own, 1 for the Gaussian mechanisms (measured, simulations/reports/defaults) and 3 for the others",
+    "clip": "clipping radius C (L2); sensitivity is 2C. 'default' (when not given): the mechanism's own, {gaussian_clip:g} for the Gaussian mechanisms (measured, simulations/reports/defaults) and {base_clip:g} for the others",
     "epsilon": "target worst-case sentence-level epsilon per record; sigma is calibrated to it (--privacy-model central: the user-level target of DP-FedAvg)",
     "sigma": "noise scale; overrides --epsilon, whose budget becomes what sigma implies",
     "delta": "delta of every (epsilon, delta) figure",
@@ -60,6 +62,16 @@ _HELP: dict[str, str] = {
 
 
 
+def _default_texts() -> dict[str, str]:
+    """The help of --dim and --clip, with the defaults read off the randomizer classes that hold them."""
+    dims = ", ".join(f"{dim} from epsilon {lowest:g}" for lowest, dim in GaussianRandomizer.DEFAULT_DIMS[:-1])
+    dims += f", {GaussianRandomizer.DEFAULT_DIMS[-1][1]} below"
+    return {
+        "dim": _HELP["dim"].format(gaussian_dims=dims, base_dim=Randomizer.default_dim(0.0)),
+        "clip": _HELP["clip"].format(gaussian_clip=GaussianRandomizer.default_clip, base_clip=Randomizer.default_clip),
+    }
+
+
 def __getattr__(name: str) -> Any:
     """``MECHANISMS`` (the names in the randomizer registry, fed.randomizers.RANDOMIZERS, in its order) and
     ``HELP`` (each run option's help, the mechanism's listing them), read from the registry on every use:
@@ -67,5 +79,5 @@ def __getattr__(name: str) -> Any:
     if name == "MECHANISMS":
         return tuple(RANDOMIZERS)
     if name == "HELP":
-        return {**_HELP, "mechanism": _HELP["mechanism"].format(mechanisms=", ".join(RANDOMIZERS))}
+        return {**_HELP, "mechanism": _HELP["mechanism"].format(mechanisms=", ".join(RANDOMIZERS)), **_default_texts()}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
