@@ -124,3 +124,37 @@ def test_snd_report_sets_the_seeds_schedule_beside_a_longer_one(tmp_path) -> Non
     assert "Denoiser training length" in text and "Denoiser training length" not in without
     with pytest.raises(ValueError, match="names none of the setting's groups"):
         snd_main(["run", "--setting", "reduced", "--groups", "nope", "--model", str(Path(tmp_path)), "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("sampler", ["dchi", "coordinate"])
+def test_snd_strict_eta_is_the_largest_the_strict_ledger_allows(sampler: str) -> None:
+    """The strict rows' eta: a record of the longest pair's tokens costs at most the budget, and 1% more eta exceeds it."""
+    from fed.privacy.composition import compose_epsilon
+    from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
+    from simulations.reproductions.seed003_snd import round_down, strict_eta
+
+    kind, diameter, tokens = (MetricDPEvent, 3.39, 194) if sampler == "dchi" else (CoordinateMetricDPEvent, 52.2, 194)
+    eta = round_down(strict_eta(10.0, tokens, diameter, sampler))
+    assert compose_epsilon({kind(eta, diameter, tokens): 1}, 1e-5) <= 10.0
+    assert compose_epsilon({kind(eta * 1.01, diameter, tokens): 1}, 1e-5) > 10.0
+    assert eta > 10.0 / (tokens * diameter)  # composition over the tokens allows more than eta x tokens x diameter = 10
+
+
+def test_snd_report_adds_the_strict_rows_only_when_run(tmp_path) -> None:  # noqa: ANN001
+    """The strict section renders each sampler's eta, its composed per-record epsilon and every method's row."""
+    import json
+
+    from simulations.reproductions._seed003_snd_report import write_report
+    from simulations.reproductions.seed003_snd import REPORT_DIR
+
+    main_run = REPORT_DIR / "full" / "results.json"
+    strict = json.loads(main_run.read_text())
+    strict["config"]["strict_epsilon"] = 10.0
+    strict["units"] = {k: {**u, "eta": 0.00277 if u["sampler"] == "coordinate" else 0.0427}
+                       for k, u in strict["units"].items() if u["eta"] in (50.0,)}
+    path = tmp_path / "strict.json"
+    path.write_text(json.dumps(strict))
+    text = write_report(main_run, tmp_path / "with", None, path).read_text()
+    section = text.split("under ldpfed's strict accounting (per-record epsilon 10)")[1]
+    assert "| authors' per-coordinate | 0.00277 | QQP | auc |" in section and "| text's d_chi | 0.0427 | RTE | accuracy |" in section
+    assert "strict accounting (per-record epsilon 10)" not in write_report(main_run, tmp_path / "without", None, tmp_path / "no.json").read_text()

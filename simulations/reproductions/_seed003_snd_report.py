@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from simulations.reproductions._cells import fmt_range
-from simulations.reproductions.seed003_snd import DIAGNOSTIC_COMMAND, GPU_COMMAND
+from simulations.reproductions.seed003_snd import DIAGNOSTIC_COMMAND, GPU_COMMAND, METHODS, STRICT_COMMAND, strict_eta
 
 DELTA = 1e-5
 BUDGET = 10.0
@@ -78,7 +78,7 @@ def _epsilon_rows(results: dict[str, Any]) -> list[str]:
         most = max(t["max"] for t in tokens)
         record_mean = compose_epsilon({kind(eta, diameter, max(1, round(mean_tokens))): 1}, DELTA)
         record_max = compose_epsilon({kind(eta, diameter, most): 1}, DELTA)
-        allowed = BUDGET / (most * diameter)
+        allowed = strict_eta(BUDGET, most, diameter, sampler, DELTA)
         lines.append(
             f"| {SAMPLER_NAMES[sampler]} | {eta:g} | {eta * bounds['l2_diameter']:.4g} | {eta * diameter:.4g} | "
             f"{record_mean:.4g} / {record_max:.4g} ({mean_tokens:.0f} / {most}) | {allowed:.2g} |"
@@ -96,8 +96,9 @@ def _verdict_ready(results: dict[str, Any]) -> tuple[bool, str]:
     return True, ""
 
 
-def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[str, Any], str] | None = None) -> str:
-    """The README text for ``results`` (and, when given, a longer-training run's results and path)."""
+def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[str, Any], str] | None = None,
+           strict_run: tuple[dict[str, Any], str] | None = None) -> str:
+    """The README text for ``results`` (and, when given, a longer-training run's and a strict run's results and paths)."""
     config = results["config"]
     setting = config["setting"]
     ready, why = _verdict_ready(results)
@@ -213,6 +214,8 @@ def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[st
         lines.append(f"| {key.split('/')[0]} | {info['with_output']} | {info['steps']} ({info['planned_steps']}) | {info['seconds']} | {info['loss_per_50_steps'][-3:]} |")
     if diagnostic is not None:
         lines += ["", *_training_length(results, *diagnostic)]
+    if strict_run is not None:
+        lines += ["", *_strict(*strict_run)]
     lines += ["", "## What the figures say", ""]
     if ready:
         lines += _findings(results)
@@ -250,6 +253,31 @@ def _training_length(results: dict[str, Any], longer: dict[str, Any], longer_pat
                 f"| {SAMPLER_NAMES[sampler]} | {eta:g} | {passes[id(run)]} | {dens[0]['steps']} / {dens[1]['steps']} | "
                 f"{dens[0]['loss_per_50_steps'][-1]:.4f} / {dens[1]['loss_per_50_steps'][-1]:.4f} | {auc['qqp']} | {auc['mrpc']} | "
                 f"{cos['snd']:.3f} / {cos['snd_without_output']:.3f} |")
+    return lines
+
+
+def _strict(strict: dict[str, Any], strict_path: str) -> list[str]:
+    """The rows at the etas ldpfed's strict ledger allows (mean [min, max] over the seeds)."""
+    budget = strict["config"]["strict_epsilon"]
+    lines = [
+        f"## The same rows under ldpfed's strict accounting (per-record epsilon {budget:g})",
+        "",
+        f"One eta group per sampler at the largest eta (3 significant digits) whose per-token events, composed over a "
+        f"record's tokens (the longest pair in the data), give a per-record epsilon of at most {budget:g}; denoisers "
+        f"trained at that eta, the rest as above. Command: `{STRICT_COMMAND}`; results: `{strict_path}`"
+        + ("" if strict.get("complete") else " (**not all units ran**)") + ".",
+        "",
+        *_epsilon_rows(strict),
+        "",
+        "| sampler | eta | task | metric | " + " | ".join(METHOD_NAMES[m] for m in METHODS) + " | encoder run locally |",
+        "|---|---|---|---|" + "---|" * (len(METHODS) + 1),
+    ]
+    for sampler, eta in sorted({(u["sampler"], u["eta"]) for u in strict["units"].values()}):
+        for task in strict["config"]["task_sizes"]:
+            for metric in ("auc", "accuracy"):
+                cells = [_stat(_values(strict, sampler, eta, task, m, metric)) for m in METHODS]
+                lines.append(f"| {SAMPLER_NAMES[sampler]} | {eta:g} | {task.upper()} | {metric} | " + " | ".join(cells)
+                             + f" | {_stat(_local(strict, task, metric))} |")
     return lines
 
 
@@ -302,13 +330,14 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def write_report(results_path: Path, out: Path, diagnostic_path: Path | None = None) -> Path:
-    """Write ``out``/README.md from ``results_path`` (and a longer-training run's, where it exists)."""
+def write_report(results_path: Path, out: Path, diagnostic_path: Path | None = None, strict_path: Path | None = None) -> Path:
+    """Write ``out``/README.md from ``results_path`` (and a longer-training run's and a strict run's, where they exist)."""
     results = json.loads(Path(results_path).read_text())
-    diagnostic = None
-    if diagnostic_path is not None and Path(diagnostic_path).exists() and results.get("setting") == "full":
-        diagnostic = (json.loads(Path(diagnostic_path).read_text()), _shown(diagnostic_path))
+    extra = []
+    for path in (diagnostic_path, strict_path):
+        ok = path is not None and Path(path).exists() and results.get("setting") == "full"
+        extra.append((json.loads(Path(path).read_text()), _shown(path)) if ok else None)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "README.md"
-    path.write_text(render(results, _shown(results_path), diagnostic))
+    path.write_text(render(results, _shown(results_path), *extra))
     return path

@@ -100,7 +100,31 @@ DIAGNOSTIC_COMMAND = (
 )
 """Beyond the seed's schedule: one eta group's denoisers at 4x the passes (copy to the report folder's
 full_epochs16/; ``report`` adds its section)."""
+STRICT_COMMAND = (
+    "python3 simulations/reproductions/seed003_snd.py run --setting full --model .gpu/minilm --data .gpu/data "
+    "--out $OUT/snd_strict --work /tmp/snd_strict --device cuda --time-budget 300 --denoiser-seconds 40 "
+    "--strict-epsilon 10 --no-report"
+)
+"""The same rows at the etas ldpfed's strict accounting allows for a per-record epsilon of 10 (copy to the report
+folder's full_strict/; ``report`` adds its section)."""
 METHODS = ("snd", "snd_without_output", "server_output", "tokembpriv")
+
+
+def round_down(value: float, digits: int = 3) -> float:
+    """``value`` cut (not rounded) to ``digits`` significant digits, so that a largest allowed eta stays allowed."""
+    step = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return float(f"{math.floor(value / step) * step:.{digits}g}")
+
+
+def strict_eta(epsilon: float, tokens: int, diameter: float, sampler: str, delta: float = 1e-5) -> float:
+    """The largest eta at which a record of ``tokens`` tokens costs at most ``epsilon`` (at ``delta``) on ldpfed's
+    strict ledger: the per-token metric-DP events of ``sampler`` (d_chi: L2 ``diameter``; the authors' per-coordinate
+    sampler: L1) composed over the tokens, found by the randomizers' one calibration search."""
+    from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
+    from fed.randomizers.target import CalibrationTarget
+
+    kind = MetricDPEvent if sampler == "dchi" else CoordinateMetricDPEvent
+    return CalibrationTarget(epsilon, delta, 1).largest(lambda eta: kind(eta, diameter, tokens), epsilon / (tokens * diameter))
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -378,6 +402,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     clean_public = embed(model, pub, device, setting["eval_batch"])["local"]
     local = {key: embed(model, tok, device, setting["eval_batch"])["local"] for key, tok in sentences.items()}
     log(f"tokenized and encoded clean: {len(public)} public sentences, {sum(len(t.ids) for t in sentences.values())} task sentences")
+    if args.strict_epsilon:  # one group per sampler at the eta a per-record epsilon of args.strict_epsilon allows
+        most = max(int((sentences[(n, s, "first")].lengths + sentences[(n, s, "second")].lengths).max())
+                   for n in tasks for s in ("train", "test"))
+        diameters = {"dchi": bounds.l2_diameter, "coordinate": bounds.l1_diameter}
+        setting["groups"] = tuple({"sampler": sampler, "train_etas": (eta,), "eval_etas": (eta,)}
+                                  for sampler in ("coordinate", "dchi")
+                                  for eta in [round_down(strict_eta(args.strict_epsilon, most, diameters[sampler], sampler))])
+        results["config"]["groups"] = [dict(g) for g in setting["groups"]]
+        results["config"]["strict_epsilon"] = args.strict_epsilon
+        log(f"strict: records up to {most} tokens; groups {results['config']['groups']}")
 
     def features(source: dict[tuple[str, str, str], Any], name: str, split: str) -> Any:
         return torch.cat([source[(name, split, "first")], source[(name, split, "second")]], dim=1)
@@ -531,6 +565,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     go.add_argument("--denoiser-epochs", type=int, default=0,
                     help="passes over the public sentences per denoiser (default: the setting's; a diagnostic beyond the seed's schedule)")
     go.add_argument("--groups", nargs="+", default=None, help="run only these eta groups (e.g. coordinate-50,100)")
+    go.add_argument("--strict-epsilon", type=float, default=0.0,
+                    help="instead of the seed's etas, one group per sampler at the largest eta ldpfed's strict ledger allows "
+                         "for this per-record epsilon (on the records' longest pair)")
     go.add_argument("--seeds", type=int, default=0, help="number of seeds (default: the setting's)")
     go.add_argument("--seed", type=int, default=0, help="the data sample's seed")
     go.add_argument("--threads", type=int, default=1, help="CPU threads (1 is fastest on a shared machine)")
@@ -555,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         from simulations.reproductions._seed003_snd_report import write_report
 
         folder = Path(args.results) if args.results else (REPORT_DIR / "full" if (REPORT_DIR / "full" / "results.json").exists() else REPORT_DIR / "reduced")
-        print(write_report(folder / "results.json", Path(args.out), REPORT_DIR / "full_epochs16" / "results.json"))
+        print(write_report(folder / "results.json", Path(args.out), REPORT_DIR / "full_epochs16" / "results.json",
+                           REPORT_DIR / "full_strict" / "results.json"))
         return 0
     if args.model is None:
         from fed.encoders.hf import minilm_path
@@ -571,7 +609,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(write_report(Path(args.out) / "results.json", Path(args.out)))
         full = REPORT_DIR / "full" / "results.json"
-        print(write_report(full if full.exists() else Path(args.out) / "results.json", REPORT_DIR))
+        print(write_report(full if full.exists() else Path(args.out) / "results.json", REPORT_DIR,
+                           REPORT_DIR / "full_epochs16" / "results.json", REPORT_DIR / "full_strict" / "results.json"))
     return 0 if results.get("complete") else 1
 
 
