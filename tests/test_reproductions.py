@@ -131,7 +131,7 @@ def test_snd_strict_eta_is_the_largest_the_strict_ledger_allows(sampler: str) ->
     """The strict rows' eta: a record of the longest pair's tokens costs at most the budget, and 1% more eta exceeds it."""
     from fed.privacy.composition import compose_epsilon
     from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
-    from simulations.reproductions.seed003_snd import round_down, strict_eta
+    from simulations.reproductions._seed003_strict import round_down, strict_eta
 
     kind, diameter, tokens = (MetricDPEvent, 3.39, 194) if sampler == "dchi" else (CoordinateMetricDPEvent, 52.2, 194)
     eta = round_down(strict_eta(10.0, tokens, diameter, sampler))

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from simulations.reproductions._cells import fmt_range
-from simulations.reproductions.seed003_snd import DIAGNOSTIC_COMMAND, GPU_COMMAND, METHODS, STRICT_COMMAND, strict_eta
+from simulations.reproductions._seed003_strict import STRICT_COMMAND, strict_eta
+from simulations.reproductions.seed003_snd import DIAGNOSTIC_COMMAND, GPU_COMMAND, METHODS
 
 DELTA = 1e-5
 BUDGET = 10.0

@@ -49,6 +49,8 @@ if __package__ in (None, ""):  # run as a file (the GPU command): make the repos
 
 import numpy as np
 
+from simulations.reproductions._seed003_strict import round_down, strict_eta
+
 DESCRIPTION = "Seed 003 Split-N-Denoise (Tables 1 and 5: QQP, MRPC, RTE at its eta values), noise on the word-embedding rows"
 REPORT_DIR = Path(__file__).resolve().parents[1] / "reports" / "reproductions" / "seed003_snd"
 TASKS = {"qqp": ("train", "dev"), "mrpc": ("train", "test"), "rte": ("train", "dev")}
@@ -100,31 +102,7 @@ DIAGNOSTIC_COMMAND = (
 )
 """Beyond the seed's schedule: one eta group's denoisers at 4x the passes (copy to the report folder's
 full_epochs16/; ``report`` adds its section)."""
-STRICT_COMMAND = (
-    "python3 simulations/reproductions/seed003_snd.py run --setting full --model .gpu/minilm --data .gpu/data "
-    "--out $OUT/snd_strict --work /tmp/snd_strict --device cuda --time-budget 300 --denoiser-seconds 40 "
-    "--strict-epsilon 10 --no-report"
-)
-"""The same rows at the etas ldpfed's strict accounting allows for a per-record epsilon of 10 (copy to the report
-folder's full_strict/; ``report`` adds its section)."""
 METHODS = ("snd", "snd_without_output", "server_output", "tokembpriv")
-
-
-def round_down(value: float, digits: int = 3) -> float:
-    """``value`` cut (not rounded) to ``digits`` significant digits, so that a largest allowed eta stays allowed."""
-    step = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
-    return float(f"{math.floor(value / step) * step:.{digits}g}")
-
-
-def strict_eta(epsilon: float, tokens: int, diameter: float, sampler: str, delta: float = 1e-5) -> float:
-    """The largest eta at which a record of ``tokens`` tokens costs at most ``epsilon`` (at ``delta``) on ldpfed's
-    strict ledger: the per-token metric-DP events of ``sampler`` (d_chi: L2 ``diameter``; the authors' per-coordinate
-    sampler: L1) composed over the tokens, found by the randomizers' one calibration search."""
-    from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
-    from fed.randomizers.target import CalibrationTarget
-
-    kind = MetricDPEvent if sampler == "dchi" else CoordinateMetricDPEvent
-    return CalibrationTarget(epsilon, delta, 1).largest(lambda eta: kind(eta, diameter, tokens), epsilon / (tokens * diameter))
 
 
 # -- data ------------------------------------------------------------------------------------
