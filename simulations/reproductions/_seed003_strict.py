@@ -4,6 +4,7 @@ command that runs them (simulations/reproductions/seed003_snd.py --strict-epsilo
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 STRICT_COMMAND = (
     "python3 simulations/reproductions/seed003_snd.py run --setting full --model .gpu/minilm --data .gpu/data "
@@ -20,6 +21,7 @@ def round_down(value: float, digits: int = 3) -> float:
     return float(f"{math.floor(value / step) * step:.{digits}g}")
 
 
+@lru_cache(maxsize=None)  # the report asks once per (sampler, eta) row; the answer depends on the sampler alone
 def strict_eta(epsilon: float, tokens: int, diameter: float, sampler: str, delta: float = 1e-5) -> float:
     """The largest eta at which a record of ``tokens`` tokens costs at most ``epsilon`` (at ``delta``) on ldpfed's
     strict ledger: the per-token metric-DP events of ``sampler`` (d_chi: L2 ``diameter``; the authors' per-coordinate
