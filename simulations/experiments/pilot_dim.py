@@ -17,7 +17,18 @@ Rows: fixed cells (the defaults, dim 16 and clip 3; dims 8 to 128 and no project
 opt-in ``--dim auto`` (fed.runtime.auto_dim.choose_for_run, called as the ServerApp calls it: the public 'generated'
 corpus, the run's epsilon and clip, its record count and ``--seed``; it reads no user record) at the default clip 3
 and at ``--clip 1``, its chosen dimension released like the fixed cell of that dimension and clip with the same noise
-draws, and the pilot rules where --fractions gives pilot shares.
+draws, and the pilot rules where --fractions gives pilot shares: the wide ones above (--rules) and the neighbour
+rules (--neighbour-rules). A neighbour rule lets the pilot choose only among the epsilon rule's dimension k0, its half
+and its double (those among the fixed cells' dimensions), and runs no pilot where k0 has no smaller neighbour or the
+noise alone would spread the pilot's estimate of the top block's between-class energy by more than 0.05 (known from
+epsilon, the record and class counts before any release): then every record goes out at k0. Otherwise the pilot is
+released at the largest candidate; from its reports ('neighbour') the server takes, per block between candidates, a
+lower confidence bound on the between-class energy (noise share and 2 sd of its spread subtracted) and a flat
+within-class variance (the unit energy less the grand mean's and the between-class energy), simulates each candidate
+as above, and takes a larger candidate only where it beats the smallest by more than 1 point; the classifier is fitted
+on the remaining records' reports at the chosen k and on the pilot's, truncated to k and scaled up by the slope of
+their class means on the final reports' (noise declared accordingly). 'neighbour oracle' feeds the same choice the
+clean records' block statistics (not private).
 
 Offline, with the tool's own pieces (encode_cached MiniLM encodings, PCAProjection, the run's calibrated
 Gaussian randomizer from make_plan, ReportAggregator); not the ServerApp: noise is drawn with numpy
@@ -92,14 +103,30 @@ AUTO_CLIPS = (3.0, 1.0)
 """Clips of the tool's own ``--dim auto`` rows: the default clip (3, ``--dim auto`` alone) and ``--clip 1``."""
 SIMULATED_HELD = 4000
 REPEATS = 2
+PILOT_RULES = ("pilot", "public profile", "oracle")
+"""The pilot rules of the wide pilot (--rules)."""
+NEIGHBOUR_RULES = ("neighbour", "neighbour oracle")
+"""The neighbour rules (--neighbour-rules): the pilot picks among the epsilon rule's dimension, its half and double."""
+PILOT_SPREAD_LIMIT = 0.05
+"""Largest pilot_spread at which the neighbour rules run a pilot; above it they release every record at the epsilon
+rule's dimension. Read off the block statistics of full_data_pilot.md (between-class energies 0.001 to 0.08 per block),
+not tuned per dataset."""
+MARGIN = 0.01
+"""Simulated accuracy by which a larger candidate must beat the smallest to be taken."""
+CONFIDENCE = 2.0
+"""Standard deviations of the noise's spread taken off each block's between-class energy (flat_statistics)."""
+
+
+def epsilon_dim(epsilon: float) -> int:
+    """The dimension a candidate default keyed on epsilon alone picks (clip 1; dim 8 for epsilon < sqrt(3), 32 for
+    epsilon < sqrt(24), else 64): the best cell by largest gap at epsilon 1, 3 and 8 on the four sweep datasets at full
+    data (full_data.md), split at the geometric midpoints. Not the tool's default."""
+    return 8 if epsilon < np.sqrt(3) else 32 if epsilon < np.sqrt(24) else 64
 
 
 def epsilon_rule(epsilon: float) -> str:
-    """The fixed cell a candidate default keyed on epsilon alone picks (clip 1; dim 8 for epsilon < sqrt(3), 32 for
-    epsilon < sqrt(24), else 64): the best cell by largest gap at epsilon 1, 3 and 8 on the four sweep datasets at full
-    data (full_data.md), split at the geometric midpoints. Not the tool's default."""
-    dim = 8 if epsilon < np.sqrt(3) else 32 if epsilon < np.sqrt(24) else 64
-    return f"dim {dim}, clip 1"
+    """The fixed cell of the epsilon rule (epsilon_dim at clip 1)."""
+    return f"dim {epsilon_dim(epsilon)}, clip 1"
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -115,15 +142,36 @@ def randomizer(epsilon: float, clip: float, num_labels: int) -> Randomizer:
 def lda_accuracy(train: np.ndarray, y: np.ndarray, test: np.ndarray, y_test: np.ndarray, rz: Randomizer, c: int,
                  rng: np.random.Generator, extra: tuple[np.ndarray, np.ndarray] | None = None) -> float:
     """Accuracy on clean ``test`` of the noise-aware LDA fitted on reports of ``train`` (and on ``extra`` reports)."""
-    aggregator = ReportAggregator(train.shape[1], c, shrinkage=-1.0)
-    aggregator.add(rz.release(train, rng), y, rz.params(), None)
-    if extra is not None:
-        aggregator.add(extra[0], extra[1], rz.params(), None)
+    batches = [(rz.release(train, rng), y, rz.params())] + ([(*extra, rz.params())] if extra is not None else [])
+    return batch_accuracy(batches, test, y_test, rz, c)
+
+
+def batch_accuracy(batches: list[tuple[np.ndarray, np.ndarray, dict[str, Any]]], test: np.ndarray, y_test: np.ndarray,
+                   rz: Randomizer, c: int) -> float:
+    """Accuracy on clean ``test`` of the noise-aware LDA fitted on batches of (reports, labels, randomizer params)."""
+    aggregator = ReportAggregator(test.shape[1], c, shrinkage=-1.0)
+    for reports, labels, params in batches:
+        aggregator.add(reports, labels, params, None)
     return float(np.mean(aggregator.model().predict(rz.features(test)) == y_test))
 
 
-def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Shrunk class means (c, WIDE) and per-coordinate within-class variance (WIDE,) from reports ``r`` of std ``sigma``.
+def rescale(pilot: np.ndarray, y_pilot: np.ndarray, final: np.ndarray, y_final: np.ndarray, c: int, sigma: float) -> float:
+    """The factor by which the pilot's reports truncated to the final reports' k coordinates have their signal scaled
+    down against the final reports (one unit-norm record truncated, against the truncated record at unit norm): the
+    least-squares slope of the pilot's class means on the final reports' (the noise's share of their energy
+    subtracted), in [0.05, 1]. Reads only reports and public labels."""
+    k = final.shape[1]
+    counts = np.bincount(y_pilot, minlength=c).astype(float)
+    final_counts = np.maximum(np.bincount(y_final, minlength=c), 1)
+    ours, theirs = class_means(pilot[:, :k], y_pilot, c), class_means(final, y_final, c)
+    energy = float(np.sum(counts * (np.sum(theirs**2, axis=1) - k * sigma**2 / final_counts)))
+    return float(np.clip(np.sum(counts[:, None] * ours * theirs) / max(energy, 1e-12), 0.05, 1.0))
+
+
+def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile: np.ndarray | None,
+                     blocks: tuple[tuple[int, int], ...] = BLOCKS) -> tuple[np.ndarray, np.ndarray]:
+    """Shrunk class means (c, d) and per-coordinate within-class variance (d,) from reports ``r`` (n, d) of std
+    ``sigma``, per block of ``blocks`` (covering the d coordinates).
 
     ``profile``: per-block within variance to use instead of the reports' scatter minus sigma^2 (None: the scatter).
     """
@@ -132,7 +180,7 @@ def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile
     residual = r - means[y]
     grand = counts @ means / counts.sum()
     shrunk, within = np.repeat(grand[None], c, axis=0), np.zeros(r.shape[1])
-    for i, (a, b) in enumerate(BLOCKS):
+    for i, (a, b) in enumerate(blocks):
         scatter = float(np.sum(residual[:, a:b] ** 2)) / max(len(r) - c, 1) / (b - a) - sigma**2
         within[a:b] = max(scatter, 0.0) if profile is None else profile[i]
         deviation = means[:, a:b] - grand[a:b]
@@ -140,6 +188,46 @@ def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile
         noise = (c - 1) * (b - a) * (within[a] + sigma**2)
         shrunk[:, a:b] += max(observed - noise, 0.0) / max(observed, 1e-12) * deviation
     return shrunk, within
+
+
+def flat_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, blocks: tuple[tuple[int, int], ...],
+                    z: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+    """Class means (c, d) and a flat within-class variance (d,) from unit-norm records' reports ``r`` of std ``sigma``.
+
+    Per block of ``blocks``, the reports' class-mean deviations are scaled so that their between-class energy is the
+    reports' less the noise's share and ``z`` standard deviations of the noise's spread, (sigma^2 + within)
+    sqrt(2 (c - 1) m) for m coordinates (a lower confidence bound; where block_statistics' shrinkage scales the
+    energy down by signal / (signal + noise)); the within-class variance is the records' energy 1 less the grand mean's and the
+    between-class energy (each from the reports, the noise's share subtracted), spread evenly over the d coordinates.
+    """
+    n, d = r.shape
+    counts = np.bincount(y, minlength=c).astype(float)
+    means = class_means(r, y, c)
+    grand = counts @ means / n
+    deviation = means - grand
+    observed = [float(np.sum(counts[:, None] * deviation[:, a:b] ** 2)) for a, b in blocks]
+    between = sum(max(o - (c - 1) * (b - a) * sigma**2, 0.0) for o, (a, b) in zip(observed, blocks)) / n
+    within = max(1.0 - max(float(grand @ grand) - d * sigma**2 / n, 0.0) - between, 0.0) / d
+    shrunk = np.repeat(grand[None], c, axis=0)
+    for o, (a, b) in zip(observed, blocks):
+        noise, spread = (within + sigma**2) * np.array([(c - 1) * (b - a), np.sqrt(2 * (c - 1) * (b - a))])
+        shrunk[:, a:b] += np.sqrt(max(o - noise - z * spread, 0.0) / max(o, 1e-12)) * deviation[:, a:b]
+    return shrunk, np.full(d, within)
+
+
+def neighbours(epsilon: float) -> tuple[int, ...]:
+    """The neighbour rule's candidates: the epsilon rule's dimension k0 (epsilon_dim), its half and its double, those
+    among CANDIDATES."""
+    k0 = epsilon_dim(epsilon)
+    return tuple(k for k in (k0 // 2, k0, 2 * k0) if k in CANDIDATES)
+
+
+def pilot_spread(sigma: float, c: int, pilot: int, candidates: tuple[int, ...]) -> float:
+    """The standard deviation the noise alone gives the pilot's estimate of the between-class energy in the top block
+    (the last two candidates; inf with one candidate), sigma^2 sqrt(2 (c - 1) m) / pilot: known before any release."""
+    if len(candidates) < 2:
+        return float("inf")
+    return sigma**2 * np.sqrt(2 * (c - 1) * (candidates[-1] - candidates[-2])) / pilot
 
 
 def block_table(clean: np.ndarray, y: np.ndarray, c: int, sigma: float, fractions: list[float]) -> dict[str, list[float]]:
@@ -162,16 +250,19 @@ def block_table(clean: np.ndarray, y: np.ndarray, c: int, sigma: float, fraction
     return table
 
 
-def simulate_choice(means: np.ndarray, within: np.ndarray, prior: np.ndarray, reports: int, rz: Randomizer,
-                    rng: np.random.Generator) -> tuple[int, dict[int, float]]:
-    """Best candidate k by the simulated accuracy of the noise-aware LDA on ``reports`` noisy reports at k."""
+def simulate_choice(means: np.ndarray, within: np.ndarray, prior: np.ndarray, reports: int | dict[int, int],
+                    rz: Randomizer, rng: np.random.Generator, candidates: tuple[int, ...] = CANDIDATES
+                    ) -> tuple[int, dict[int, float]]:
+    """Best of ``candidates`` k by the simulated accuracy of the noise-aware LDA on ``reports`` noisy reports at k
+    (per k where a mapping)."""
     c, d = means.shape
     scores = {}
-    for k in CANDIDATES:
+    for k in candidates:
         runs = []
+        count = reports[k] if isinstance(reports, dict) else reports
         for _ in range(REPEATS):
-            y, y_held = rng.choice(c, reports, p=prior), rng.choice(c, SIMULATED_HELD, p=prior)
-            x = unit((means[y] + rng.standard_normal((reports, d)) * np.sqrt(within))[:, :k])
+            y, y_held = rng.choice(c, count, p=prior), rng.choice(c, SIMULATED_HELD, p=prior)
+            x = unit((means[y] + rng.standard_normal((count, d)) * np.sqrt(within))[:, :k])
             held = unit((means[y_held] + rng.standard_normal((SIMULATED_HELD, d)) * np.sqrt(within))[:, :k])
             runs.append(lda_accuracy(x, y, held, y_held, rz, c, rng))
         scores[k] = float(np.mean(runs))
@@ -219,6 +310,50 @@ def fixed_cell(feats: tuple[np.ndarray, np.ndarray], y: np.ndarray, yt: np.ndarr
     return [lda_accuracy(feats[0], y, feats[1], yt, rz, c, np.random.default_rng([s, 1])) for s in range(seeds)]
 
 
+def neighbour_rule(rule: str, feats: dict[int, tuple[np.ndarray, np.ndarray]], y: np.ndarray, yt: np.ndarray, c: int,
+                   rz: Randomizer, fraction: float, epsilon: float, seed: int) -> tuple[int, float]:
+    """The dimension a neighbour rule picks at one seed and the accuracy of the classifier it then fits.
+
+    Where k0 is the smallest of CANDIDATES (no smaller neighbour) or the pilot's spread (pilot_spread) exceeds
+    PILOT_SPREAD_LIMIT, no pilot: every record released at the
+    epsilon rule's k0 (the fixed cell's noise draws). Otherwise the pilot share is released at the largest candidate D,
+    block statistics at the candidates' boundaries come from its reports ('neighbour': flat_statistics) or from the
+    clean records ('neighbour oracle': block_statistics, not private), simulate_choice scores the candidates at the
+    report count each will have (the pilot's reports join where k == D) among those whose coordinates beyond the
+    smallest candidate hold some between-class energy, and a larger k is taken only where it beats the smallest
+    candidate by more than MARGIN (else the smallest: the pilot must show the signal a larger dimension needs). The
+    remaining records are released at k and the classifier is fitted on their reports and on the pilot's, truncated to
+    k and scaled up by 1 / rescale (its noise std declared so; rescale is 1 where k == D).
+    """
+    candidates, k0 = neighbours(epsilon), epsilon_dim(epsilon)
+    sigma = float(rz.params()["sigma"])
+    pilot_count = int(fraction * len(y))
+    if len(candidates) < 3 or pilot_spread(sigma, c, pilot_count, candidates) > PILOT_SPREAD_LIMIT:
+        return k0, lda_accuracy(feats[k0][0], y, feats[k0][1], yt, rz, c, np.random.default_rng([seed, 1]))
+    rng = np.random.default_rng([seed, 2])
+    order = rng.permutation(len(y))
+    pilot, rest = order[:pilot_count], order[pilot_count:]
+    top = candidates[-1]
+    blocks = tuple(zip((0, *candidates[:-1]), candidates))
+    released = rz.release(unit(feats[top][0][pilot]), rng)
+    if rule == "neighbour oracle":
+        means, within = block_statistics(unit(feats[top][0]), y, c, 0.0, None, blocks)
+    else:
+        means, within = flat_statistics(released, y[pilot], c, sigma, blocks)
+    prior = np.bincount(y[pilot], minlength=c) / len(pilot)
+    deviation = means - prior @ means
+    eligible = tuple(k for k in candidates if k == candidates[0] or np.sum(deviation[:, candidates[0]:k] ** 2) > 1e-12)
+    k = candidates[0]
+    if len(eligible) > 1:
+        reports = {k: len(rest) + (len(pilot) if k == top else 0) for k in eligible}
+        best, scores = simulate_choice(means, within, prior, reports, rz, rng, eligible)
+        k = best if scores[best] - scores[k] > MARGIN else k
+    final = rz.release(feats[k][0][rest], rng)
+    ratio = rescale(released, y[pilot], final, y[rest], c, sigma)
+    truncated = (released[:, :k] / ratio, y[pilot], rz.params() | {"sigma": sigma / ratio})
+    return k, batch_accuracy([(final, y[rest], rz.params()), truncated], feats[k][1], yt, rz, c)
+
+
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]:
     """Every cell and rule on every dataset, epsilon and seed; and per dataset its (training, evaluation) records."""
     cache = default_cache_dir(RunSpec.from_mapping({"data": "generated"}))
@@ -237,7 +372,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]
             row: dict[str, Any] = {}
             for cell, (dim, clip) in CELLS.items():
                 row[cell] = fixed_cell(feats[dim], y, yt, randomizer(epsilon, clip, c), c, args.seeds)
-            for clip in AUTO_CLIPS:
+            for clip in AUTO_CLIPS if args.auto else ():
                 dims = auto_dims(str(args.data_root / SPECS[name]), epsilon, clip, args.seeds, corpus, public, c, len(x))
                 rz = randomizer(epsilon, clip, c)
                 accs = [lda_accuracy(feats[k][0], y, feats[k][1], yt, rz, c, np.random.default_rng([s, 1]))
@@ -246,7 +381,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]
             rz = randomizer(epsilon, 1.0, c)
             sigma = float(rz.params()["sigma"])
             for fraction in args.fractions:
-                for rule in ("pilot", "public profile", "oracle"):
+                for rule in args.rules:
                     accs, picks = [], []
                     for s in range(args.seeds):
                         rng = np.random.default_rng([s, 2])
@@ -264,7 +399,14 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]
                         accs.append(lda_accuracy(feats[k][0][rest], y[rest], feats[k][1], yt, rz, c, rng, extra))
                         picks.append(k)
                     row[f"{rule}, pilot {fraction:g}"] = {"accuracy": accs, "dims": picks}
-            if args.fractions:
+                for rule in args.neighbour_rules:
+                    accs, picks = [], []
+                    for s in range(args.seeds):
+                        k, acc = neighbour_rule(rule, feats, y, yt, c, rz, fraction, epsilon, s)
+                        accs.append(acc)
+                        picks.append(k)
+                    row[f"{rule}, pilot {fraction:g}"] = {"accuracy": accs, "dims": picks}
+            if args.fractions and args.blocks:
                 row["block statistics"] = block_table(unit(feats[WIDE][0]), y, c, sigma, args.fractions)
             out[f"{name} | eps {epsilon:g}"] = row
             print(name, epsilon, {k: round(float(np.mean(v if isinstance(v, list) else v["accuracy"])), 3)
@@ -407,6 +549,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="pilot", help="the report's file name, without .md or .json")
     parser.add_argument("--compare", type=Path, default=None, help="another run's json of this harness: its gaps beside these")
     parser.add_argument("--epsilon-rule", action="store_true", help="add the epsilon rule's table (report and json)")
+    parser.add_argument("--rules", nargs="*", choices=PILOT_RULES, default=list(PILOT_RULES), help="wide pilot rules")
+    parser.add_argument("--neighbour-rules", nargs="*", choices=NEIGHBOUR_RULES, default=[], help="neighbour rules")
+    parser.add_argument("--no-auto", dest="auto", action="store_false", help="leave out the --dim auto rows")
+    parser.add_argument("--no-blocks", dest="blocks", action="store_false", help="leave out the block statistics")
     args = parser.parse_args(argv)
     command = " ".join(["python -m simulations.experiments.pilot_dim", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     path = args.out / f"{args.name}.json"
