@@ -109,8 +109,8 @@ NEIGHBOUR_RULES = ("neighbour", "neighbour oracle")
 """The neighbour rules (--neighbour-rules): the pilot picks among the epsilon rule's dimension, its half and double."""
 PILOT_SPREAD_LIMIT = 0.05
 """Largest pilot_spread at which the neighbour rules run a pilot; above it they release every record at the epsilon
-rule's dimension. Read off the block statistics of full_data_pilot.md (between-class energies 0.001 to 0.08 per block),
-not tuned per dataset."""
+rule's dimension. One constant, chosen on the four sweep datasets (the between-class energies of full_data_pilot.md's
+block tables, 0.001 to 0.08 per block): it sends SNIPS and AG News at epsilon 3 (spread 0.055, 0.054) to k0."""
 MARGIN = 0.01
 """Simulated accuracy by which a larger candidate must beat the smallest to be taken."""
 CONFIDENCE = 2.0
@@ -155,7 +155,8 @@ def batch_accuracy(batches: list[tuple[np.ndarray, np.ndarray, dict[str, Any]]],
     return float(np.mean(aggregator.model().predict(rz.features(test)) == y_test))
 
 
-def rescale(pilot: np.ndarray, y_pilot: np.ndarray, final: np.ndarray, y_final: np.ndarray, c: int, sigma: float) -> float:
+def rescale(pilot: np.ndarray, y_pilot: np.ndarray, final: np.ndarray, y_final: np.ndarray, c: int, sigma: float
+            ) -> float:
     """The factor by which the pilot's reports truncated to the final reports' k coordinates have their signal scaled
     down against the final reports (one unit-norm record truncated, against the truncated record at unit norm): the
     least-squares slope of the pilot's class means on the final reports' (the noise's share of their energy
@@ -196,9 +197,10 @@ def flat_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, blocks: 
 
     Per block of ``blocks``, the reports' class-mean deviations are scaled so that their between-class energy is the
     reports' less the noise's share and ``z`` standard deviations of the noise's spread, (sigma^2 + within)
-    sqrt(2 (c - 1) m) for m coordinates (a lower confidence bound; where block_statistics' shrinkage scales the
-    energy down by signal / (signal + noise)); the within-class variance is the records' energy 1 less the grand mean's and the
-    between-class energy (each from the reports, the noise's share subtracted), spread evenly over the d coordinates.
+    sqrt(2 (c - 1) m) for m coordinates (a lower confidence bound; block_statistics' shrinkage instead scales the
+    energy down by signal / (signal + noise)). The within-class variance is the records' energy 1 less the grand
+    mean's and the between-class energy (each from the reports, the noise's share subtracted), spread evenly over the
+    d coordinates.
     """
     n, d = r.shape
     counts = np.bincount(y, minlength=c).astype(float)
@@ -315,15 +317,15 @@ def neighbour_rule(rule: str, feats: dict[int, tuple[np.ndarray, np.ndarray]], y
     """The dimension a neighbour rule picks at one seed and the accuracy of the classifier it then fits.
 
     Where k0 is the smallest of CANDIDATES (no smaller neighbour) or the pilot's spread (pilot_spread) exceeds
-    PILOT_SPREAD_LIMIT, no pilot: every record released at the
-    epsilon rule's k0 (the fixed cell's noise draws). Otherwise the pilot share is released at the largest candidate D,
-    block statistics at the candidates' boundaries come from its reports ('neighbour': flat_statistics) or from the
-    clean records ('neighbour oracle': block_statistics, not private), simulate_choice scores the candidates at the
-    report count each will have (the pilot's reports join where k == D) among those whose coordinates beyond the
-    smallest candidate hold some between-class energy, and a larger k is taken only where it beats the smallest
-    candidate by more than MARGIN (else the smallest: the pilot must show the signal a larger dimension needs). The
-    remaining records are released at k and the classifier is fitted on their reports and on the pilot's, truncated to
-    k and scaled up by 1 / rescale (its noise std declared so; rescale is 1 where k == D).
+    PILOT_SPREAD_LIMIT, no pilot: every record released at the epsilon rule's k0 (the fixed cell's noise draws).
+    Otherwise the pilot share is released at the largest candidate D; block statistics at the candidates' boundaries
+    come from its reports ('neighbour': flat_statistics) or from the clean records ('neighbour oracle':
+    block_statistics, not private); simulate_choice scores the candidates at the report count each will have (the
+    pilot's reports join where k == D) among those whose coordinates beyond the smallest candidate hold some
+    between-class energy, and a larger k is taken only where it beats the smallest candidate by more than MARGIN (else
+    the smallest: the pilot must show the signal a larger dimension needs). The remaining records are released at k
+    and the classifier is fitted on their reports and on the pilot's, truncated to k and scaled up by 1 / rescale (its
+    noise std declared so; rescale is 1 where k == D).
     """
     candidates, k0 = neighbours(epsilon), epsilon_dim(epsilon)
     sigma = float(rz.params()["sigma"])
@@ -342,10 +344,11 @@ def neighbour_rule(rule: str, feats: dict[int, tuple[np.ndarray, np.ndarray]], y
         means, within = flat_statistics(released, y[pilot], c, sigma, blocks)
     prior = np.bincount(y[pilot], minlength=c) / len(pilot)
     deviation = means - prior @ means
-    eligible = tuple(k for k in candidates if k == candidates[0] or np.sum(deviation[:, candidates[0]:k] ** 2) > 1e-12)
-    k = candidates[0]
+    smallest = candidates[0]
+    eligible = tuple(d for d in candidates if d == smallest or np.sum(deviation[:, smallest:d] ** 2) > 1e-12)
+    k = smallest
     if len(eligible) > 1:
-        reports = {k: len(rest) + (len(pilot) if k == top else 0) for k in eligible}
+        reports = {d: len(rest) + (len(pilot) if d == top else 0) for d in eligible}
         best, scores = simulate_choice(means, within, prior, reports, rz, rng, eligible)
         k = best if scores[best] - scores[k] > MARGIN else k
     final = rz.release(feats[k][0][rest], rng)
