@@ -28,7 +28,9 @@ within-class variance (the unit energy less the grand mean's and the between-cla
 as above, and takes a larger candidate only where it beats the smallest by more than 1 point; the classifier is fitted
 on the remaining records' reports at the chosen k and on the pilot's, truncated to k and scaled up by the slope of
 their class means on the final reports' (noise declared accordingly). 'neighbour oracle' feeds the same choice the
-clean records' block statistics (not private).
+clean records' block statistics (not private). 'posterior' adds k0/4 to the candidates and scores each by its
+simulated accuracy averaged over draws of the block energies around their unbiased estimates (the noise's spread as
+their sd), taking a larger candidate than the smallest where that average beats it by more than 1 point.
 
 Offline, with the tool's own pieces (encode_cached MiniLM encodings, PCAProjection, the run's calibrated
 Gaussian randomizer from make_plan, ReportAggregator); not the ServerApp: noise is drawn with numpy
@@ -74,6 +76,7 @@ from fed.spec.plan import make_plan
 from fed.spec.run_spec import RunSpec
 from simulations.experiments.defaults_sweep import DATASETS, GOAL, REPORT
 from simulations.experiments.local_run import single_threaded_blas, sweep_parser
+from simulations.experiments.pilot_statistics import flat_statistics, pilot_spread, rescale
 
 HELD_OUT = {
     "BANKING77": "banking77",
@@ -105,7 +108,7 @@ SIMULATED_HELD = 4000
 REPEATS = 2
 PILOT_RULES = ("pilot", "public profile", "oracle")
 """The pilot rules of the wide pilot (--rules)."""
-NEIGHBOUR_RULES = ("neighbour", "neighbour oracle")
+NEIGHBOUR_RULES = ("neighbour", "neighbour oracle", "posterior")
 """The neighbour rules (--neighbour-rules): the pilot picks among the epsilon rule's dimension, its half and double."""
 PILOT_SPREAD_LIMIT = 0.05
 """Largest pilot_spread at which the neighbour rules run a pilot; above it they release every record at the epsilon
@@ -113,8 +116,8 @@ rule's dimension. One constant, chosen on the four sweep datasets (the between-c
 block tables, 0.001 to 0.08 per block): it sends SNIPS and AG News at epsilon 3 (spread 0.055, 0.054) to k0."""
 MARGIN = 0.01
 """Simulated accuracy by which a larger candidate must beat the smallest to be taken."""
-CONFIDENCE = 2.0
-"""Standard deviations of the noise's spread taken off each block's between-class energy (flat_statistics)."""
+POSTERIOR_DRAWS = 4
+"""Draws of the block energies the 'posterior' rule averages its simulated accuracies over."""
 
 
 def epsilon_dim(epsilon: float) -> int:
@@ -155,20 +158,6 @@ def batch_accuracy(batches: list[tuple[np.ndarray, np.ndarray, dict[str, Any]]],
     return float(np.mean(aggregator.model().predict(rz.features(test)) == y_test))
 
 
-def rescale(pilot: np.ndarray, y_pilot: np.ndarray, final: np.ndarray, y_final: np.ndarray, c: int, sigma: float
-            ) -> float:
-    """The factor by which the pilot's reports truncated to the final reports' k coordinates have their signal scaled
-    down against the final reports (one unit-norm record truncated, against the truncated record at unit norm): the
-    least-squares slope of the pilot's class means on the final reports' (the noise's share of their energy
-    subtracted), in [0.05, 1]. Reads only reports and public labels."""
-    k = final.shape[1]
-    counts = np.bincount(y_pilot, minlength=c).astype(float)
-    final_counts = np.maximum(np.bincount(y_final, minlength=c), 1)
-    ours, theirs = class_means(pilot[:, :k], y_pilot, c), class_means(final, y_final, c)
-    energy = float(np.sum(counts * (np.sum(theirs**2, axis=1) - k * sigma**2 / final_counts)))
-    return float(np.clip(np.sum(counts[:, None] * ours * theirs) / max(energy, 1e-12), 0.05, 1.0))
-
-
 def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile: np.ndarray | None,
                      blocks: tuple[tuple[int, int], ...] = BLOCKS) -> tuple[np.ndarray, np.ndarray]:
     """Shrunk class means (c, d) and per-coordinate within-class variance (d,) from reports ``r`` (n, d) of std
@@ -191,45 +180,35 @@ def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile
     return shrunk, within
 
 
-def flat_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, blocks: tuple[tuple[int, int], ...],
-                    z: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
-    """Class means (c, d) and a flat within-class variance (d,) from unit-norm records' reports ``r`` of std ``sigma``.
-
-    Per block of ``blocks``, the reports' class-mean deviations are scaled so that their between-class energy is the
-    reports' less the noise's share and ``z`` standard deviations of the noise's spread, (sigma^2 + within)
-    sqrt(2 (c - 1) m) for m coordinates (a lower confidence bound; block_statistics' shrinkage instead scales the
-    energy down by signal / (signal + noise)). The within-class variance is the records' energy 1 less the grand
-    mean's and the between-class energy (each from the reports, the noise's share subtracted), spread evenly over the
-    d coordinates.
-    """
-    n, d = r.shape
-    counts = np.bincount(y, minlength=c).astype(float)
-    means = class_means(r, y, c)
-    grand = counts @ means / n
-    deviation = means - grand
-    observed = [float(np.sum(counts[:, None] * deviation[:, a:b] ** 2)) for a, b in blocks]
-    between = sum(max(o - (c - 1) * (b - a) * sigma**2, 0.0) for o, (a, b) in zip(observed, blocks)) / n
-    within = max(1.0 - max(float(grand @ grand) - d * sigma**2 / n, 0.0) - between, 0.0) / d
-    shrunk = np.repeat(grand[None], c, axis=0)
-    for o, (a, b) in zip(observed, blocks):
-        noise, spread = (within + sigma**2) * np.array([(c - 1) * (b - a), np.sqrt(2 * (c - 1) * (b - a))])
-        shrunk[:, a:b] += np.sqrt(max(o - noise - z * spread, 0.0) / max(o, 1e-12)) * deviation[:, a:b]
-    return shrunk, np.full(d, within)
-
-
-def neighbours(epsilon: float) -> tuple[int, ...]:
-    """The neighbour rule's candidates: the epsilon rule's dimension k0 (epsilon_dim), its half and its double, those
-    among CANDIDATES."""
+def neighbours(epsilon: float, below: int = 1) -> tuple[int, ...]:
+    """The neighbour rule's candidates: the epsilon rule's dimension k0 (epsilon_dim), ``below`` halvings of it and its
+    double, those among CANDIDATES."""
     k0 = epsilon_dim(epsilon)
-    return tuple(k for k in (k0 // 2, k0, 2 * k0) if k in CANDIDATES)
+    return tuple(k for k in (*(k0 >> i for i in range(below, 0, -1)), k0, 2 * k0) if k in CANDIDATES)
 
 
-def pilot_spread(sigma: float, c: int, pilot: int, candidates: tuple[int, ...]) -> float:
-    """The standard deviation the noise alone gives the pilot's estimate of the between-class energy in the top block
-    (the last two candidates; inf with one candidate), sigma^2 sqrt(2 (c - 1) m) / pilot: known before any release."""
-    if len(candidates) < 2:
-        return float("inf")
-    return sigma**2 * np.sqrt(2 * (c - 1) * (candidates[-1] - candidates[-2])) / pilot
+def posterior_scores(r: np.ndarray, y: np.ndarray, c: int, sigma: float, blocks: tuple[tuple[int, int], ...],
+                     reports: dict[int, int], rz: Randomizer, rng: np.random.Generator) -> dict[int, float]:
+    """Per candidate (the keys of ``reports``), the simulated accuracy averaged over POSTERIOR_DRAWS draws of the
+    block energies: each block's between-class energy drawn as its unbiased estimate (flat_statistics at z = 0) plus
+    the noise's spread times a standard normal, at least 0; the class means' directions are the reports'."""
+    prior = np.bincount(y, minlength=c) / len(y)
+    base, within = flat_statistics(r, y, c, sigma, blocks, 0.0)
+    grand = prior @ base
+    deviation = base - grand
+    totals: dict[int, float] = dict.fromkeys(reports, 0.0)
+    for _ in range(POSTERIOR_DRAWS):
+        means = np.repeat(grand[None], c, axis=0)
+        for a, b in blocks:
+            energy = float(np.sum(prior[:, None] * deviation[:, a:b] ** 2))
+            spread = (within[0] + sigma**2) * np.sqrt(2 * (c - 1) * (b - a)) / len(y)
+            drawn = max(energy + spread * rng.standard_normal(), 0.0)
+            block = deviation[:, a:b] if energy > 0 else rng.standard_normal((c, b - a))
+            scale = np.sqrt(drawn / max(float(np.sum(prior[:, None] * block**2)), 1e-12))
+            means[:, a:b] += scale * block
+        _, scores = simulate_choice(means, within, prior, reports, rz, rng, tuple(reports))
+        totals = {k: totals[k] + v / POSTERIOR_DRAWS for k, v in scores.items()}
+    return totals
 
 
 def block_table(clean: np.ndarray, y: np.ndarray, c: int, sigma: float, fractions: list[float]) -> dict[str, list[float]]:
@@ -327,7 +306,7 @@ def neighbour_rule(rule: str, feats: dict[int, tuple[np.ndarray, np.ndarray]], y
     and the classifier is fitted on their reports and on the pilot's, truncated to k and scaled up by 1 / rescale (its
     noise std declared so; rescale is 1 where k == D).
     """
-    candidates, k0 = neighbours(epsilon), epsilon_dim(epsilon)
+    candidates, k0 = neighbours(epsilon, 2 if rule == "posterior" else 1), epsilon_dim(epsilon)
     sigma = float(rz.params()["sigma"])
     pilot_count = int(fraction * len(y))
     if len(candidates) < 3 or pilot_spread(sigma, c, pilot_count, candidates) > PILOT_SPREAD_LIMIT:
@@ -338,23 +317,37 @@ def neighbour_rule(rule: str, feats: dict[int, tuple[np.ndarray, np.ndarray]], y
     top = candidates[-1]
     blocks = tuple(zip((0, *candidates[:-1]), candidates))
     released = rz.release(unit(feats[top][0][pilot]), rng)
+    smallest = candidates[0]
+    if rule == "posterior":
+        scores = posterior_scores(released, y[pilot], c, sigma, blocks,
+                                  {d: len(rest) + (len(pilot) if d == top else 0) for d in candidates}, rz, rng)
+        best = max(scores, key=lambda d: (scores[d], -d))
+        k = best if scores[best] - scores[smallest] > MARGIN else smallest
+        return k, final_accuracy(feats, k, released, y, yt, pilot, rest, c, rz, sigma, rng)
     if rule == "neighbour oracle":
         means, within = block_statistics(unit(feats[top][0]), y, c, 0.0, None, blocks)
     else:
         means, within = flat_statistics(released, y[pilot], c, sigma, blocks)
     prior = np.bincount(y[pilot], minlength=c) / len(pilot)
     deviation = means - prior @ means
-    smallest = candidates[0]
     eligible = tuple(d for d in candidates if d == smallest or np.sum(deviation[:, smallest:d] ** 2) > 1e-12)
     k = smallest
     if len(eligible) > 1:
         reports = {d: len(rest) + (len(pilot) if d == top else 0) for d in eligible}
         best, scores = simulate_choice(means, within, prior, reports, rz, rng, eligible)
         k = best if scores[best] - scores[k] > MARGIN else k
+    return k, final_accuracy(feats, k, released, y, yt, pilot, rest, c, rz, sigma, rng)
+
+
+def final_accuracy(feats: dict[int, tuple[np.ndarray, np.ndarray]], k: int, released: np.ndarray, y: np.ndarray,
+                   yt: np.ndarray, pilot: np.ndarray, rest: np.ndarray, c: int, rz: Randomizer, sigma: float,
+                   rng: np.random.Generator) -> float:
+    """Accuracy of the classifier fitted on the remaining records' reports at ``k`` and on the pilot's ``released``
+    reports truncated to k and scaled up by 1 / rescale (their noise std declared so)."""
     final = rz.release(feats[k][0][rest], rng)
     ratio = rescale(released, y[pilot], final, y[rest], c, sigma)
     truncated = (released[:, :k] / ratio, y[pilot], rz.params() | {"sigma": sigma / ratio})
-    return k, batch_accuracy([(final, y[rest], rz.params()), truncated], feats[k][1], yt, rz, c)
+    return batch_accuracy([(final, y[rest], rz.params()), truncated], feats[k][1], yt, rz, c)
 
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]:
