@@ -17,7 +17,20 @@ Rows: fixed cells (the defaults, dim 16 and clip 3; dims 8 to 128 and no project
 opt-in ``--dim auto`` (fed.runtime.auto_dim.choose_for_run, called as the ServerApp calls it: the public 'generated'
 corpus, the run's epsilon and clip, its record count and ``--seed``; it reads no user record) at the default clip 3
 and at ``--clip 1``, its chosen dimension released like the fixed cell of that dimension and clip with the same noise
-draws, and the pilot rules where --fractions gives pilot shares.
+draws, and the pilot rules where --fractions gives pilot shares: the wide ones above (--rules) and the neighbour
+rules (--neighbour-rules). A neighbour rule lets the pilot choose only among the epsilon rule's dimension k0, its half
+and its double (those among the fixed cells' dimensions), and runs no pilot where k0 has no smaller neighbour or the
+noise alone would spread the pilot's estimate of the top block's between-class energy by more than 0.05 (known from
+epsilon, the record and class counts before any release): then every record goes out at k0. Otherwise the pilot is
+released at the largest candidate; from its reports ('neighbour') the server takes, per block between candidates, a
+lower confidence bound on the between-class energy (noise share and 2 sd of its spread subtracted) and a flat
+within-class variance (the unit energy less the grand mean's and the between-class energy), simulates each candidate
+as above, and takes a larger candidate only where it beats the smallest by more than 1 point; the classifier is fitted
+on the remaining records' reports at the chosen k and on the pilot's, truncated to k and scaled up by the slope of
+their class means on the final reports' (noise declared accordingly). 'neighbour oracle' feeds the same choice the
+clean records' block statistics (not private). 'posterior' adds k0/4 to the candidates and scores each by its
+simulated accuracy averaged over draws of the block energies around their unbiased estimates (the noise's spread as
+their sd), taking a larger candidate than the smallest where that average beats it by more than 1 point.
 
 Offline, with the tool's own pieces (encode_cached MiniLM encodings, PCAProjection, the run's calibrated
 Gaussian randomizer from make_plan, ReportAggregator); not the ServerApp: noise is drawn with numpy
@@ -63,6 +76,7 @@ from fed.spec.plan import make_plan
 from fed.spec.run_spec import RunSpec
 from simulations.experiments.defaults_sweep import DATASETS, GOAL, REPORT
 from simulations.experiments.local_run import single_threaded_blas, sweep_parser
+from simulations.experiments.pilot_statistics import flat_statistics, pilot_spread, rescale
 
 HELD_OUT = {
     "BANKING77": "banking77",
@@ -92,14 +106,30 @@ AUTO_CLIPS = (3.0, 1.0)
 """Clips of the tool's own ``--dim auto`` rows: the default clip (3, ``--dim auto`` alone) and ``--clip 1``."""
 SIMULATED_HELD = 4000
 REPEATS = 2
+PILOT_RULES = ("pilot", "public profile", "oracle")
+"""The pilot rules of the wide pilot (--rules)."""
+NEIGHBOUR_RULES = ("neighbour", "neighbour oracle", "posterior")
+"""The neighbour rules (--neighbour-rules): the pilot picks among the epsilon rule's dimension, its half and double."""
+PILOT_SPREAD_LIMIT = 0.05
+"""Largest pilot_spread at which the neighbour rules run a pilot; above it they release every record at the epsilon
+rule's dimension. One constant, chosen on the four sweep datasets (the between-class energies of full_data_pilot.md's
+block tables, 0.001 to 0.08 per block): it sends SNIPS and AG News at epsilon 3 (spread 0.055, 0.054) to k0."""
+MARGIN = 0.01
+"""Simulated accuracy by which a larger candidate must beat the smallest to be taken."""
+POSTERIOR_DRAWS = 4
+"""Draws of the block energies the 'posterior' rule averages its simulated accuracies over."""
+
+
+def epsilon_dim(epsilon: float) -> int:
+    """The dimension a candidate default keyed on epsilon alone picks (clip 1; dim 8 for epsilon < sqrt(3), 32 for
+    epsilon < sqrt(24), else 64): the best cell by largest gap at epsilon 1, 3 and 8 on the four sweep datasets at full
+    data (full_data.md), split at the geometric midpoints. Not the tool's default."""
+    return 8 if epsilon < np.sqrt(3) else 32 if epsilon < np.sqrt(24) else 64
 
 
 def epsilon_rule(epsilon: float) -> str:
-    """The fixed cell a candidate default keyed on epsilon alone picks (clip 1; dim 8 for epsilon < sqrt(3), 32 for
-    epsilon < sqrt(24), else 64): the best cell by largest gap at epsilon 1, 3 and 8 on the four sweep datasets at full
-    data (full_data.md), split at the geometric midpoints. Not the tool's default."""
-    dim = 8 if epsilon < np.sqrt(3) else 32 if epsilon < np.sqrt(24) else 64
-    return f"dim {dim}, clip 1"
+    """The fixed cell of the epsilon rule (epsilon_dim at clip 1)."""
+    return f"dim {epsilon_dim(epsilon)}, clip 1"
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -115,15 +145,23 @@ def randomizer(epsilon: float, clip: float, num_labels: int) -> Randomizer:
 def lda_accuracy(train: np.ndarray, y: np.ndarray, test: np.ndarray, y_test: np.ndarray, rz: Randomizer, c: int,
                  rng: np.random.Generator, extra: tuple[np.ndarray, np.ndarray] | None = None) -> float:
     """Accuracy on clean ``test`` of the noise-aware LDA fitted on reports of ``train`` (and on ``extra`` reports)."""
-    aggregator = ReportAggregator(train.shape[1], c, shrinkage=-1.0)
-    aggregator.add(rz.release(train, rng), y, rz.params(), None)
-    if extra is not None:
-        aggregator.add(extra[0], extra[1], rz.params(), None)
+    batches = [(rz.release(train, rng), y, rz.params())] + ([(*extra, rz.params())] if extra is not None else [])
+    return batch_accuracy(batches, test, y_test, rz, c)
+
+
+def batch_accuracy(batches: list[tuple[np.ndarray, np.ndarray, dict[str, Any]]], test: np.ndarray, y_test: np.ndarray,
+                   rz: Randomizer, c: int) -> float:
+    """Accuracy on clean ``test`` of the noise-aware LDA fitted on batches of (reports, labels, randomizer params)."""
+    aggregator = ReportAggregator(test.shape[1], c, shrinkage=-1.0)
+    for reports, labels, params in batches:
+        aggregator.add(reports, labels, params, None)
     return float(np.mean(aggregator.model().predict(rz.features(test)) == y_test))
 
 
-def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Shrunk class means (c, WIDE) and per-coordinate within-class variance (WIDE,) from reports ``r`` of std ``sigma``.
+def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile: np.ndarray | None,
+                     blocks: tuple[tuple[int, int], ...] = BLOCKS) -> tuple[np.ndarray, np.ndarray]:
+    """Shrunk class means (c, d) and per-coordinate within-class variance (d,) from reports ``r`` (n, d) of std
+    ``sigma``, per block of ``blocks`` (covering the d coordinates).
 
     ``profile``: per-block within variance to use instead of the reports' scatter minus sigma^2 (None: the scatter).
     """
@@ -132,7 +170,7 @@ def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile
     residual = r - means[y]
     grand = counts @ means / counts.sum()
     shrunk, within = np.repeat(grand[None], c, axis=0), np.zeros(r.shape[1])
-    for i, (a, b) in enumerate(BLOCKS):
+    for i, (a, b) in enumerate(blocks):
         scatter = float(np.sum(residual[:, a:b] ** 2)) / max(len(r) - c, 1) / (b - a) - sigma**2
         within[a:b] = max(scatter, 0.0) if profile is None else profile[i]
         deviation = means[:, a:b] - grand[a:b]
@@ -140,6 +178,37 @@ def block_statistics(r: np.ndarray, y: np.ndarray, c: int, sigma: float, profile
         noise = (c - 1) * (b - a) * (within[a] + sigma**2)
         shrunk[:, a:b] += max(observed - noise, 0.0) / max(observed, 1e-12) * deviation
     return shrunk, within
+
+
+def neighbours(epsilon: float, below: int = 1) -> tuple[int, ...]:
+    """The neighbour rule's candidates: the epsilon rule's dimension k0 (epsilon_dim), ``below`` halvings of it and its
+    double, those among CANDIDATES."""
+    k0 = epsilon_dim(epsilon)
+    return tuple(k for k in (*(k0 >> i for i in range(below, 0, -1)), k0, 2 * k0) if k in CANDIDATES)
+
+
+def posterior_scores(r: np.ndarray, y: np.ndarray, c: int, sigma: float, blocks: tuple[tuple[int, int], ...],
+                     reports: dict[int, int], rz: Randomizer, rng: np.random.Generator) -> dict[int, float]:
+    """Per candidate (the keys of ``reports``), the simulated accuracy averaged over POSTERIOR_DRAWS draws of the
+    block energies: each block's between-class energy drawn as its unbiased estimate (flat_statistics at z = 0) plus
+    the noise's spread times a standard normal, at least 0; the class means' directions are the reports'."""
+    prior = np.bincount(y, minlength=c) / len(y)
+    base, within = flat_statistics(r, y, c, sigma, blocks, 0.0)
+    grand = prior @ base
+    deviation = base - grand
+    totals: dict[int, float] = dict.fromkeys(reports, 0.0)
+    for _ in range(POSTERIOR_DRAWS):
+        means = np.repeat(grand[None], c, axis=0)
+        for a, b in blocks:
+            energy = float(np.sum(prior[:, None] * deviation[:, a:b] ** 2))
+            spread = (within[0] + sigma**2) * np.sqrt(2 * (c - 1) * (b - a)) / len(y)
+            drawn = max(energy + spread * rng.standard_normal(), 0.0)
+            block = deviation[:, a:b] if energy > 0 else rng.standard_normal((c, b - a))
+            scale = np.sqrt(drawn / max(float(np.sum(prior[:, None] * block**2)), 1e-12))
+            means[:, a:b] += scale * block
+        _, scores = simulate_choice(means, within, prior, reports, rz, rng, tuple(reports))
+        totals = {k: totals[k] + v / POSTERIOR_DRAWS for k, v in scores.items()}
+    return totals
 
 
 def block_table(clean: np.ndarray, y: np.ndarray, c: int, sigma: float, fractions: list[float]) -> dict[str, list[float]]:
@@ -162,16 +231,19 @@ def block_table(clean: np.ndarray, y: np.ndarray, c: int, sigma: float, fraction
     return table
 
 
-def simulate_choice(means: np.ndarray, within: np.ndarray, prior: np.ndarray, reports: int, rz: Randomizer,
-                    rng: np.random.Generator) -> tuple[int, dict[int, float]]:
-    """Best candidate k by the simulated accuracy of the noise-aware LDA on ``reports`` noisy reports at k."""
+def simulate_choice(means: np.ndarray, within: np.ndarray, prior: np.ndarray, reports: int | dict[int, int],
+                    rz: Randomizer, rng: np.random.Generator, candidates: tuple[int, ...] = CANDIDATES
+                    ) -> tuple[int, dict[int, float]]:
+    """Best of ``candidates`` k by the simulated accuracy of the noise-aware LDA on ``reports`` noisy reports at k
+    (per k where a mapping)."""
     c, d = means.shape
     scores = {}
-    for k in CANDIDATES:
+    for k in candidates:
         runs = []
+        count = reports[k] if isinstance(reports, dict) else reports
         for _ in range(REPEATS):
-            y, y_held = rng.choice(c, reports, p=prior), rng.choice(c, SIMULATED_HELD, p=prior)
-            x = unit((means[y] + rng.standard_normal((reports, d)) * np.sqrt(within))[:, :k])
+            y, y_held = rng.choice(c, count, p=prior), rng.choice(c, SIMULATED_HELD, p=prior)
+            x = unit((means[y] + rng.standard_normal((count, d)) * np.sqrt(within))[:, :k])
             held = unit((means[y_held] + rng.standard_normal((SIMULATED_HELD, d)) * np.sqrt(within))[:, :k])
             runs.append(lda_accuracy(x, y, held, y_held, rz, c, rng))
         scores[k] = float(np.mean(runs))
@@ -219,6 +291,65 @@ def fixed_cell(feats: tuple[np.ndarray, np.ndarray], y: np.ndarray, yt: np.ndarr
     return [lda_accuracy(feats[0], y, feats[1], yt, rz, c, np.random.default_rng([s, 1])) for s in range(seeds)]
 
 
+def neighbour_rule(rule: str, feats: dict[int, tuple[np.ndarray, np.ndarray]], y: np.ndarray, yt: np.ndarray, c: int,
+                   rz: Randomizer, fraction: float, epsilon: float, seed: int) -> tuple[int, float]:
+    """The dimension a neighbour rule picks at one seed and the accuracy of the classifier it then fits.
+
+    Where k0 is the smallest of CANDIDATES (no smaller neighbour) or the pilot's spread (pilot_spread) exceeds
+    PILOT_SPREAD_LIMIT, no pilot: every record released at the epsilon rule's k0 (the fixed cell's noise draws).
+    Otherwise the pilot share is released at the largest candidate D; block statistics at the candidates' boundaries
+    come from its reports ('neighbour': flat_statistics) or from the clean records ('neighbour oracle':
+    block_statistics, not private); simulate_choice scores the candidates at the report count each will have (the
+    pilot's reports join where k == D) among those whose coordinates beyond the smallest candidate hold some
+    between-class energy, and a larger k is taken only where it beats the smallest candidate by more than MARGIN (else
+    the smallest: the pilot must show the signal a larger dimension needs). The remaining records are released at k
+    and the classifier is fitted on their reports and on the pilot's, truncated to k and scaled up by 1 / rescale (its
+    noise std declared so; rescale is 1 where k == D).
+    """
+    candidates, k0 = neighbours(epsilon, 2 if rule == "posterior" else 1), epsilon_dim(epsilon)
+    sigma = float(rz.params()["sigma"])
+    pilot_count = int(fraction * len(y))
+    if len(candidates) < 3 or pilot_spread(sigma, c, pilot_count, candidates) > PILOT_SPREAD_LIMIT:
+        return k0, lda_accuracy(feats[k0][0], y, feats[k0][1], yt, rz, c, np.random.default_rng([seed, 1]))
+    rng = np.random.default_rng([seed, 2])
+    order = rng.permutation(len(y))
+    pilot, rest = order[:pilot_count], order[pilot_count:]
+    top = candidates[-1]
+    blocks = tuple(zip((0, *candidates[:-1]), candidates))
+    released = rz.release(unit(feats[top][0][pilot]), rng)
+    smallest = candidates[0]
+    if rule == "posterior":
+        scores = posterior_scores(released, y[pilot], c, sigma, blocks,
+                                  {d: len(rest) + (len(pilot) if d == top else 0) for d in candidates}, rz, rng)
+        best = max(scores, key=lambda d: (scores[d], -d))
+        k = best if scores[best] - scores[smallest] > MARGIN else smallest
+        return k, final_accuracy(feats, k, released, y, yt, pilot, rest, c, rz, sigma, rng)
+    if rule == "neighbour oracle":
+        means, within = block_statistics(unit(feats[top][0]), y, c, 0.0, None, blocks)
+    else:
+        means, within = flat_statistics(released, y[pilot], c, sigma, blocks)
+    prior = np.bincount(y[pilot], minlength=c) / len(pilot)
+    deviation = means - prior @ means
+    eligible = tuple(d for d in candidates if d == smallest or np.sum(deviation[:, smallest:d] ** 2) > 1e-12)
+    k = smallest
+    if len(eligible) > 1:
+        reports = {d: len(rest) + (len(pilot) if d == top else 0) for d in eligible}
+        best, scores = simulate_choice(means, within, prior, reports, rz, rng, eligible)
+        k = best if scores[best] - scores[k] > MARGIN else k
+    return k, final_accuracy(feats, k, released, y, yt, pilot, rest, c, rz, sigma, rng)
+
+
+def final_accuracy(feats: dict[int, tuple[np.ndarray, np.ndarray]], k: int, released: np.ndarray, y: np.ndarray,
+                   yt: np.ndarray, pilot: np.ndarray, rest: np.ndarray, c: int, rz: Randomizer, sigma: float,
+                   rng: np.random.Generator) -> float:
+    """Accuracy of the classifier fitted on the remaining records' reports at ``k`` and on the pilot's ``released``
+    reports truncated to k and scaled up by 1 / rescale (their noise std declared so)."""
+    final = rz.release(feats[k][0][rest], rng)
+    ratio = rescale(released, y[pilot], final, y[rest], c, sigma)
+    truncated = (released[:, :k] / ratio, y[pilot], rz.params() | {"sigma": sigma / ratio})
+    return batch_accuracy([(final, y[rest], rz.params()), truncated], feats[k][1], yt, rz, c)
+
+
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]:
     """Every cell and rule on every dataset, epsilon and seed; and per dataset its (training, evaluation) records."""
     cache = default_cache_dir(RunSpec.from_mapping({"data": "generated"}))
@@ -237,7 +368,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]
             row: dict[str, Any] = {}
             for cell, (dim, clip) in CELLS.items():
                 row[cell] = fixed_cell(feats[dim], y, yt, randomizer(epsilon, clip, c), c, args.seeds)
-            for clip in AUTO_CLIPS:
+            for clip in AUTO_CLIPS if args.auto else ():
                 dims = auto_dims(str(args.data_root / SPECS[name]), epsilon, clip, args.seeds, corpus, public, c, len(x))
                 rz = randomizer(epsilon, clip, c)
                 accs = [lda_accuracy(feats[k][0], y, feats[k][1], yt, rz, c, np.random.default_rng([s, 1]))
@@ -246,7 +377,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]
             rz = randomizer(epsilon, 1.0, c)
             sigma = float(rz.params()["sigma"])
             for fraction in args.fractions:
-                for rule in ("pilot", "public profile", "oracle"):
+                for rule in args.rules:
                     accs, picks = [], []
                     for s in range(args.seeds):
                         rng = np.random.default_rng([s, 2])
@@ -264,7 +395,14 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, list[int]]]
                         accs.append(lda_accuracy(feats[k][0][rest], y[rest], feats[k][1], yt, rz, c, rng, extra))
                         picks.append(k)
                     row[f"{rule}, pilot {fraction:g}"] = {"accuracy": accs, "dims": picks}
-            if args.fractions:
+                for rule in args.neighbour_rules:
+                    accs, picks = [], []
+                    for s in range(args.seeds):
+                        k, acc = neighbour_rule(rule, feats, y, yt, c, rz, fraction, epsilon, s)
+                        accs.append(acc)
+                        picks.append(k)
+                    row[f"{rule}, pilot {fraction:g}"] = {"accuracy": accs, "dims": picks}
+            if args.fractions and args.blocks:
                 row["block statistics"] = block_table(unit(feats[WIDE][0]), y, c, sigma, args.fractions)
             out[f"{name} | eps {epsilon:g}"] = row
             print(name, epsilon, {k: round(float(np.mean(v if isinstance(v, list) else v["accuracy"])), 3)
@@ -407,6 +545,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="pilot", help="the report's file name, without .md or .json")
     parser.add_argument("--compare", type=Path, default=None, help="another run's json of this harness: its gaps beside these")
     parser.add_argument("--epsilon-rule", action="store_true", help="add the epsilon rule's table (report and json)")
+    parser.add_argument("--rules", nargs="*", choices=PILOT_RULES, default=list(PILOT_RULES), help="wide pilot rules")
+    parser.add_argument("--neighbour-rules", nargs="*", choices=NEIGHBOUR_RULES, default=[], help="neighbour rules")
+    parser.add_argument("--no-auto", dest="auto", action="store_false", help="leave out the --dim auto rows")
+    parser.add_argument("--no-blocks", dest="blocks", action="store_false", help="leave out the block statistics")
     args = parser.parse_args(argv)
     command = " ".join(["python -m simulations.experiments.pilot_dim", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     path = args.out / f"{args.name}.json"
