@@ -43,7 +43,7 @@ def test_too_little_public_data_gives_no_projection() -> None:
 
 
 def test_auto_is_opt_in_and_parses_once_and_explicit_dims_stay() -> None:
-    assert RunSpec().encoder.dim == 64 and RunSpec().to_mapping()["dim"] == 64  # the default is not auto
+    assert RunSpec().encoder.dim == 32 and RunSpec().to_mapping()["dim"] == 32  # the default is not auto
     auto = RunSpec.from_mapping({"dim": "auto"})
     assert auto.encoder.dim == DIM_AUTO and auto.to_mapping()["dim"] == "auto"
     assert RunSpec.from_mapping(auto.to_mapping()) == auto  # written and read back as 'auto'

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fed.randomizers.gaussian import GaussianRandomizer
 from fed.runtime.assets import DOMAIN_DIMS, DOMAIN_OVERLAP_MIN, check_public, domain_overlap
 from fed.spec.run_spec import RunSpec
 from fed.data.corpus import LABEL_NAMES, generate_public_corpus
@@ -28,13 +29,14 @@ def test_defaults_ask_every_user_once_and_release_each_record_once() -> None:
 @pytest.mark.parametrize(
     "values,dim,clip",
     [
-        ({}, 64, 1.0),  # epsilon 8
-        ({"epsilon": 5.0}, 64, 1.0),
-        ({"epsilon": 3.0}, 32, 1.0),
-        ({"epsilon": 1.7}, 32, 1.0),
+        ({}, 32, 1.0),  # epsilon 8, the generated corpus's 4 classes
+        ({"epsilon": 5.0}, 32, 1.0),
+        ({"epsilon": 3.0}, 16, 1.0),
+        ({"epsilon": 1.7}, 16, 1.0),
         ({"epsilon": 1.0}, 8, 1.0),
         ({"epsilon": 0.1}, 8, 1.0),
-        ({"mechanism": "gaussian-analytic", "epsilon": 3.0}, 32, 1.0),  # the Gaussian variants share the rule
+        ({"mechanism": "gaussian-analytic", "epsilon": 3.0}, 16, 1.0),  # the Gaussian variants share the rule
+        ({"data": "sst2-like"}, 32, 1.0),  # no schema to read: the rule as for few classes
         ({"sigma": 2.0}, 16, 1.0),  # noise given, epsilon unknown: the base default
         ({"public": "none"}, 0, 1.0),  # no public data: no projection, and no error
         ({"mechanism": "sue"}, 16, 3.0),
@@ -57,10 +59,23 @@ def test_dim_and_clip_not_given_take_the_mechanisms_defaults_at_the_epsilon(valu
 
 def test_the_gaussian_rule_lives_on_its_class_and_plugins_keep_the_base_defaults() -> None:
     from fed.randomizers.base import Randomizer
-    from fed.randomizers.gaussian import GaussianRandomizer
 
-    assert [GaussianRandomizer.default_dim(e) for e in (20.0, 8.0, 4.9, 3.0, 1.69, 1.0)] == [64, 64, 32, 32, 8, 8]
+    epsilons = (20.0, 8.0, 4.9, 3.0, 1.69, 1.0)
+    assert [GaussianRandomizer.default_dim(e) for e in epsilons] == [32, 32, 16, 16, 8, 8]
+    assert [GaussianRandomizer.default_dim(e, 4) for e in epsilons] == [32, 32, 16, 16, 8, 8]
+    assert [GaussianRandomizer.default_dim(e, 5) for e in epsilons] == [64, 64, 32, 32, 8, 8]
     assert GaussianRandomizer.default_clip == 1.0 and (Randomizer.default_clip, Randomizer.default_dim(1.0)) == (3.0, 16)
+
+
+@pytest.mark.parametrize("classes,epsilon,dim", [(2, 8.0, 32), (4, 3.0, 16), (5, 8.0, 64), (7, 3.0, 32), (7, 1.0, 8)])
+def test_the_default_dim_reads_the_class_count_from_the_task_schema(tmp_path: Path, classes: int, epsilon: float, dim: int) -> None:
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "labels.txt").write_text("".join(f"{i}\tclass{i}\n" for i in range(classes)))
+    spec = RunSpec.of(data=str(folder), epsilon=epsilon)
+    assert spec.encoder.dim == dim
+    (folder / "labels.txt").unlink()  # no schema: the count is not read from records
+    assert RunSpec.of(data=str(folder), epsilon=epsilon).encoder.dim == GaussianRandomizer.default_dim(epsilon)
 
 
 @pytest.mark.parametrize("values,message", [({"clip": 0}, "'clip' must be 'default' or a positive"), ({"clip": "wide"}, "'clip'"),
@@ -108,7 +123,7 @@ def _warnings_for(public_labels: tuple[str, ...] | None = None, **kwargs) -> tup
 def test_public_data_with_other_labels_warns_what_it_means_and_what_to_do() -> None:
     (warning,) = _warnings_for(task_labels=TASK)
     assert "not labelled like the task" in warning and "4 labels: sports" in warning and "2 labels: negative" in warning
-    assert "no public-only baseline" in warning and "projection to 64 dimensions" in warning
+    assert "no public-only baseline" in warning and "projection to 32 dimensions" in warning
     assert "--public FOLDER" in warning and "--public none" in warning
     assert _warnings_for(("positive", "negative"), task_labels=TASK)  # same names, other ids
 
@@ -131,7 +146,7 @@ def test_domain_overlap_tells_shared_directions_from_other_ones() -> None:
     config, public = RunSpec.of(data="sst2-like"), generate_public_corpus(40)
     (warning,) = check_public(config, public, LABEL_NAMES, other, task).warnings
     assert "another domain" in warning and str(DOMAIN_OVERLAP_MIN) in warning and "{" not in warning
-    assert "the projection to 64 dimensions (--dim) comes from unrelated text" in warning
+    assert "the projection to 32 dimensions (--dim) comes from unrelated text" in warning
     check = check_public(config, public, LABEL_NAMES, same, task)
     assert check.warnings == () and check.to_json()["domain_match"] is True
 

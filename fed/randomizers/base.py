@@ -71,9 +71,9 @@ class Randomizer(ABC):
     """The clip a run uses unless it gives --clip (where the class takes a clip)."""
 
     @classmethod
-    def default_dim(cls, epsilon: float) -> int:
+    def default_dim(cls, epsilon: float, num_classes: int | None = None) -> int:
         """The projection's dimension a run uses unless it gives --dim, at the run's ``epsilon`` (0: noise given
-        as --sigma); 0 means no projection."""
+        as --sigma) for a task of ``num_classes`` classes (None: its schema does not say); 0 means no projection."""
         return 16
 
 

@@ -274,7 +274,8 @@ class RunSpec:
         """The dimension where the server does not choose one (--dim not given, or --dim auto where the choice
         is not simulated): 0 without public data; with --privacy-model central (clean encodings) the base
         randomizer's default; else the mechanism's default_dim at the run's --epsilon (0 when --sigma sets the
-        noise)."""
+        noise) and the task's class count as its schema gives it (fed.data.loaders.label_schema: reads no record)."""
+        from fed.data.loaders import label_schema
         from fed.randomizers.base import Randomizer
 
         privacy = self.privacy
@@ -282,7 +283,9 @@ class RunSpec:
             return 0
         if privacy.privacy_model == "central":
             return Randomizer.default_dim(privacy.epsilon)
-        return self._mechanism_class().default_dim(privacy.epsilon if privacy.sigma == 0 else 0.0)
+        labels = label_schema(self.data.data)
+        classes = None if labels is None else len(labels)
+        return self._mechanism_class().default_dim(privacy.epsilon if privacy.sigma == 0 else 0.0, classes)
 
     def _check_privacy_model(self) -> None:
         """--privacy-model and its options (docs/privacy_models.md)."""
