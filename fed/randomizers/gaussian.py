@@ -52,6 +52,13 @@ class GaussianRandomizer(ClipAndNoise):
         many = num_classes is not None and num_classes >= cls.MANY_CLASSES and epsilon >= cls.DEFAULT_DIMS[-2][0]
         return 2 * dim if many else dim
 
+    @classmethod
+    def default_dim_text(cls) -> str:
+        """:meth:`default_dim` in words, for help texts and reports."""
+        rows = ", ".join(f"{dim} from epsilon {lowest:g}" for lowest, dim in cls.DEFAULT_DIMS[:-1])
+        return (f"{rows}, {cls.DEFAULT_DIMS[-1][1]} below; twice that from epsilon {cls.DEFAULT_DIMS[-2][0]:g} where the "
+                f"task's labels.txt lists {cls.MANY_CLASSES} or more classes")
+
     @property
     def event(self) -> GaussianEvent:
         return GaussianEvent(sensitivity=2 * self.clip, sigma=self.sigma)

@@ -64,11 +64,8 @@ _HELP: dict[str, str] = {
 
 def _default_texts() -> dict[str, str]:
     """The help of --dim and --clip, with the defaults read off the randomizer classes that hold them."""
-    dims = ", ".join(f"{dim} from epsilon {lowest:g}" for lowest, dim in GaussianRandomizer.DEFAULT_DIMS[:-1])
-    dims += f", {GaussianRandomizer.DEFAULT_DIMS[-1][1]} below; twice that from epsilon {GaussianRandomizer.DEFAULT_DIMS[-2][0]:g} where the "
-    dims += f"task's labels.txt lists {GaussianRandomizer.MANY_CLASSES} or more classes"
     return {
-        "dim": _HELP["dim"].format(gaussian_dims=dims, base_dim=Randomizer.default_dim(0.0)),
+        "dim": _HELP["dim"].format(gaussian_dims=GaussianRandomizer.default_dim_text(), base_dim=Randomizer.default_dim(0.0)),
         "clip": _HELP["clip"].format(gaussian_clip=GaussianRandomizer.default_clip, base_clip=Randomizer.default_clip),
     }
 

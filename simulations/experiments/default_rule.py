@@ -64,8 +64,7 @@ def report(data_root: Path) -> str:
         "Command (from the checkout, PYTHONPATH=$PWD): `python -m simulations.experiments.default_rule`. It runs nothing: it "
         "reads the pilot_dim harness's runs named below (their commands are in neighbour_rule.md and full_data_equal_n.md) "
         "and picks, per dataset, the fixed cell each rule releases at (same noise draws, same code path).", "",
-        "Rows: 'default' is the tool's (GaussianRandomizer.default_dim, clip 1): dim 32 from epsilon 5, 16 from 1.7, 8 "
-        f"below, doubled from 1.7 where the task's labels.txt lists {GaussianRandomizer.MANY_CLASSES} or more classes; "
+        f"Rows: 'default' is the tool's (GaussianRandomizer.default_dim, clip 1): {GaussianRandomizer.default_dim_text()}; "
         "'previous default' is the rule it replaced (64 / 32 / 8 whatever the class count); 'old defaults' dim 16, clip 3. "
         "Gap: the best fixed cell's mean accuracy (dims 8-128 at clip 1, no projection, and the old defaults) minus the "
         "row's, in points; in brackets the dimension used. The offline harness, not the ServerApp: see pilot_dim.py's "

@@ -1,0 +1,102 @@
+"""The defaults against the sweep's projection cells over several seeds, every record, the real apps (issue 29, item 4).
+
+defaults_sweep runs one seed on a seeded 8,000 records per task, where one seed's accuracies spread by 1 to 5
+points. Here each of its clip-1 projection cells (dims 8 to 128) and no projection runs on every training record
+(--train-limit 0) at --seed 0, 1, ..., with the ServerApp and ClientApp on the in-process grid
+(simulations/experiments/local_run.py), 100 users, local inference. The defaults pick one of these cells (the
+run spec's resolved --dim, which the sweep showed equal to its grid cell run by run), so their accuracy per seed is
+that cell's. Results go to seeds.json beside the sweep's report as each run ends; a rerun skips what is there.
+
+    python -m simulations.experiments.defaults_seeds --seeds 3 --epsilons 8 3
+    python -m simulations.experiments.defaults_seeds --report-only
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fed.spec.run_spec import RunSpec
+from simulations.experiments.defaults_sweep import DATASETS, GOAL, GRID, REPORT
+from simulations.experiments.local_run import run_in_process, single_threaded_blas, sweep_parser
+
+CELLS = ("public none, dim 0", *(f"generated, dim {d}, clip 1" for d in (8, 16, 32, 64, 128)))
+"""The sweep's cells run here (GRID's options)."""
+
+
+def default_cell(data: str, epsilon: float) -> str:
+    """The cell the defaults resolve to for this task and epsilon."""
+    return f"generated, dim {RunSpec.of(data=data, epsilon=epsilon).encoder.dim}, clip 1"
+
+
+def report(results: dict[str, Any], args: Any, command: str) -> str:
+    """Per epsilon: each task's mean (sd) per cell, the defaults' cell and gap to the best cell's mean."""
+    lines = ["# The defaults against the sweep's cells over seeds, every record (issue 29, item 4)", "",
+             f"Command (from the checkout, PYTHONPATH=$PWD; resumable): `{command}`.", "", __doc__.split("\n\n")[0].replace("\n", " "),
+             "", f"Gap: the best cell's mean minus the defaults' mean, in points; the goal is {GOAL * 100:g}."]
+    for epsilon in args.epsilons:
+        lines += ["", f"## Epsilon {epsilon:g}", "", "| dataset | " + " | ".join(CELLS) + " | defaults (cell) | gap |",
+                  "|---" * (len(CELLS) + 3) + "|"]
+        gaps = []
+        for name in args.datasets:
+            data = str(args.data_root / DATASETS[name])
+            runs = {c: [v["accuracy"] for k, v in results.items() if k.startswith(f"{name} | eps {epsilon:g} | {c} | seed ")]
+                    for c in CELLS}
+            if not all(runs.values()):
+                continue
+            means = {c: float(np.mean(v)) for c, v in runs.items()}
+            chosen = default_cell(data, epsilon)
+            gap = max(means.values()) - means[chosen]
+            gaps.append((name, gap))
+            cells = " | ".join(f"{means[c]:.3f} ({np.std(runs[c]):.3f}, n={len(runs[c])})" for c in CELLS)
+            lines.append(f"| {name} | {cells} | {means[chosen]:.3f} ({chosen.split(',')[1].strip()}) | {gap * 100:+.1f} |")
+        if gaps:
+            worst = max(gaps, key=lambda g: g[1])
+            lines += ["", f"Largest gap at epsilon {epsilon:g}: {worst[1] * 100:+.1f} points ({worst[0]}); within "
+                      f"{GOAL * 100:g} points on {sum(g <= GOAL for _, g in gaps)} of {len(gaps)} tasks."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run what is missing, then write seeds.md."""
+    parser = sweep_parser(__doc__, list(DATASETS), REPORT)
+    parser.set_defaults(train_limit=0)
+    parser.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args(argv)
+    path = args.out / "seeds.json"
+    saved = json.loads(path.read_text()) if path.is_file() else {"command": "", "results": {}}
+    results = saved["results"]
+    command = saved["command"] if args.report_only else " ".join(
+        ["python -m simulations.experiments.defaults_seeds", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    if not args.report_only:
+        single_threaded_blas()
+        for seed in range(args.seeds):
+            for epsilon in args.epsilons:
+                for name in args.datasets:
+                    for cell in CELLS:
+                        key = f"{name} | eps {epsilon:g} | {cell} | seed {seed}"
+                        if key in results:
+                            continue
+                        values = {"data": str(args.data_root / DATASETS[name]), "epsilon": epsilon, "users": args.users,
+                                  "train_limit": args.train_limit, "seed": seed, **GRID[cell]}
+                        started = time.monotonic()
+                        with tempfile.TemporaryDirectory(prefix="ldpfed-seeds-") as temp:
+                            _, summary = run_in_process({**values, "out": str(Path(temp) / "run")})
+                        results[key] = {"accuracy": summary["accuracy_local"], "seconds": round(time.monotonic() - started, 1)}
+                        args.out.mkdir(parents=True, exist_ok=True)
+                        path.write_text(json.dumps({"command": command, "results": results}, indent=1, sort_keys=True) + "\n")
+                        print(f"{key}: {summary['accuracy_local']:.3f}", flush=True)
+    (args.out / "seeds.md").write_text(report(results, args, command))
+    print((args.out / "seeds.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
