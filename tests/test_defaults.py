@@ -62,19 +62,29 @@ def test_the_gaussian_rule_lives_on_its_class_and_plugins_keep_the_base_defaults
 
     epsilons = (20.0, 8.0, 4.9, 3.0, 1.69, 1.0)
     assert [GaussianRandomizer.default_dim(e) for e in epsilons] == [32, 32, 16, 16, 8, 8]
-    assert [GaussianRandomizer.default_dim(e, 4) for e in epsilons] == [32, 32, 16, 16, 8, 8]
-    assert [GaussianRandomizer.default_dim(e, 5) for e in epsilons] == [64, 64, 32, 32, 8, 8]
+    assert [GaussianRandomizer.default_dim(e, 4, 10**6) for e in epsilons] == [32, 32, 16, 16, 8, 8]
+    assert [GaussianRandomizer.default_dim(e, 5, 5000) for e in epsilons] == [128, 128, 64, 64, 8, 8]
+    assert [GaussianRandomizer.default_dim(e, 5, 4999) for e in epsilons] == [32, 32, 16, 16, 8, 8]
+    assert GaussianRandomizer.default_dim(8.0, 5) == 32  # the record count unknown: the base rule
     assert GaussianRandomizer.default_clip == 1.0 and (Randomizer.default_clip, Randomizer.default_dim(1.0)) == (3.0, 16)
 
 
-@pytest.mark.parametrize("classes,epsilon,dim", [(2, 8.0, 32), (4, 3.0, 16), (5, 8.0, 64), (7, 3.0, 32), (7, 1.0, 8)])
-def test_the_default_dim_reads_the_class_count_from_the_task_schema(tmp_path: Path, classes: int, epsilon: float, dim: int) -> None:
+@pytest.mark.parametrize(
+    "classes,per_class,epsilon,dim",
+    [(2, 1000, 8.0, 32), (4, 1000, 3.0, 16), (5, 1000, 8.0, 128), (7, 1000, 3.0, 64), (7, 1000, 1.0, 8), (7, 999, 8.0, 32)],
+)
+def test_the_default_dim_reads_the_class_count_and_the_record_count_of_the_task(
+    tmp_path: Path, classes: int, per_class: int, epsilon: float, dim: int
+) -> None:
     folder = tmp_path / "task"
     folder.mkdir()
     (folder / "labels.txt").write_text("".join(f"{i}\tclass{i}\n" for i in range(classes)))
-    spec = RunSpec.of(data=str(folder), epsilon=epsilon)
-    assert spec.encoder.dim == dim
-    (folder / "labels.txt").unlink()  # no schema: the count is not read from records
+    rows = "".join(f"sentence {i}\t{i % classes}\n" for i in range(classes * per_class))
+    (folder / "train.tsv").write_text("sentence\tlabel\n" + rows)
+    assert RunSpec.of(data=str(folder), epsilon=epsilon).encoder.dim == dim
+    if dim == 128:  # --train-limit caps the count the rule reads
+        assert RunSpec.of(data=str(folder), epsilon=epsilon, train_limit=classes * 999).encoder.dim == 32
+    (folder / "labels.txt").unlink()  # no schema: no class count (not read from records), the base rule
     assert RunSpec.of(data=str(folder), epsilon=epsilon).encoder.dim == GaussianRandomizer.default_dim(epsilon)
 
 

@@ -122,6 +122,16 @@ def label_schema(spec: str) -> tuple[str, ...] | None:
     return tuple(names[i] for i in range(len(names)))
 
 
+def train_record_count(spec: str) -> int | None:
+    """How many records the task's training split holds, for a local folder (a public fact of the run, design.md
+    section 2); None for other specs (the generated corpus, a Hugging Face id), which are not read here."""
+    head, sep, tail = spec.rpartition(":")
+    folder = Path(head if sep and "=" in tail else spec).expanduser()
+    if not folder.is_dir():
+        return None
+    return len(load_dataset(spec, "train"))
+
+
 def _load_generated(spec: str, split: str) -> TextDataset:
     fields = spec.split(":")[1:]
     if len(fields) > 2 or not all(field.isdigit() for field in fields):

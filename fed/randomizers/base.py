@@ -71,9 +71,10 @@ class Randomizer(ABC):
     """The clip a run uses unless it gives --clip (where the class takes a clip)."""
 
     @classmethod
-    def default_dim(cls, epsilon: float, num_classes: int | None = None) -> int:
+    def default_dim(cls, epsilon: float, num_classes: int | None = None, num_records: int | None = None) -> int:
         """The projection's dimension a run uses unless it gives --dim, at the run's ``epsilon`` (0: noise given
-        as --sigma) for a task of ``num_classes`` classes (None: its schema does not say); 0 means no projection."""
+        as --sigma) for a task of ``num_classes`` classes and ``num_records`` training records (None: not known);
+        0 means no projection."""
         return 16
 
 

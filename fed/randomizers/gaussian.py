@@ -30,9 +30,13 @@ class GaussianRandomizer(ClipAndNoise):
     it was not read off (simulations/reports/defaults/default_rule.md); between the measured epsilons each switch sits
     at their geometric midpoint (not measured)."""
     MANY_CLASSES: ClassVar[int] = 5
-    """From this many classes the dimension doubles where the epsilon allows more than the smallest one: a task's class
-    means span (classes - 1) directions, and the rows above were read off tasks of 2 to 4 classes (SNIPS, 7 classes,
-    loses 7 to 8 points at them; default_rule.md)."""
+    RECORDS_PER_CLASS: ClassVar[int] = 1000
+    MANY_CLASSES_FACTOR: ClassVar[int] = 4
+    """A task of MANY_CLASSES or more classes with at least RECORDS_PER_CLASS training records per class takes
+    MANY_CLASSES_FACTOR times the dimension where the epsilon allows more than the smallest one: its class means span
+    (classes - 1) directions, and the rows above were read off tasks of 2 to 4 classes (SNIPS, 7 classes and 1,969
+    records each, loses 4 to 10 points at them). With fewer records per class the class means are too noisy for more
+    directions (BANKING77, 77 classes of 130 records, loses 5 to 12 points at 2 and 4 times); default_rule.md."""
 
     def __init__(self, clip: float, sigma: float) -> None:
         super().__init__(clip, sigma)
@@ -43,21 +47,26 @@ class GaussianRandomizer(ClipAndNoise):
         return cls(clip, target.gaussian_sigma(2 * clip))
 
     @classmethod
-    def default_dim(cls, epsilon: float, num_classes: int | None = None) -> int:
-        """32 from epsilon 5, 16 from 1.7, 8 below (:attr:`DEFAULT_DIMS`), doubled from 1.7 for :attr:`MANY_CLASSES` or
-        more classes; with --sigma (epsilon 0) the base's 16."""
+    def default_dim(cls, epsilon: float, num_classes: int | None = None, num_records: int | None = None) -> int:
+        """32 from epsilon 5, 16 from 1.7, 8 below (:attr:`DEFAULT_DIMS`); from 1.7, :attr:`MANY_CLASSES_FACTOR` times
+        that for a task of :attr:`MANY_CLASSES` or more classes with :attr:`RECORDS_PER_CLASS` or more training records
+        per class (both known; capped at 128); with --sigma (epsilon 0) the base's 16."""
         if not epsilon > 0:  # also NaN, which the run spec then refuses
-            return super().default_dim(epsilon, num_classes)
+            return super().default_dim(epsilon, num_classes, num_records)
         dim = next(dim for lowest, dim in cls.DEFAULT_DIMS if epsilon >= lowest)
-        many = num_classes is not None and num_classes >= cls.MANY_CLASSES and epsilon >= cls.DEFAULT_DIMS[-2][0]
-        return 2 * dim if many else dim
+        many = (
+            num_classes is not None and num_records is not None and num_classes >= cls.MANY_CLASSES
+            and num_records >= cls.RECORDS_PER_CLASS * num_classes and epsilon >= cls.DEFAULT_DIMS[-2][0]
+        )
+        return min(cls.MANY_CLASSES_FACTOR * dim, 128) if many else dim
 
     @classmethod
     def default_dim_text(cls) -> str:
         """:meth:`default_dim` in words, for help texts and reports."""
         rows = ", ".join(f"{dim} from epsilon {lowest:g}" for lowest, dim in cls.DEFAULT_DIMS[:-1])
-        return (f"{rows}, {cls.DEFAULT_DIMS[-1][1]} below; twice that from epsilon {cls.DEFAULT_DIMS[-2][0]:g} where the "
-                f"task's labels.txt lists {cls.MANY_CLASSES} or more classes")
+        return (f"{rows}, {cls.DEFAULT_DIMS[-1][1]} below; {cls.MANY_CLASSES_FACTOR} times that (at most 128) from epsilon "
+                f"{cls.DEFAULT_DIMS[-2][0]:g} where the task's labels.txt lists {cls.MANY_CLASSES} or more classes and its "
+                f"training split holds {cls.RECORDS_PER_CLASS:,} or more records per class")
 
     @property
     def event(self) -> GaussianEvent:

@@ -92,7 +92,7 @@ class SplitDenoiseRandomizer(Randomizer):
         return cls(params["clip"], params["eta"], params["length"], params["encoder"], params.get("post_clip"))
 
     @classmethod
-    def default_dim(cls, epsilon: float, num_classes: int | None = None) -> int:
+    def default_dim(cls, epsilon: float, num_classes: int | None = None, num_records: int | None = None) -> int:
         """0: a projection cannot apply to token matrices."""
         return 0
 

@@ -274,8 +274,9 @@ class RunSpec:
         """The dimension where the server does not choose one (--dim not given, or --dim auto where the choice
         is not simulated): 0 without public data; with --privacy-model central (clean encodings) the base
         randomizer's default; else the mechanism's default_dim at the run's --epsilon (0 when --sigma sets the
-        noise) and the task's class count as its schema gives it (fed.data.loaders.label_schema: reads no record)."""
-        from fed.data.loaders import label_schema
+        noise), the task's class count as its schema gives it (fed.data.loaders.label_schema) and its training record
+        count (public, design.md section 2; --train-limit caps it)."""
+        from fed.data.loaders import label_schema, train_record_count
         from fed.randomizers.base import Randomizer
 
         privacy = self.privacy
@@ -285,7 +286,10 @@ class RunSpec:
             return Randomizer.default_dim(privacy.epsilon)
         labels = label_schema(self.data.data)
         classes = None if labels is None else len(labels)
-        return self._mechanism_class().default_dim(privacy.epsilon if privacy.sigma == 0 else 0.0, classes)
+        records = None if classes is None else train_record_count(self.data.data)
+        if records is not None and self.data.train_limit:
+            records = min(records, self.data.train_limit)
+        return self._mechanism_class().default_dim(privacy.epsilon if privacy.sigma == 0 else 0.0, classes, records)
 
     def _check_privacy_model(self) -> None:
         """--privacy-model and its options (docs/privacy_models.md)."""

@@ -1,9 +1,11 @@
 """The tool's default dimension against the best fixed cell, read off the pilot_dim harness's runs (issue 29, item 4).
 
 The Gaussian's default (fed.randomizers.gaussian.GaussianRandomizer.default_dim: the run's epsilon and the class count
-its labels.txt gives) always picks one of the harness's fixed cells (dims 8-128 at clip 1), so its gap on each
+its labels.txt gives, and the training record count) always picks one of the harness's fixed cells (dims 8-128 at clip 1), so its gap on each
 dataset is that cell's, with the same noise draws; nothing is run here. Beside it: the previous default (64 from
-epsilon 5, 32 from 1.7, 8 below, whatever the class count; pilot_dim.epsilon_dim) and the old one (dim 16, clip 3).
+epsilon 5, 32 from 1.7, 8 below, whatever the class count; pilot_dim.epsilon_dim), the old one (dim 16, clip 3), and
+the variant tried first and not kept (the base rows doubled from epsilon 1.7 for 5 or more classes, whatever the
+record count: ``doubled``).
 
     python -m simulations.experiments.default_rule   # writes simulations/reports/defaults/default_rule.md
 """
@@ -29,6 +31,12 @@ RUNS = {
 OLD = "defaults (dim 16, clip 3)"
 
 
+def doubled(epsilon: float, num_classes: int) -> int:
+    """The variant tried first: the base rows, doubled from epsilon 1.7 for 5 or more classes."""
+    base = GaussianRandomizer.default_dim(epsilon)
+    return 2 * base if num_classes >= GaussianRandomizer.MANY_CLASSES and epsilon >= GaussianRandomizer.DEFAULT_DIMS[-2][0] else base
+
+
 def classes(name: str, data_root: Path) -> int:
     """The class count of a harness dataset, from its labels.txt."""
     names = label_schema(str(data_root / SPECS[name]))
@@ -37,15 +45,17 @@ def classes(name: str, data_root: Path) -> int:
     return len(names)
 
 
-def rows(results: dict, data_root: Path) -> dict[str, dict[str, dict[str, tuple[float, str]]]]:
+def rows(results: dict, records: dict, data_root: Path) -> dict[str, dict[str, dict[str, tuple[float, str]]]]:
     """epsilon key -> row ('default', 'previous default', OLD) -> dataset -> (gap to the best fixed cell's mean, cell)."""
     out: dict[str, dict[str, dict[str, tuple[float, str]]]] = {}
     for epsilon_key, gaps in gaps_by_epsilon(results).items():
         epsilon = float(epsilon_key.removeprefix("eps "))
         datasets = list(next(iter(gaps.values())))
         picks = {
-            "default": {n: f"dim {GaussianRandomizer.default_dim(epsilon, classes(n, data_root))}, clip 1" for n in datasets},
+            "default": {n: f"dim {GaussianRandomizer.default_dim(epsilon, classes(n, data_root), records[n][0])}, clip 1"
+                        for n in datasets},
             "previous default": {n: f"dim {epsilon_dim(epsilon)}, clip 1" for n in datasets},
+            "doubled (tried, not kept)": {n: f"dim {doubled(epsilon, classes(n, data_root))}, clip 1" for n in datasets},
             OLD: {n: OLD for n in datasets},
         }
         out[epsilon_key] = {row: {n: (gaps[cell][n], cell) for n, cell in cells.items()} for row, cells in picks.items()}
@@ -65,7 +75,9 @@ def report(data_root: Path) -> str:
         "reads the pilot_dim harness's runs named below (their commands are in neighbour_rule.md and full_data_equal_n.md) "
         "and picks, per dataset, the fixed cell each rule releases at (same noise draws, same code path).", "",
         f"Rows: 'default' is the tool's (GaussianRandomizer.default_dim, clip 1): {GaussianRandomizer.default_dim_text()}; "
-        "'previous default' is the rule it replaced (64 / 32 / 8 whatever the class count); 'old defaults' dim 16, clip 3. "
+        "'previous default' is the rule it replaced (64 / 32 / 8 whatever the class count); 'doubled' the variant tried "
+        "first (the base rows doubled from epsilon 1.7 for 5 or more classes, whatever the record count); 'old defaults' "
+        "dim 16, clip 3. "
         "Gap: the best fixed cell's mean accuracy (dims 8-128 at clip 1, no projection, and the old defaults) minus the "
         "row's, in points; in brackets the dimension used. The offline harness, not the ServerApp: see pilot_dim.py's "
         "docstring (one release per record, worst-case epsilon, delta 1e-5, local inference on the whole evaluation split).",
@@ -73,7 +85,7 @@ def report(data_root: Path) -> str:
     for name, what in RUNS.items():
         saved = json.loads((REPORT / f"{name}.json").read_text())
         lines += ["", f"## {name}.json: {what}", ""]
-        by_epsilon = rows(saved["results"], data_root)
+        by_epsilon = rows(saved["results"], saved["records"], data_root)
         datasets = list(next(iter(next(iter(by_epsilon.values())).values())))
         lines += ["| epsilon | row | largest gap | " + " | ".join(f"{n} ({classes(n, data_root)} classes)" for n in datasets)
                   + f" | within {GOAL * 100:g} |", "|---" * (len(datasets) + 4) + "|"]
