@@ -37,11 +37,11 @@ def doubled(epsilon: float, num_classes: int) -> int:
     return 2 * base if num_classes >= GaussianRandomizer.MANY_CLASSES and epsilon >= GaussianRandomizer.DEFAULT_DIMS[-2][0] else base
 
 
-def classes(name: str, data_root: Path) -> int:
-    """The class count of a harness dataset, from its labels.txt."""
-    names = label_schema(str(data_root / SPECS[name]))
+def classes(data: str) -> int:
+    """The class count of a dataset folder (spec), from its labels.txt."""
+    names = label_schema(data)
     if names is None:
-        raise ValueError(f"{name}: no labels.txt under {data_root / SPECS[name]}")
+        raise ValueError(f"no labels.txt under {data}")
     return len(names)
 
 
@@ -52,10 +52,10 @@ def rows(results: dict, records: dict, data_root: Path) -> dict[str, dict[str, d
         epsilon = float(epsilon_key.removeprefix("eps "))
         datasets = list(next(iter(gaps.values())))
         picks = {
-            "default": {n: f"dim {GaussianRandomizer.default_dim(epsilon, classes(n, data_root), records[n][0])}, clip 1"
+            "default": {n: f"dim {GaussianRandomizer.default_dim(epsilon, classes(str(data_root / SPECS[n])), records[n][0])}, clip 1"
                         for n in datasets},
             "previous default": {n: f"dim {epsilon_dim(epsilon)}, clip 1" for n in datasets},
-            "doubled (tried, not kept)": {n: f"dim {doubled(epsilon, classes(n, data_root))}, clip 1" for n in datasets},
+            "doubled (tried, not kept)": {n: f"dim {doubled(epsilon, classes(str(data_root / SPECS[n])))}, clip 1" for n in datasets},
             OLD: {n: OLD for n in datasets},
         }
         out[epsilon_key] = {row: {n: (gaps[cell][n], cell) for n, cell in cells.items()} for row, cells in picks.items()}
@@ -87,7 +87,7 @@ def report(data_root: Path) -> str:
         lines += ["", f"## {name}.json: {what}", ""]
         by_epsilon = rows(saved["results"], saved["records"], data_root)
         datasets = list(next(iter(next(iter(by_epsilon.values())).values())))
-        lines += ["| epsilon | row | largest gap | " + " | ".join(f"{n} ({classes(n, data_root)} classes)" for n in datasets)
+        lines += ["| epsilon | row | largest gap | " + " | ".join(f"{n} ({classes(str(data_root / SPECS[n]))} classes)" for n in datasets)
                   + f" | within {GOAL * 100:g} |", "|---" * (len(datasets) + 4) + "|"]
         for epsilon_key, by_row in by_epsilon.items():
             for row, found in by_row.items():

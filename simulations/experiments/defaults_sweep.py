@@ -1,7 +1,7 @@
 """Defaults against a sweep of the tool's own options (issue 29, item 4).
 
 Per dataset and epsilon, one run with the defaults (only --data, --users and --epsilon given, plus
-the reductions below: public 'generated'; the Gaussian's dim by epsilon and class count, and clip 1), one with the defaults
+the reductions below: public 'generated'; the Gaussian's dim by epsilon, class count and record count, and clip 1), one with the defaults
 before them (dim 16, clip 3), one with the opt-in ``--dim auto`` (at clip 3), and one run per grid cell
 (--public, --dim, --clip); the report gives the accuracy of these three, the best cell, each gap and whether
 it is within 3 points, and every cell run on all datasets taken as a fixed default (its largest gap). Every run
@@ -56,7 +56,7 @@ GRID: dict[str, dict[str, Any]] = {
     "generated, dim 384, clip 1": {"dim": 384, "clip": 1.0},
 }
 """Cells run on every dataset at the first epsilon; the 'defaults' cell gives only the base options (the
-CLI defaults: public 'generated', the Gaussian's dim by epsilon and class count, clip 1), 'auto' the opt-in --dim auto at clip 3
+CLI defaults: public 'generated', the Gaussian's dim by epsilon, class count and record count, clip 1), 'auto' the opt-in --dim auto at clip 3
 (the clip when it ran); the cells without a clip in their name ran at clip 3.
 No '--public none --dim 0 --clip 1' cell: MiniLM's encodings have L2 norms near 5.7, so every record is
 clipped at both 1 and 3 and the noise scales with the clip: the same run up to scale (measured on
@@ -214,7 +214,7 @@ def report(results: dict[str, Any], args: argparse.Namespace, norms: dict[str, d
         f"{args.train_limit:,} records of each training split (0: all) as the reports, one release per record "
         "(worst-case sentence-level epsilon, delta 1e-5), one seed, MiniLM, local inference on the whole "
         "evaluation split. 'defaults' gives only --data, --users and --epsilon (and --train-limit): public "
-        "'generated', the Gaussian's dim by epsilon and class count ("
+        "'generated', the Gaussian's dim by epsilon, class count and record count ("
         f"{GaussianRandomizer.default_dim_text()}) and clip 1; 'old defaults' "
         "dim 16 and clip 3; 'auto' the opt-in `--dim auto` at clip 3. The gaps compare each with the best "
         "cell using the data the package ships (public 'generated' or none); rows with other public data "
@@ -299,7 +299,7 @@ def _verdict(
     for epsilon in args.epsilons:
         lines.append("")
         met = {}
-        for cell, label in zip(COMPARED, ("With the defaults (dim by epsilon and classes, clip 1)", "With the old defaults (dim 16, clip 3)",
+        for cell, label in zip(COMPARED, ("With the defaults (dim by epsilon, classes and records, clip 1)", "With the old defaults (dim 16, clip 3)",
                                           "With `--dim auto` (clip 3)")):
             found = {name: gaps.get((epsilon, name), {}).get(cell) for name in args.datasets}
             if all(gap is None for gap in found.values()):
