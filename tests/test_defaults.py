@@ -88,6 +88,19 @@ def test_the_default_dim_reads_the_class_count_and_the_record_count_of_the_task(
     assert RunSpec.of(data=str(folder), epsilon=epsilon).encoder.dim == GaussianRandomizer.default_dim(epsilon)
 
 
+def test_the_record_count_follows_a_named_training_split(tmp_path: Path) -> None:
+    from fed.data.loaders import train_record_count
+
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "labels.txt").write_text("".join(f"{i}\tclass{i}\n" for i in range(5)))
+    for name, rows in (("test", 5000), ("dev", 10)):
+        (folder / f"{name}.tsv").write_text("sentence\tlabel\n" + "".join(f"s {i}\t{i % 5}\n" for i in range(rows)))
+    spec = f"{folder}:train=test,test=dev"
+    assert train_record_count(spec) == 5000 and train_record_count("generated") is None
+    assert RunSpec.of(data=spec, epsilon=8.0).encoder.dim == 128  # 5 classes of 1,000 records
+
+
 @pytest.mark.parametrize("values,message", [({"clip": 0}, "'clip' must be 'default' or a positive"), ({"clip": "wide"}, "'clip'"),
                                             ({"clip": -1}, "'clip'"), ({"dim": "best"}, "'dim' must be 'auto', 'default'")])
 def test_bad_dim_or_clip_is_named(values: dict, message: str) -> None:

@@ -25,18 +25,20 @@ class GaussianRandomizer(ClipAndNoise):
     sigma_settable = True
     default_clip = 1.0
     DEFAULT_DIMS: ClassVar[tuple[tuple[float, int], ...]] = ((5.0, 32), (1.7, 16), (0.0, 8))
-    """(lowest epsilon, dim) for :meth:`default_dim`, read off a sweep of dims 8-128 at clip 1 over 5 and 10 seeds on
-    every record of SST-2, SNIPS, AG News and TweetEval sentiment at epsilon 8, 3 and 1, and checked on five datasets
-    it was not read off (simulations/reports/defaults/default_rule.md); between the measured epsilons each switch sits
-    at their geometric midpoint (not measured)."""
+    """(lowest epsilon, dim) for :meth:`default_dim`, read off dims 8-128 at clip 1 on every record of SST-2, SNIPS, AG
+    News and TweetEval sentiment at epsilon 8, 3 and 1 (offline over 5 and 10 seeds, the real apps over 3 to 6), and
+    checked on eight tasks it was not read off (simulations/reports/defaults/default_rule.md, seeds.md); between the
+    measured epsilons each switch sits at their geometric midpoint (not measured)."""
     MANY_CLASSES: ClassVar[int] = 5
     RECORDS_PER_CLASS: ClassVar[int] = 1000
     MANY_CLASSES_FACTOR: ClassVar[int] = 4
+    MAX_DEFAULT_DIM: ClassVar[int] = 128
     """A task of MANY_CLASSES or more classes with at least RECORDS_PER_CLASS training records per class takes
     MANY_CLASSES_FACTOR times the dimension where the epsilon allows more than the smallest one: its class means span
     (classes - 1) directions, and the rows above were read off tasks of 2 to 4 classes (SNIPS, 7 classes and 1,969
     records each, loses 4 to 10 points at them). With fewer records per class the class means are too noisy for more
-    directions (BANKING77, 77 classes of 130 records, loses 5 to 12 points at 2 and 4 times); default_rule.md."""
+    directions (BANKING77, 77 classes of 130 records, loses 5 to 12 points at 2 and 4 times); seeds.md. The factor
+    is capped at MAX_DEFAULT_DIM, the largest dimension measured."""
 
     def __init__(self, clip: float, sigma: float) -> None:
         super().__init__(clip, sigma)
@@ -50,7 +52,7 @@ class GaussianRandomizer(ClipAndNoise):
     def default_dim(cls, epsilon: float, num_classes: int | None = None, num_records: int | None = None) -> int:
         """32 from epsilon 5, 16 from 1.7, 8 below (:attr:`DEFAULT_DIMS`); from 1.7, :attr:`MANY_CLASSES_FACTOR` times
         that for a task of :attr:`MANY_CLASSES` or more classes with :attr:`RECORDS_PER_CLASS` or more training records
-        per class (both known; capped at 128); with --sigma (epsilon 0) the base's 16."""
+        per class (both known; at most :attr:`MAX_DEFAULT_DIM`); with --sigma (epsilon 0) the base's 16."""
         if not epsilon > 0:  # also NaN, which the run spec then refuses
             return super().default_dim(epsilon, num_classes, num_records)
         dim = next(dim for lowest, dim in cls.DEFAULT_DIMS if epsilon >= lowest)
@@ -58,13 +60,14 @@ class GaussianRandomizer(ClipAndNoise):
             num_classes is not None and num_records is not None and num_classes >= cls.MANY_CLASSES
             and num_records >= cls.RECORDS_PER_CLASS * num_classes and epsilon >= cls.DEFAULT_DIMS[-2][0]
         )
-        return min(cls.MANY_CLASSES_FACTOR * dim, 128) if many else dim
+        return min(cls.MANY_CLASSES_FACTOR * dim, cls.MAX_DEFAULT_DIM) if many else dim
 
     @classmethod
     def default_dim_text(cls) -> str:
         """:meth:`default_dim` in words, for help texts and reports."""
         rows = ", ".join(f"{dim} from epsilon {lowest:g}" for lowest, dim in cls.DEFAULT_DIMS[:-1])
-        return (f"{rows}, {cls.DEFAULT_DIMS[-1][1]} below; {cls.MANY_CLASSES_FACTOR} times that (at most 128) from epsilon "
+        return (f"{rows}, {cls.DEFAULT_DIMS[-1][1]} below; {cls.MANY_CLASSES_FACTOR} times that (at most "
+                f"{cls.MAX_DEFAULT_DIM}) from epsilon "
                 f"{cls.DEFAULT_DIMS[-2][0]:g} where the task's labels.txt lists {cls.MANY_CLASSES} or more classes and its "
                 f"training split holds {cls.RECORDS_PER_CLASS:,} or more records per class")
 
