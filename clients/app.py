@@ -282,7 +282,7 @@ def _spec(context: Context) -> RunSpec:
     message of a run carries the same): a config it refuses is refused again, with the same error, each time."""
     key = repr(list(context.run_config.items()))
     if key not in _SPECS:
-        _SPECS[key] = RunSpec.from_mapping(context.run_config)
+        _SPECS[key] = RunSpec.from_mapping(context.run_config, read_task=False)  # a folder it names is not read here
     return _SPECS[key]
 
 

@@ -190,3 +190,22 @@ def test_simulate_and_the_server_report_the_mismatch(tmp_path: Path, capsys: pyt
     assert server.labels_match is False and "not labelled like the task" in server.warnings[0]
     assert _warning_section(list(server.warnings)).startswith("\n## Warnings\n\n- the public data")
     assert _warning_section([]) == ""
+
+
+def test_a_node_reads_no_folder_that_the_run_config_names_to_resolve_a_default(tmp_path: Path) -> None:
+    """Attack: a hostile server names a folder on the device as --data, leaving --dim to its default, to learn from
+    the node's answer (an error text, a refusal, its timing) whether the folder exists and what its files hold."""
+    from types import SimpleNamespace
+
+    from clients.app import _spec
+
+    folder = tmp_path / "device-private"
+    folder.mkdir()
+    (folder / "labels.txt").write_text("0\tsecret\n7\tother\n")  # ids not 0..k-1: reading it raises, naming it
+    (folder / "train.tsv").write_text("sentence\tlabel\nprivate text\t0\n")
+    config = {"data": str(folder), "epsilon": 8.0, "dim": "default", "public": "generated"}
+    with pytest.raises(ValueError, match="ids must be 0..k-1"):  # the experimenter's side reads the schema
+        RunSpec.from_mapping(config)
+    spec = _spec(SimpleNamespace(run_config=config))  # the node: nothing read, the base rule
+    assert spec.encoder.dim == GaussianRandomizer.default_dim(8.0) and not spec.read_task
+    assert spec.with_options(seed=1).read_task is False

@@ -95,10 +95,15 @@ class RunSpec:
     evaluation: EvaluationSpec = field(default_factory=EvaluationSpec)
     output: OutputSpec = field(default_factory=OutputSpec)
     seed: int = 0
+    read_task: bool = field(default=True, compare=False, repr=False)
+    """Whether resolving a default may read the task's schema and record count from its folder (the server's and
+    the experimenter's side). A node parses the server's run config with False: the config is the server's request,
+    and a folder it names on the device is read for nothing (design.md section 2b)."""
 
     @classmethod
-    def of(cls, **values: Any) -> RunSpec:
-        """The spec of the given options (underscored names, values of their types; the others take their defaults)."""
+    def of(cls, read_task: bool = True, **values: Any) -> RunSpec:
+        """The spec of the given options (underscored names, values of their types; the others take their defaults);
+        ``read_task``: see the attribute."""
         sections = section_options()
         axis_names = {option.name for _, option in registry.axis_options()}
         parts: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
@@ -114,11 +119,13 @@ class RunSpec:
             **{name: SECTIONS[name](**kwargs) for name, kwargs in parts.items()},
             heterogeneity=HeterogeneitySpec(heterogeneity),
             seed=values.get("seed", SEED.default),
+            read_task=read_task,
         )
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> RunSpec:
-        """Build from a mapping with hyphenated or underscored keys (a run config); unknown keys are errors."""
+    def from_mapping(cls, values: Mapping[str, Any], read_task: bool = True) -> RunSpec:
+        """Build from a mapping with hyphenated or underscored keys (a run config); unknown keys are errors;
+        ``read_task``: see the attribute."""
         known = {option.name: option for option in options()}
         kwargs: dict[str, Any] = {}
         values = {**values}
@@ -134,7 +141,7 @@ class RunSpec:
             if name not in known:
                 raise ValueError(f"unknown run option {key!r}")
             kwargs[name] = known[name].coerce(value, key)
-        return cls.of(**kwargs)
+        return cls.of(read_task=read_task, **kwargs)
 
     def flat(self) -> dict[str, Any]:
         """Every option's value by its underscored name, in :data:`ORDER`."""
@@ -156,7 +163,7 @@ class RunSpec:
 
     def with_options(self, **changes: Any) -> RunSpec:
         """The same run with ``changes`` (underscored names), validated anew."""
-        return RunSpec.of(**{**self.flat(), **changes})
+        return RunSpec.of(read_task=self.read_task, **{**self.flat(), **changes})
 
     def __post_init__(self) -> None:
         self._resolve_defaults()
@@ -275,7 +282,7 @@ class RunSpec:
         is not simulated): 0 without public data; with --privacy-model central (clean encodings) the base
         randomizer's default; else the mechanism's default_dim at the run's --epsilon (0 when --sigma sets the
         noise), the task's class count as its schema gives it (fed.data.loaders.label_schema) and its training record
-        count (public, design.md section 2; --train-limit caps it)."""
+        count (public, design.md section 2; --train-limit caps it); neither is read without :attr:`read_task`."""
         from fed.data.loaders import label_schema, train_record_count
         from fed.randomizers.base import Randomizer
 
@@ -284,7 +291,7 @@ class RunSpec:
             return 0
         if privacy.privacy_model == "central":
             return Randomizer.default_dim(privacy.epsilon)
-        labels = label_schema(self.data.data)
+        labels = label_schema(self.data.data) if self.read_task else None
         classes = None if labels is None else len(labels)
         records = None if classes is None else train_record_count(self.data.data)
         if records is not None and self.data.train_limit:
