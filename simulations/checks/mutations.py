@@ -357,6 +357,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a device grants what the server's run config asks instead of its owner's policy",
     ),
     Mutation(
+        "node-reads-task-folder",
+        "clients/app.py",
+        "RunSpec.from_mapping(context.run_config, read_task=False)",
+        "RunSpec.from_mapping(context.run_config)",
+        ("tests/test_defaults.py::test_a_node_reads_no_folder_that_the_run_config_names_to_resolve_a_default",),
+        "a node reads the task folder the server's run config names to resolve a default (a probe of its files)",
+        fast=True,
+    ),
+    Mutation(
         "device-seeded-by-run-seed",
         "fed/device/entropy.py",
         "    if not in_simulation_engine():\n        return SecureGenerator.from_os()",
