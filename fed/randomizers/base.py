@@ -77,6 +77,11 @@ class Randomizer(ABC):
         0 means no projection."""
         return 16
 
+    @classmethod
+    def default_dim_reads_records(cls, num_classes: int) -> bool:
+        """Whether :meth:`default_dim` depends on the training record count for a task of ``num_classes`` classes
+        (counting a task's records means loading it)."""
+        return False
 
     @classmethod
     @abstractmethod

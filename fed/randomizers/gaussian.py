@@ -63,6 +63,11 @@ class GaussianRandomizer(ClipAndNoise):
         return min(cls.MANY_CLASSES_FACTOR * dim, cls.MAX_DEFAULT_DIM) if many else dim
 
     @classmethod
+    def default_dim_reads_records(cls, num_classes: int) -> bool:
+        """From :attr:`MANY_CLASSES` classes."""
+        return num_classes >= cls.MANY_CLASSES
+
+    @classmethod
     def default_dim_text(cls) -> str:
         """:meth:`default_dim` in words, for help texts and reports."""
         rows = ", ".join(f"{dim} from epsilon {lowest:g}" for lowest, dim in cls.DEFAULT_DIMS[:-1])

@@ -293,10 +293,13 @@ class RunSpec:
             return Randomizer.default_dim(privacy.epsilon)
         labels = label_schema(self.data.data) if self.read_task else None
         classes = None if labels is None else len(labels)
-        records = None if classes is None else train_record_count(self.data.data)
-        if records is not None and self.data.train_limit:
-            records = min(records, self.data.train_limit)
-        return self._mechanism_class().default_dim(privacy.epsilon if privacy.sigma == 0 else 0.0, classes, records)
+        mechanism = self._mechanism_class()
+        records = None
+        if classes is not None and mechanism.default_dim_reads_records(classes):
+            records = train_record_count(self.data.data)
+            if records is not None and self.data.train_limit:
+                records = min(records, self.data.train_limit)
+        return mechanism.default_dim(privacy.epsilon if privacy.sigma == 0 else 0.0, classes, records)
 
     def _check_privacy_model(self) -> None:
         """--privacy-model and its options (docs/privacy_models.md)."""
