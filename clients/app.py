@@ -37,7 +37,7 @@ from fed.privacy.figure_cache import batch as figure_batch
 from fed.privacy.ledger import Ledger
 from fed.runtime.requests import Refusal, RequestRefused
 from fed.device.shared_records import shared_records
-from fed.device.site import Site
+from fed.device.site import Site, data_unusable
 from fed.learning.softmax_head import local_sgd
 from fed.runtime.threads import limit_blas_threads
 from fed.runtime.user import UserRecords
@@ -345,13 +345,13 @@ def _records(site: Site, context: Context, folder: str, setup: bool = False) -> 
             run_key = repr((context.run_id, key))
             _RECORDS[key] = shared_records(default_cache_dir(config) / "nodes", run_key, build)
         return _RECORDS[key]
-    key = records_key(_content(folder), config, partition_id, num_partitions, site.secret())
+    key = records_key(_content(folder), config.data.data, site.user, site.secret())
     if key not in _RECORDS:
         stored = load_records(site.state_dir, key)
         if stored is None:
             if not setup:
                 raise RequestRefused("this device holds no records for its bundle and data (query.setup must come first)", Refusal.NOT_SET_UP)
-            stored = build()
+            stored = _device_records(site, folder)
             save_records(site.state_dir, key, stored)
         _RECORDS[key] = stored
     return _RECORDS[key]
@@ -360,7 +360,7 @@ def _records(site: Site, context: Context, folder: str, setup: bool = False) -> 
 def _build_records(
     site: Site, config: RunSpec, folder: str, partition_id: int, num_partitions: int
 ) -> tuple[dict[int, UserRecords], int, int]:
-    """Load, partition and encode the node's users' records."""
+    """Load, partition and encode the simulated node's users' records (the run options are the experimenter's)."""
     population = Population.build(config.data, config.seed)
     assets = _assets(folder)
     cache = default_cache_dir(site.config)
@@ -374,6 +374,25 @@ def _build_records(
     records = {u: records[u] for u in users}
     max_queries = max((len(part) for part in population.query_parts), default=1)
     return records, population.train.num_labels, max_queries
+
+
+def _device_records(site: Site, folder: str) -> StoredRecords:
+    """Load and encode a device's one user: every record of its own data, its label set from the schema or
+    its policy (site.Site.num_labels). Nothing of the run config shapes it (issue 39, finding 1)."""
+    num_labels = site.num_labels()
+    try:
+        population = Population.of_device(site.config.data.data)
+        for split in (population.train, population.dev):
+            if len(split) and not 0 <= int(split.labels.min()) <= int(split.labels.max()) < num_labels:
+                raise ValueError(f"a label lies outside the device's label set of {num_labels}")
+    except (OSError, ValueError) as error:
+        raise data_unusable(error) from None
+    assets = _assets(folder)
+    cache = default_cache_dir(site.config)
+    train_x = assets.features(population.train, cache)
+    dev_x = assets.features(population.dev, cache)
+    (user,) = user_records(population, train_x, dev_x, [0], site.secret()).values()
+    return {site.user: user}, num_labels, len(population.dev)
 
 
 def _denoiser(folder: str) -> Denoiser | None:

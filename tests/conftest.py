@@ -32,7 +32,8 @@ def device_node_configs(folder: Path, state_dirs: list[Path], data: str = "gener
 
 
 def write_review_folder(folder: Path, sizes: dict[str, int], prefix: str, seed: int) -> Path:
-    """A small two-class folder dataset (``<split>.tsv``): '<prefix><i> the <split> film was <word> indeed' per row."""
+    """A small two-class folder dataset (``<split>.tsv`` and its ``labels.txt``): '<prefix><i> the <split> film was
+    <word> indeed' per row. A device reads its label set from labels.txt (or its policy), never from the records."""
     rng = np.random.default_rng(seed)
     for split, n in sizes.items():
         rows = ["sentence\tlabel"]
@@ -40,6 +41,7 @@ def write_review_folder(folder: Path, sizes: dict[str, int], prefix: str, seed: 
             label = int(rng.integers(2))
             rows.append(f"{prefix}{i} the {split} film was {rng.choice(WORDS[label])} indeed\t{label}")
         (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    (folder / "labels.txt").write_text("0\tpositive\n1\tnegative\n")
     return folder
 
 

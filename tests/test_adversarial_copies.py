@@ -32,6 +32,7 @@ def _folder(root: Path, name: str, train: list[str]) -> Path:
     folder.mkdir()
     (folder / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(train) + "\n")
     (folder / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join([train[0], DISTINCT[7]]) + "\n")
+    (folder / "labels.txt").write_text("0\tgreat\n1\tawful\n")
     return folder
 
 

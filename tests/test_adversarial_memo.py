@@ -47,6 +47,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("memo-data")
     (folder / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(TRAIN_ROWS) + "\n")
     (folder / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(DEV_ROWS) + "\n")
+    (folder / "labels.txt").write_text("0\tpositive\n1\tnegative\n")  # a device's label set (never its records')
     return folder
 
 

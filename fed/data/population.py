@@ -17,9 +17,6 @@ from fed.data.loaders import load_dataset
 from fed.device.record_ids import record_ids
 from fed.runtime.user import UserRecords
 
-POPULATION_OPTIONS = ("data", "users", "partition", "seed", "train_limit")
-"""The run options :meth:`Population.build` reads."""
-
 
 def hosted_users(num_users: int, partition_id: int, num_partitions: int) -> list[int]:
     """The users a node hosts: user u lives on node u mod num_partitions."""
@@ -36,6 +33,15 @@ class Population:
     dev: TextDataset
     train_parts: tuple[np.ndarray, ...]
     query_parts: tuple[np.ndarray, ...]
+
+    @classmethod
+    def of_device(cls, data: str) -> "Population":
+        """A device's own records, as its one user holds them: every training record and every dev record
+        (queries), in the order of its files. Nothing of the run config shapes it (design.md section 2b): a
+        partition the server chose would group the records by label or content (issue 39, finding 1)."""
+        train = load_dataset(data, "train")
+        dev = load_dataset(data, "dev")
+        return cls(train, dev, (np.arange(len(train)),), (np.arange(len(dev)),))
 
     @classmethod
     def build(cls, data: DataSpec, seed: int) -> "Population":

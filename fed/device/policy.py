@@ -27,6 +27,7 @@ with the key named)::
     tuned_encoders = ["<sha256>", ...]  # stage-1 MiniLM weights a bundle may ship, by fingerprint (default: none)
     max_dim = 4096              # largest dim (bit encodings) or masks (mixups) a request may name; 1 to 2**20
     max_bundle_bytes = 67108864  # largest setup bundle in bytes; 1 to 64 MiB
+    num_labels = 2              # size of the label set where the data has no labels.txt (default: none, setup refused); 2 to 65536
 
 Why these ranges. delta is the probability that the epsilon bound fails outright: a mechanism
 that publishes each record verbatim with probability delta satisfies (0, delta)-DP, so above
@@ -85,6 +86,8 @@ MAX_DELTA = 1e-2
 """Largest delta a policy may set (module docstring: why)."""
 MAX_DIM = 2**20
 """Largest max_dim a policy may set: a million bits or masks per report."""
+MAX_LABELS = 2**16
+"""Largest label set a policy may name."""
 MAX_RR_EPSILON = 20.0
 """Largest epsilon of a randomized-response channel (labels, evaluation; module docstring: why)."""
 
@@ -144,6 +147,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tuned_encoders": (_fingerprints, "a list of SHA-256 fingerprints (64 lowercase hex digits each)"),
     "max_dim": (_count(MAX_DIM), f"an integer from 1 to {MAX_DIM}"),
     "max_bundle_bytes": (_count(MAX_BUNDLE_BYTES), f"an integer from 1 to {MAX_BUNDLE_BYTES} (64 MiB)"),
+    "num_labels": (lambda v: v is None or (_count(MAX_LABELS)(v) and v >= 2), f"an integer from 2 to {MAX_LABELS}"),
 }
 """Each policy key: the test its value must pass, and what it accepts (the refusal's words)."""
 
@@ -168,6 +172,8 @@ class DevicePolicy:
     tuned_encoders: tuple[str, ...] = ()
     max_dim: int = 4096
     max_bundle_bytes: int = MAX_BUNDLE_BYTES
+    num_labels: int | None = None
+    """The device's label set where its data names none (no labels.txt): never read from the data itself."""
     release_floors: Mapping[str, float] = field(default_factory=dict, compare=False)
     """Per kind of release ('train', 'query'): the most one release may cost (simulation: the plan's)."""
 

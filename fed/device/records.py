@@ -8,7 +8,7 @@ tokenizing, no model. The store is the device's own: owner-only files in its sta
 never sent.
 
 A stored set is filed under :func:`records_key`, a digest of everything that shapes it, so a
-setup with another bundle, other data or another partition encodes anew, and a message
+setup with another bundle, other data or another hosted user id encodes anew, and a message
 whose key has no stored set is refused as not set up rather than rebuilt.
 """
 
@@ -23,9 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.spec.run_spec import RunSpec
 from fed.device.state import owner_only_dir
-from fed.data.population import POPULATION_OPTIONS
 from fed.runtime.user import UserRecords
 
 RECORDS_FOLDER = "records"
@@ -36,19 +34,19 @@ StoredRecords = tuple[dict[int, UserRecords], int, int]
 """The hosted users' records by user id, the number of labels, and the largest query count of the run."""
 
 
-def records_key(bundle: str, config: RunSpec, partition_id: int, num_partitions: int, secret: bytes) -> str:
+def records_key(bundle: str, data: str, user: int, secret: bytes) -> str:
     """Digest of what shapes a device's records.
 
     ``bundle`` is the digest of the unpacked bundle's files (encoder and projection); then the
-    data (its spec and, for a folder, each file's name, size and modification time, so that
-    data edited in place is encoded anew), the run options the population reads, the partition,
-    and the record-id key (through its own digest).
+    device's ``data`` (its spec and, for a folder, each file's name, size and modification time, so
+    that data edited in place is encoded anew), its hosted ``user`` id, and the record-id key
+    (through its own digest). Nothing of the run config: a device's records are its own.
     """
     shape = {
         "bundle": bundle,
-        "data_files": _data_files(config.data.data),
-        "options": {name: config.flat()[name] for name in POPULATION_OPTIONS},
-        "partition": [partition_id, num_partitions],
+        "data": data,
+        "data_files": _data_files(data),
+        "user": user,
         "record_id_key": hashlib.sha256(secret).hexdigest(),
     }
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()

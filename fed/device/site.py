@@ -10,14 +10,16 @@ node's guarantee rests on comes from the device owner, through the node config g
 | ``state-dir`` | the node's own folder: ledger database, record-id key (fed.device.state), record store (fed.device.records), accounting figures (fed.privacy.figure_cache) | ``$LDPFED_STATE`` or ``~/.local/state/ldpfed`` |
 | ``data`` | the device's dataset folder (train.tsv / dev.tsv), not inside the state folder | none: setup is refused |
 | ``cache-dir`` | encodings and unpacked bundles, not inside the state folder | ``<state-dir>/cache`` |
-| ``partition-id``, ``num-partitions`` | which users of the data this node hosts | 0, 1 |
+| ``partition-id``, ``num-partitions`` | the id of the one user this device hosts (its slot among ``num-partitions`` devices) | 0, 1 |
 
 A device serves only from a state folder its owner made (``ldpfed device init``), whose ledger
 is bound to its record-id key (fed.device.state.open_state), and its process makes every
 file and folder its owner's only (umask 077).
 
-The run config's ``data``, ``cache-dir``, budgets, labels, enforcement and seed are ignored
-there. Inside the simulation engine the experimenter writes both sides, so the run options
+A device hosts one user, id ``partition-id``, holding every record of its data: training
+records from ``train.tsv``, queries from ``dev.tsv``. The run config's ``data``, ``cache-dir``,
+``users``, ``partition``, ``train_limit``, budgets, labels, enforcement and seed are ignored
+there (issue 39, finding 1: a partition chosen by the server grouped the records by label). Inside the simulation engine the experimenter writes both sides, so the run options
 serve as every simulated user's policy, data and seed.
 """
 
@@ -42,6 +44,8 @@ from fed.spec.plan import PrivacyPlan
 from fed.device.policy import DevicePolicy
 from fed.privacy.figure_cache import FIGURES_FILE, stop_store, use_store
 from fed.privacy.store import LedgerStore
+from fed.data.loaders import label_schema
+from fed.runtime import refusals as texts
 from fed.runtime.requests import Refusal, RequestRefused
 
 DEVICE_OWNER = "device"
@@ -75,6 +79,8 @@ class Site:
     ledger_file: Path
     device_policy: DevicePolicy | None
     key: bytes | None = field(default=None, repr=False)
+    user: int = 0
+    """The one user a device hosts (its node config's ``partition-id``); unused in a simulation."""
 
     @classmethod
     def resolve(cls, node_config: Mapping[str, Any], config: RunSpec, run_id: int, node_id: int) -> "Site":
@@ -111,7 +117,20 @@ class Site:
         use_store(state / FIGURES_FILE, key)  # this process's accounting figures, authenticated under the device's key
         cache = str(node_config.get("cache-dir") or state / "cache")
         own = config.with_options(data=str(data), cache_dir=cache)
-        return cls(False, own, state, state / LEDGER_FILE, policy, key)
+        return cls(False, own, state, state / LEDGER_FILE, policy, key, _device_user(node_config))
+
+    def num_labels(self) -> int:
+        """A device's label set: its data's schema (labels.txt, or the generated corpus's), else its policy's
+        ``num_labels``; never the records' own labels (a device holding only label 0 would say 1)."""
+        try:
+            schema = label_schema(self.config.data.data)
+        except ValueError as error:
+            raise data_unusable(error) from None
+        if schema is not None:
+            return len(schema)
+        if self.device_policy is None or self.device_policy.num_labels is None:
+            raise RequestRefused(texts.device_label_set(self.config.data.data), Refusal.NOT_SET_UP)
+        return self.device_policy.num_labels
 
     def policy(self, plan: PrivacyPlan, config: RunSpec | None = None) -> DevicePolicy:
         """What the node grants: the owner's policy, or in a simulation what the run options grant
@@ -155,6 +174,24 @@ class Site:
     def seed(self) -> int | None:
         """The run seed inside the simulation engine; None (the OS) on a device."""
         return self.config.seed if self.simulation else None
+
+
+def _device_user(node_config: Mapping[str, Any]) -> int:
+    """The user id a device hosts: its ``partition-id`` (in [0, ``num-partitions``))."""
+    try:
+        user, count = int(node_config.get("partition-id", 0)), int(node_config.get("num-partitions", 1))
+    except (TypeError, ValueError):
+        raise RequestRefused("node-config partition-id and num-partitions must be integers", Refusal.NOT_SET_UP) from None
+    if not 0 <= user < count:
+        raise RequestRefused(f"node-config partition-id {user} is outside [0, {count})", Refusal.NOT_SET_UP)
+    return user
+
+
+def data_unusable(error: Exception) -> RequestRefused:
+    """The refusal of a device whose own data cannot be used: ``error`` (which may name a line or a label of
+    the data) goes to the node's log for its owner, the server gets a text that depends on nothing in the data."""
+    print(f"ldpfed: this device's data cannot be used: {error}", file=sys.stderr, flush=True)
+    return RequestRefused(texts.device_data_unusable(), Refusal.NOT_SET_UP)
 
 
 def hub_offline() -> None:

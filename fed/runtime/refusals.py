@@ -119,3 +119,17 @@ def no_query_budget(user: int, k: int) -> str:
 def event_cap(held: int, new: int, cap: int) -> str:
     """Holding the step's events would pass the policy's cap on distinct events."""
     return f"the ledger holds {held} distinct privacy events; {new} more would pass the policy's cap of {cap}"
+
+
+def device_data_unusable() -> str:
+    """The device's data cannot be read or does not fit its label set; the details stay in the node's log,
+    since an error naming a file's line or a label would tell the server about record content."""
+    return "this device's data cannot be used (its owner finds why in the node's log); nothing was released"
+
+
+def device_label_set(data: str) -> str:
+    """A device whose data names no label set and whose policy names none."""
+    return (
+        f"this device's data ({data}) has no labels.txt and its policy names no num_labels: the label set comes "
+        "from the schema or the owner's policy, never from the records"
+    )
