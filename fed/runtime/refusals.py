@@ -133,3 +133,8 @@ def device_label_set(data: str) -> str:
         f"this device's data ({data}) has no labels.txt and its policy names no num_labels: the label set comes "
         "from the schema or the owner's policy, never from the records"
     )
+
+
+def whole_step_answers(user: int, released: int, answered: int) -> str:
+    """Answers that do not cover every slot of the user's last query step at once."""
+    return f"user {user}: a step's answers must cover all {released} slots it released, in one message; got {answered}"

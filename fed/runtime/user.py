@@ -287,7 +287,11 @@ class User:
         return Release(self.user_id, reports, None, [event], np.arange(len(items), dtype=np.int64))
 
     def check_answers(self, slots: np.ndarray) -> None:
-        """RequestRefused unless every slot is a distinct, released, not yet answered one."""
+        """RequestRefused unless the slots are exactly the last step's, each once, none answered yet.
+
+        A step's answers come in one message covering every slot it released: answered one slot at
+        a time, the step after which the user is finished would tell the server which slot held its
+        true query (issue 39, finding 2)."""
         pending = np.asarray(self._query_state()["pending"], dtype=np.int64)
         slots = np.asarray(slots, dtype=np.int64)
         if len(np.unique(slots)) != len(slots):
@@ -296,6 +300,8 @@ class User:
             raise RequestRefused(f"user {self.user_id}: answer for a slot it did not release")
         if len(slots) and (pending[slots] == PENDING_ANSWERED).any():
             raise RequestRefused(f"user {self.user_id}: answer for a slot already answered")
+        if len(slots) != len(pending):
+            raise RequestRefused(texts.whole_step_answers(self.user_id, len(pending), len(slots)))
 
     def take_answers(self, slots: np.ndarray, scores: np.ndarray, k: int) -> bool:
         """Add the server's scores for released slots (checked first); True once all have k answers."""
