@@ -317,7 +317,7 @@ def test_amplified_enforcement_refuses_a_users_only_record() -> None:
 
 
 def test_an_invalid_mechanism_is_refused_unless_the_policy_allows_it(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
-    invalid = {"mechanism": "laplace-seed002", "clip": 1.0, "stated_epsilon": 0.001, "dim": 384, "allow_invalid": True}
+    invalid = {"mechanism": "laplace-seed002", "clip": 1.0, "stated_epsilon": 0.1, "dim": 384, "allow_invalid": True}
     for allow in (False, True):
         policy = _policy(tmp_path / f"p{allow}.toml", epsilon_sentence=3.0, mechanisms=["laplace-seed002"], allow_invalid=allow, labels="public")
         grid = _device(data, bundle, tmp_path / f"state{allow}", policy)

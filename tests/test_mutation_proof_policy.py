@@ -73,7 +73,7 @@ def test_policy_mechanisms_allow_list_alone_refuses_a_valid_request(tmp_path: Pa
 
 
 def test_policy_allow_invalid_alone_refuses_an_invalid_mechanism(tmp_path: Path) -> None:
-    invalid = {"mechanism": "laplace-seed002", "clip": 1.0, "stated_epsilon": 0.001, "dim": DIM, "allow_invalid": True}
+    invalid = {"mechanism": "laplace-seed002", "clip": 1.0, "stated_epsilon": 1.0, "dim": DIM, "allow_invalid": True}
     mechanisms = {"mechanisms": ("laplace-seed002",)}
     _served_then_refused(
         tmp_path, {**mechanisms, "allow_invalid": True}, {**mechanisms, "allow_invalid": False},
@@ -93,6 +93,15 @@ def test_policy_max_release_epsilon_alone_refuses_a_release_above_it(tmp_path: P
     _served_then_refused(
         tmp_path, {"max_release_epsilon": 3.0}, {"max_release_epsilon": 2.5},
         lambda host: _train(host, {"mechanism": "gaussian", "clip": 1.0, "sigma": SIGMA_AT_3}), "floor of 2.5 per release",
+    )
+
+
+def test_policy_min_release_epsilon_alone_refuses_a_release_below_it(tmp_path: Path) -> None:
+    """Issue 39 finding 4: a release of next to no cost would take a distinct-event slot for good."""
+    sigma = calibrate_gaussian_sigma(0.15, DELTA, 1, 2.0)
+    _served_then_refused(
+        tmp_path, {"min_release_epsilon": 0.1}, {"min_release_epsilon": 0.2},
+        lambda host: _train(host, {"mechanism": "gaussian", "clip": 1.0, "sigma": sigma}), "below this device's least of 0.2 per release",
     )
 
 
@@ -118,8 +127,8 @@ def test_policy_max_events_alone_refuses_a_new_event_past_the_cap(tmp_path: Path
     """Two releases under different noise: the second event fits a cap of 2, not a cap of 1 (the user is refused)."""
     first = {"mechanism": "gaussian", "clip": 1.0, "sigma": 4 * SIGMA_AT_3}
     second = {"mechanism": "gaussian", "clip": 1.0, "sigma": 5 * SIGMA_AT_3}
-    allowed = _host(tmp_path / "allowed", max_events=2)
-    capped = _host(tmp_path / "capped", max_events=1)
+    allowed = _host(tmp_path / "allowed", max_events=2, min_release_epsilon=0.0)  # no least: the cap alone
+    capped = _host(tmp_path / "capped", max_events=1, min_release_epsilon=0.0)
     for host in (allowed, capped):
         assert len(_train(host, first).reports) == 6
     assert len(_train(allowed, second).reports) == 6

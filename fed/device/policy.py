@@ -15,6 +15,7 @@ with the key named)::
     epsilon_user = 10.0         # budget of all releases of the device's records (user level); > 0, or inf
     delta = 1e-5                # delta at which every cost is measured; in (0, 1e-2]
     max_release_epsilon = 1.0   # most one release of one record may cost (default: epsilon_sentence); > 0, or inf
+    min_release_epsilon = 0.03125  # least one release of one record may cost (default: min(floor, budgets, 1) / max_events); >= 0
     mechanisms = ["gaussian", ...]  # randomizers the device runs (default: default_mechanisms(), built-ins only); known names
     allow_invalid = false       # run randomizers whose paper's guarantee is wrong (laplace-seed002); true/false
     labels = "rr:1.0"           # label channel: randomized response at epsilon in (0, 20], or "public"
@@ -36,6 +37,13 @@ that publishes each record verbatim with probability delta satisfies (0, delta)-
 "public", which an owner can say plainly; beyond it e^epsilon leaves floating point (rr:1e308).
 Budgets and the per-release cap have no upper bound (inf: no cap), but must be numbers a
 float holds (a 400-digit integer is refused, not rounded).
+
+A release costing less than ``min_release_epsilon`` is refused: each distinct privacy event takes one of the
+ledger's ``max_events`` slots for good (the cap bounds the work of composing a ledger), so without a least
+cost a server could fill the cap with releases of negligible cost (32 Gaussians at sigma 1e4, epsilon 9e-4
+in all) and have every later request with a new event refused, in every later run. With the default
+(the smallest of the per-release floor, the budgets and 1, over ``max_events``), the releases that fill the
+cap cost at least that smallest figure in all: the whole of the default budget (epsilon 1), or of a smaller one.
 
 Sizes are checked before anything is allocated, built or written: a request naming a larger
 ``dim`` or ``masks`` is refused before its randomizer is built, and a larger bundle before it is read
@@ -135,6 +143,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "epsilon_user": (_positive, "a positive number or inf"),
     "delta": (lambda v: _number(v) and 0 < v <= MAX_DELTA, f"a number in (0, {MAX_DELTA:g}]"),
     "max_release_epsilon": (lambda v: v is None or _positive(v), "a positive number or inf"),
+    "min_release_epsilon": (lambda v: v is None or (_number(v) and 0 <= v < math.inf), "a finite number >= 0 (0: no least)"),
     "mechanisms": (_names, "a list of mechanism names"),
     "allow_invalid": (_flag, "true or false"),
     "labels": (lambda v: v == "public" or _rr_epsilon(v) is not None, f"'public' or {RR}"),
@@ -160,6 +169,7 @@ class DevicePolicy:
     epsilon_user: float = 10.0
     delta: float = 1e-5
     max_release_epsilon: float | None = None
+    min_release_epsilon: float | None = None
     mechanisms: tuple[str, ...] = field(default_factory=default_mechanisms)
     allow_invalid: bool = False
     labels: str = "rr:1.0"
@@ -189,6 +199,11 @@ class DevicePolicy:
         object.__setattr__(self, "mechanisms", tuple(self.mechanisms))
         object.__setattr__(self, "encoders", tuple(self.encoders))
         object.__setattr__(self, "tuned_encoders", tuple(self.tuned_encoders))
+        if self.min_release_epsilon is not None and self.min_release_epsilon > self.floor("train"):
+            raise ValueError(
+                f"policy: min_release_epsilon {self.min_release_epsilon!r} is above the most one release may cost "
+                f"({self.floor('train')!r}: max_release_epsilon, else epsilon_sentence): every release would be refused"
+            )
         if self.enforce == "amplified" and self.memoize is True:
             raise ValueError(
                 'policy: enforce = "amplified" and memoize = true cannot be combined: a memoized report repeats '
@@ -239,6 +254,13 @@ class DevicePolicy:
         if kind in self.release_floors:
             return float(self.release_floors[kind])
         return float(self.max_release_epsilon if self.max_release_epsilon is not None else self.epsilon_sentence)
+
+    def least_release_epsilon(self) -> float:
+        """The least one release may cost one record (epsilon at :attr:`delta`): ``min_release_epsilon``, else the
+        smallest of the per-release floor, the budgets and 1, over ``max_events`` (module docstring: why)."""
+        if self.min_release_epsilon is not None:
+            return float(self.min_release_epsilon)
+        return min(self.floor("train"), self.epsilon_sentence, self.epsilon_user, 1.0) / self.max_events
 
     def label_channel(self, num_labels: int) -> PublicLabels | RandomizedResponse:
         """How training labels leave the device."""
@@ -307,6 +329,7 @@ class DevicePolicy:
             evaluation=EVALUATION_OFF,
             enforce=config.privacy.enforce,
             memoize=False,
+            min_release_epsilon=0.0,  # the experimenter writes both sides: no server fills the cap against itself
             max_models=8,
             max_events=64,
             encoders=tuple(dict.fromkeys(("minilm", "bilstm", config.encoder.encoder))),

@@ -145,6 +145,7 @@ class NodeHost:
             sampling=self.plan.sampling_spec(kind),
             pinned=self.plan.pinned(kind),
             max_dim=self.policy.max_dim,
+            min_release_epsilon=self.policy.least_release_epsilon(),
         )
 
     @contextmanager

@@ -116,6 +116,14 @@ def no_query_budget(user: int, k: int) -> str:
     return f"user {user}: no query short of {k} answers has budget left"
 
 
+def below_least_cost(params: object, cost: float, least: float) -> str:
+    """A release costing less than the policy's least (it would take a distinct-event slot for next to nothing)."""
+    return (
+        f"one release through {str(params)[:300]} costs epsilon {cost:.4g}, below this device's least of {least:.4g} "
+        "per release (policy: min_release_epsilon; each distinct event takes one of the ledger's max_events slots)"
+    )
+
+
 def event_cap(held: int, new: int, cap: int) -> str:
     """Holding the step's events would pass the policy's cap on distinct events."""
     return f"the ledger holds {held} distinct privacy events; {new} more would pass the policy's cap of {cap}"

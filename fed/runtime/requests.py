@@ -14,6 +14,7 @@ from typing import Any
 
 from fed.privacy.composition import compose_epsilon
 from fed.randomizers.base import RANDOMIZERS, Randomizer, make_randomizer
+from fed.runtime import refusals as texts
 from fed.runtime.refusals import Refusal, RequestRefused
 
 __all__ = ["ClientLimits", "Refusal", "ReleaseRequest", "RequestRefused", "parse_release_request"]
@@ -29,7 +30,10 @@ class ClientLimits:
     ----------
     max_release_epsilon:
         The user's floor on noise, as the most one release of one record may cost
-        (epsilon at ``delta``); a noisier-than-needed request is always accepted.
+        (epsilon at ``delta``).
+    min_release_epsilon:
+        The least one release of one record may cost (a device's policy, fed.device.policy: a noisier
+        request would take one of the ledger's distinct-event slots for next to nothing).
     delta:
         The delta at which release costs are measured.
     max_records:
@@ -54,6 +58,7 @@ class ClientLimits:
     sampling: str = "all"
     pinned: tuple[tuple[str, Any], ...] = ()
     max_dim: int = 1 << 20
+    min_release_epsilon: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,11 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
         raise RequestRefused(f"'users' lists {len(users)} users, more than {limits.max_users}")
     if not all(isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in users):
         raise RequestRefused("'users' must hold non-negative integers")
+    seen: set[int] = set()
+    for user in users:  # each repetition would be served again (memoized reports: 10,000 times for free)
+        if user in seen:
+            raise RequestRefused(f"'users' names user {user} twice; a request names each user once")
+        seen.add(user)
     records = config.get("records")
     if not isinstance(records, int) or isinstance(records, bool):
         raise RequestRefused("'records' must be an integer (0 means all with budget left)")
@@ -104,6 +114,8 @@ def parse_release_request(config: Mapping[str, Any], limits: ClientLimits) -> Re
             f"user's floor of {limits.max_release_epsilon:.4g} per release (noise too low)",
             Refusal.POLICY,
         )
+    if cost < limits.min_release_epsilon * (1 - 1e-9):
+        raise RequestRefused(texts.below_least_cost(randomizer.params(), cost, limits.min_release_epsilon), Refusal.POLICY)
     return ReleaseRequest(users=tuple(users), randomizer=randomizer, records=records, sampling=sampling, summarise=summarise)
 
 

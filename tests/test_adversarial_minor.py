@@ -1,0 +1,83 @@
+"""Issue 39, minor findings 4 to 9, tried against the real ClientApp running as a device (an in-process
+LocalGrid with ``engine=False``, node config as ``flower-supernode --node-config`` gives it), asked with
+the protocol's own encoders as a hostile ServerApp would.
+
+- 4. A permanent wedge: requests of negligible cost filling the ledger's cap on distinct events.
+- 5. A user named many times in one request.
+- 6. A tiny up-sampling rate q: thousands of fictitious rows per message.
+- 7. A state folder that grows with every new bundle.
+- 8. Plans that cannot be built, and a malformed ``train.central``.
+- 9. A copy of the state folder.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fed import protocol
+from fed.device.policy import DevicePolicy
+from fed.privacy.calibration import calibrate_gaussian_sigma
+from fed.privacy.composition import compose_epsilon
+from fed.privacy.events import GaussianEvent
+from fed.runtime.requests import Refusal
+from tests.test_adversarial_server import DELTA, SIGMA_AT_3, TRAIN, _device, _gaussian, _ledger, _policy, _send, _train
+from tests.test_adversarial_server import bundle, data  # noqa: F401 - the module's fixtures
+
+
+def _refusal(reply) -> tuple[str, str] | None:  # noqa: ANN001 - a Flower Message
+    return protocol.read_refusal(reply.content)
+
+
+# -- 4. no permanent wedge at a negligible cost -------------------------------------------------
+def test_releases_of_negligible_cost_cannot_wedge_the_ledger_for_good(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    """Issue 39 finding 4: 32 train messages with sigma 1e4 + i (epsilon 9e-4 in all) filled the default cap of
+    32 distinct events, and every later request with a new event was refused, in every later run. A release
+    costing less than the policy's least (min_release_epsilon, by default 1 over max_events here) is refused,
+    so the attack spends nothing and takes no slot, and the honest request is served."""
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False)
+    grid = _device(data, bundle, tmp_path / "state", policy)
+    for i in range(32):
+        refused = _refusal(_train(grid, _gaussian(1e4 + i), records=1))
+        assert refused is not None and refused[0] == Refusal.POLICY and "min_release_epsilon" in refused[1], refused
+    assert len(_ledger(grid).events) == 0
+    honest = protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content)
+    assert len(honest.reports) == TRAIN and not honest.refusals, honest.refusals
+
+
+def test_filling_the_event_cap_costs_at_least_a_records_whole_budget_in_all(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    """The cheapest way to fill the cap: each new event at the least cost a release may have, on one record.
+    Holding ``max_events`` events then cost releases summing to at least epsilon 1 (the default budget), or
+    the floor where it is smaller."""
+    cap = 4
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False, max_events=cap)
+    least = DevicePolicy.load(policy).least_release_epsilon()
+    assert least == pytest.approx(1.0 / cap)  # the smallest of the floor (3), the budgets (3, inf) and 1, over the cap
+    grid = _device(data, bundle, tmp_path / "state", policy)
+    spent = []
+    for clip in np.linspace(1.0, 2.0, 2 * cap):  # distinct events, each at the least cost a device serves
+        sigma = calibrate_gaussian_sigma(least * 1.001, DELTA, 1, 2.0 * clip)
+        reply = _train(grid, _gaussian(sigma, clip), records=1)
+        if _refusal(reply) is None and not protocol.read_release_reply(reply.content).refusals:
+            spent.append(compose_epsilon({GaussianEvent(2.0 * clip, sigma): 1}, DELTA))
+    assert len(spent) == cap  # the cap still bounds the work of composing a ledger
+    assert sum(spent) >= 1.0, f"the cap of {cap} events filled for epsilon {sum(spent):.3g} in all"
+
+
+# -- 5. a user named once ----------------------------------------------------------------------
+@pytest.mark.parametrize("kind", [protocol.TRAIN, protocol.RELEASE])
+def test_a_request_naming_a_user_twice_is_refused(data: Path, bundle: np.ndarray, tmp_path: Path, kind: str) -> None:
+    """Issue 39 finding 5: ``train {users: [0] * 10000}`` with memoize on returned 120,000 reports (176 MiB,
+    259 s): each repetition of the user was served from its stored reports. Duplicate user ids are refused."""
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public")  # memoize: on by default
+    grid = _device(data, bundle, tmp_path / "state", policy)
+    assert len(protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content).reports) == TRAIN
+    started = time.perf_counter()
+    reply = _send(grid, kind, protocol.release_request([0] * 1000, _gaussian(SIGMA_AT_3), 0, "all"))
+    refused = _refusal(reply)
+    assert refused is not None and refused[0] == Refusal.MALFORMED and "twice" in refused[1], refused
+    assert not reply.content.array_records, "a refusal carried reports"
+    assert time.perf_counter() - started < 5
