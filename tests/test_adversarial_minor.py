@@ -81,3 +81,23 @@ def test_a_request_naming_a_user_twice_is_refused(data: Path, bundle: np.ndarray
     assert refused is not None and refused[0] == Refusal.MALFORMED and "twice" in refused[1], refused
     assert not reply.content.array_records, "a refusal carried reports"
     assert time.perf_counter() - started < 5
+
+
+# -- 6. the owner sets how many fictitious queries a true one may bring ---------------------------
+def test_a_tiny_upsampling_rate_is_refused_before_any_fictitious_row_is_built(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    """Issue 39 finding 6: ``upsampling_q = 1e-3`` made a device build 999 fictitious rows per true query through
+    OpenDP (533 s for one message). The least q is the owner's (policy: min_upsampling_q, default 0.1: at most 9
+    fictitious queries per true one, the largest ratio of seed 000's Figure 7); a request under it is refused at once."""
+    q = 0.01  # 792 fictitious rows of 384 dims for the 8 true queries: half a minute through OpenDP before this check
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False)
+    grid = _device(data, bundle, tmp_path / "state", policy, upsampling_q=q)
+    started = time.perf_counter()
+    reply = _send(grid, protocol.RELEASE, protocol.release_request([0], _gaussian(SIGMA_AT_3), 0, f"upsample:{q!r}:1.0:1"))
+    refused = _refusal(reply)
+    assert refused is not None and refused[0] == Refusal.POLICY and "min_upsampling_q" in refused[1], refused
+    assert time.perf_counter() - started < 3
+    assert _ledger(grid).releases() == 0
+    allowed = _policy(tmp_path / "allowed.toml", epsilon_sentence=3.0, labels="public", memoize=False, min_upsampling_q=0.5)
+    grid = _device(data, bundle, tmp_path / "state2", allowed, upsampling_q=0.5)  # at the owner's least: served
+    served = protocol.read_release_reply(_send(grid, protocol.RELEASE, protocol.release_request([0], _gaussian(SIGMA_AT_3), 0, "upsample:0.5:1.0:1")).content)
+    assert len(served.reports) == 16  # 8 true queries and 8 fictitious ones

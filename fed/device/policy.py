@@ -28,6 +28,7 @@ with the key named)::
     tuned_encoders = ["<sha256>", ...]  # stage-1 MiniLM weights a bundle may ship, by fingerprint (default: none)
     max_dim = 4096              # largest dim (bit encodings) or masks (mixups) a request may name; 1 to 2**20
     max_bundle_bytes = 67108864  # largest setup bundle in bytes; 1 to 64 MiB
+    min_upsampling_q = 0.1      # least true-data rate of remote inference's up-sampling (at most 9 fictitious queries per true one); (0, 1]
     num_labels = 2              # size of the label set where the data has no labels.txt (default: none, setup refused); 2 to 65536
 
 Why these ranges. delta is the probability that the epsilon bound fails outright: a mechanism
@@ -156,6 +157,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "tuned_encoders": (_fingerprints, "a list of SHA-256 fingerprints (64 lowercase hex digits each)"),
     "max_dim": (_count(MAX_DIM), f"an integer from 1 to {MAX_DIM}"),
     "max_bundle_bytes": (_count(MAX_BUNDLE_BYTES), f"an integer from 1 to {MAX_BUNDLE_BYTES} (64 MiB)"),
+    "min_upsampling_q": (lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
     "num_labels": (lambda v: v is None or (_count(MAX_LABELS)(v) and v >= 2), f"an integer from 2 to {MAX_LABELS}"),
 }
 """Each policy key: the test its value must pass, and what it accepts (the refusal's words)."""
@@ -182,6 +184,10 @@ class DevicePolicy:
     tuned_encoders: tuple[str, ...] = ()
     max_dim: int = 4096
     max_bundle_bytes: int = MAX_BUNDLE_BYTES
+    min_upsampling_q: float = 0.1
+    """Least true-data rate q of an up-sampled query step: a device makes round(n (1 - q) / q) fictitious queries for
+    its n true ones and releases each through the query randomizer (q = 1e-3: 999 per true query, minutes of OpenDP
+    noise in one message). 0.1 allows the largest ratio of seed 000's experiments, 9 fictitious per true query."""
     num_labels: int | None = None
     """The device's label set where its data names none (no labels.txt): never read from the data itself."""
     release_floors: Mapping[str, float] = field(default_factory=dict, compare=False)
@@ -329,6 +335,7 @@ class DevicePolicy:
             evaluation=EVALUATION_OFF,
             enforce=config.privacy.enforce,
             memoize=False,
+            min_upsampling_q=plan.upsampling.q,  # the run's own rate (the experimenter writes both sides)
             min_release_epsilon=0.0,  # the experimenter writes both sides: no server fills the cap against itself
             max_models=8,
             max_events=64,

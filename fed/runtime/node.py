@@ -29,11 +29,13 @@ from fed.learning.evaluation import Outcomes, local_outcomes
 from fed.spec.plan import PrivacyPlan
 from fed.device.policy import DevicePolicy
 from fed.privacy.events import PrivacyEvent
+from fed.privacy.sampling import UpSampling
 from fed.privacy.ledger import EVALUATION, FULL_VIEW, ONE, Budget, Ledger
 from fed.privacy.store import LedgerStore, LedgerTransaction
 from fed.randomizers.base import Randomizer
 from fed.learning.report_sums import ReportSums
 from fed.runtime.requests import ClientLimits, ReleaseRequest, parse_release_request
+from fed.runtime import refusals as texts
 from fed.runtime.refusals import Refusal, RequestRefused, USER_REFUSALS
 from fed.runtime.release import CohortDraws, charge, refuse_past_cap, train_step
 from fed.runtime.user import Kind, MemoBook, User, UserRecords, UserState
@@ -197,6 +199,9 @@ class NodeHost:
         reason = self.policy.refusal(request.randomizer)
         if reason:
             raise RequestRefused(reason, Refusal.POLICY)
+        q = UpSampling.parse(request.sampling).q if kind == "query" else 1.0
+        if q < self.policy.min_upsampling_q:  # before a fictitious row is built
+            raise RequestRefused(texts.upsampling_below_least(q, self.policy.min_upsampling_q), Refusal.POLICY)
         self._check_hosted(request.users)
         try:
             request.randomizer.preprocess(np.zeros((1, self.dim)))

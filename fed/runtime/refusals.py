@@ -124,6 +124,14 @@ def below_least_cost(params: object, cost: float, least: float) -> str:
     )
 
 
+def upsampling_below_least(q: float, least: float) -> str:
+    """An up-sampled query step whose true-data rate is below the policy's least (too many fictitious rows)."""
+    return (
+        f"up-sampling rate q {q:.4g} is below this device's least of {least:.4g} (policy: min_upsampling_q): "
+        f"it would make {(1 - q) / q:.4g} fictitious queries per true one"
+    )
+
+
 def event_cap(held: int, new: int, cap: int) -> str:
     """Holding the step's events would pass the policy's cap on distinct events."""
     return f"the ledger holds {held} distinct privacy events; {new} more would pass the policy's cap of {cap}"
