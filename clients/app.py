@@ -21,7 +21,8 @@ from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 
 from fed import protocol
-from fed.runtime.assets import Assets, bundle_encoder, default_cache_dir, load_assets, unpacked
+from fed.encoders.base import EncoderRefused
+from fed.runtime.assets import Assets, bundle_encoder, default_cache_dir, device_encoders, load_assets, unpacked
 from fed.runtime.cohort import Cohort
 from fed.spec.run_spec import RunSpec
 from fed.device.records import StoredRecords, load_records, records_key, save_records
@@ -95,7 +96,9 @@ _COHORTS: dict[int, Cohort] = {}
 def _serve(msg: Message, context: Context, handle: Callable[[Message, Context], protocol.Content]) -> Message:
     """Run a handler; any refusal or malformed content becomes a structured refusal reply."""
     try:
-        with figure_batch():  # the accounting figures this message computes reach the device's store in one write
+        # The accounting figures this message computes reach the device's store in one write; every encoder it
+        # names resolves under the device owner's policy (none inside the simulation engine: the experimenter's).
+        with figure_batch(), device_encoders(lambda: _site(context).device_policy):
             content = FLOWER(handle(msg, context))
     except RequestRefused as refused:
         content = FLOWER(protocol.refusal(refused.code, str(refused)))
@@ -218,7 +221,7 @@ def _setup(msg: Message, context: Context) -> protocol.Content:
     try:  # a bundle refused here, or by the records it gives, leaves no folder behind
         with unpacked(bundle, default_cache_dir(site.config), accept, max_bytes) as folder:
             records, num_labels, _ = _records(site, context, str(folder), setup=True)
-    except RequestRefused:
+    except (RequestRefused, EncoderRefused):  # an encoder's refusal gets its code in _serve (device_encoders)
         raise
     except ValueError as error:
         raise RequestRefused(str(error)) from None

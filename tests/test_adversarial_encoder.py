@@ -19,7 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from clients.app import app as client_app
 from fed import protocol
+from fed.device.state import init_state
+from fed.spec.run_spec import RunSpec
 from fed.runtime.assets import pack
 from fed.encoders import factory
 from fed.randomizers.split_denoise import DENOISER_FILE, SplitDenoiseRandomizer
@@ -182,3 +185,185 @@ def test_a_device_keeps_off_the_hub(
     with pytest.raises(ValueError):
         HFEncoder("ldpfed-attacker/probe-model").dim
     assert watch.network == []
+
+
+# -- issue 39, finding 3: one resolver from an encoder name to what a device loads ----------------
+def _bare_device(data: Path, state: Path, policy: Path | None = None, **run: object) -> LocalGrid:
+    """A device its owner initialised, not yet set up; the run config is the server's."""
+    values: dict[str, object] = dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0)
+    values.update(run)
+    init_state(state)
+    node_config = {"data": str(data), "state-dir": str(state)}
+    if policy is not None:
+        node_config["policy"] = str(policy)
+    return LocalGrid(client_app, 1, RunSpec.from_mapping(values).to_mapping(), engine=False, node_configs=[node_config])
+
+
+def _planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, watch: type[_Watch]) -> Path:
+    """The node's working directory, holding a model folder ``name`` with a canary in its config.json; watched from now on."""
+    cwd = tmp_path / "cwd"
+    folder = cwd / name
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": CANARY, "hidden_size": 8}))
+    monkeypatch.chdir(cwd)
+    watch.start(folder)
+    return folder
+
+
+def _bundle_of(folder: Path, spec: str, denoiser: bool = False) -> np.ndarray:
+    """A bundle whose encoder.txt is ``spec`` (and, for snd, a denoiser of LENGTH tokens)."""
+    from fed.learning.denoiser import Denoiser, DenoiserShape
+
+    folder.mkdir(parents=True)
+    (folder / "encoder.txt").write_text(spec)
+    if denoiser:
+        (folder / DENOISER_FILE).write_bytes(Denoiser(DenoiserShape(dim=384, length=LENGTH)).to_bytes())
+    return pack(folder)
+
+
+HIJACKS = {  # variant -> (run config, the owner's policy or None for the strict defaults, encoder.txt, the name planted)
+    "tokens-bilstm": ({"encoder": f"tokens:{LENGTH}:bilstm"}, None, f"tokens:{LENGTH}:bilstm", "bilstm"),
+    "tokens-minilm-tuned": ({"encoder": f"tokens:{LENGTH}:minilm-tuned"}, None, f"tokens:{LENGTH}:minilm-tuned", "minilm-tuned"),
+    "snd-options": (
+        {**RUN, "mechanism_options": f"length={LENGTH},encoder=bilstm"},
+        {"epsilon_sentence": 20000.0, "mechanisms": ["snd"], "labels": "public"},
+        f"tokens:{LENGTH}:bilstm",
+        "bilstm",
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(HIJACKS))
+def test_a_built_in_name_never_loads_from_the_working_directory(
+    data: Path, tmp_path: Path, variant: str, watch: type[_Watch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tokens:4:bilstm`` and ``tokens:4:minilm-tuned`` passed the policy on their base name and then loaded
+    ``./bilstm`` (or ``./minilm-tuned``) from the node's working directory as a Hugging Face model; the snd variant
+    names bilstm through mechanism-options. The resolver maps built-in names to what they are (the BiLSTM a bundle
+    ships, MiniLM with shipped layers), neither of which makes a token matrix: refused, nothing opened."""
+    run, policy, spec, name = HIJACKS[variant]
+    bundle = _bundle_of(tmp_path / "bundle", spec, denoiser="snd" in variant)
+    grid = _bare_device(data, tmp_path / "state", None if policy is None else _policy(tmp_path / "p.toml", **policy), **run)
+    folder = _planted(tmp_path, monkeypatch, name, watch)
+    refused = protocol.read_refusal(_send(grid, protocol.SETUP, protocol.setup_request(bundle)).content)
+    _assert_refused_unseen(refused, str(folder), [], watch)
+    assert "node" not in grid.node_ctx[NODE].state.config_records
+
+
+@pytest.mark.parametrize("name", ["minilm-tuned", f"tokens:{LENGTH}:minilm-tuned", f"tokens:{LENGTH}:bilstm", "tokens:4:bilstm:/abs"])
+def test_the_policy_maps_a_built_in_name_to_what_it_is_not_to_its_spelling(name: str) -> None:
+    """minilm-tuned goes by the digest of shipped weights, which come with encoder.txt 'minilm-tuned' only; a
+    token matrix needs a transformer, which bilstm is not. The strict defaults list both base names."""
+    from fed.device.policy import DevicePolicy
+
+    policy = DevicePolicy()
+    assert policy.bundle_refusal(name, {}) is not None
+    if name != "minilm-tuned":  # the name alone (a run's plan) refers to the bundle's checked weights
+        assert policy.encoder_refusal(name) is not None
+    assert policy.encoder_refusal(f"tokens:{LENGTH}:minilm") is None and policy.encoder_refusal("bilstm") is None
+
+
+@pytest.mark.parametrize("name", ["bilstm", "minilm-tuned", f"tokens:{LENGTH}:bilstm"])
+def test_the_experimenter_s_built_in_names_are_not_paths_either(
+    tmp_path: Path, name: str, watch: type[_Watch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside a bundle ``bilstm`` and ``minilm-tuned`` name no files (``bilstm:<folder>`` does): an error naming
+    what to write, never ``./bilstm`` as a Hugging Face model, in a simulation's own process too."""
+    from fed.encoders.factory import make_encoder
+
+    _planted(tmp_path, monkeypatch, name.rpartition(":")[2], watch)
+    with pytest.raises(ValueError, match="bundle|transformer"):
+        make_encoder(name).dim
+    assert watch.opened == []
+
+
+@pytest.mark.parametrize("listed", ["ldpfed-owner/model", "./ldpfed-owner/model", "ldpfed-owner/../ldpfed-owner/model"])
+def test_a_name_the_owner_allows_is_never_looked_up_in_the_working_directory(
+    data: Path, tmp_path: Path, listed: str, watch: type[_Watch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner lists a Hub id (loaded from the local Hugging Face cache only) or a relative path (refused: the
+    owner writes an absolute one). A folder of that name in the node's working directory is never opened."""
+    policy = _policy(tmp_path / "p.toml", encoders=["minilm", listed])
+    bundle = _bundle_of(tmp_path / "bundle", listed)
+    grid = _bare_device(data, tmp_path / "state", policy, encoder=listed)
+    _planted(tmp_path, monkeypatch, "ldpfed-owner/model", watch)
+    refused = protocol.read_refusal(_send(grid, protocol.SETUP, protocol.setup_request(bundle)).content)
+    assert {"opened": watch.opened, "network": watch.network} == {"opened": [], "network": []}
+    assert refused is not None and CANARY not in refused[1] and "encoder" in refused[1], refused
+    assert "node" not in grid.node_ctx[NODE].state.config_records
+
+
+@pytest.mark.parametrize("weights", [None, b"not a safetensors file"])
+def test_an_encoder_the_owner_names_that_does_not_load_is_a_refusal(data: Path, tmp_path: Path, weights: bytes | None) -> None:
+    """A folder the owner's policy names by absolute path, with a config.json but no weights (or weights and no
+    tokenizer): setup is refused with a reason (the details go to the node's log), not an unhandled OSError."""
+    folder = tmp_path / "owner-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8}))
+    if weights is not None:
+        (folder / "model.safetensors").write_bytes(weights)
+    policy = _policy(tmp_path / "p.toml", encoders=["minilm", str(folder)])
+    grid = _bare_device(data, tmp_path / "state", policy, encoder=str(folder))
+    refused = protocol.read_refusal(_send(grid, protocol.SETUP, protocol.setup_request(_bundle_of(tmp_path / "bundle", str(folder)))).content)
+    assert refused is not None and refused[0] == Refusal.NOT_SET_UP and "cannot be loaded" in refused[1], refused
+    assert "node" not in grid.node_ctx[NODE].state.config_records
+
+
+def _hub_cache(cache: Path, repo: str, files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local Hugging Face cache holding ``repo`` (its files linked from ``files``), as the owner's process sees it."""
+    from huggingface_hub import constants
+
+    commit = "0" * 40
+    root = cache / f"models--{repo.replace('/', '--')}"
+    snapshot = root / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(commit)
+    for path in files.rglob("*"):
+        if path.is_file():
+            (snapshot / path.relative_to(files)).parent.mkdir(parents=True, exist_ok=True)
+            (snapshot / path.relative_to(files)).symlink_to(path)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+
+
+def test_an_encoder_the_options_name_resolves_as_the_bundle_s_does(
+    data: Path, tmp_path: Path, watch: type[_Watch], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner allows a Hub id; the bundle (``tokens:4:<id>``) and snd's ``encoder`` option name it. Setup loads
+    it from the local Hugging Face cache, and so does the train message whose sums snd decodes with that
+    encoder's upper layers: a folder of that name in the node's working directory is opened by neither."""
+    from fed.encoders.hf import minilm_path
+
+    repo = "ldpfed-owner/model"
+    _hub_cache(tmp_path / "hf-cache", repo, minilm_path(), monkeypatch)
+    policy = _policy(tmp_path / "p.toml", encoders=["minilm", repo], epsilon_sentence=20000.0, mechanisms=["snd"], labels="public")
+    run = {**RUN, "mechanism_options": f"length={LENGTH},encoder={repo}"}
+    bundle = _bundle_of(tmp_path / "bundle", f"tokens:{LENGTH}:{repo}", denoiser=True)
+    grid = _bare_device(data, tmp_path / "state", policy, **run)
+    _planted(tmp_path, monkeypatch, repo, watch)
+    assert protocol.read_refusal(_send(grid, protocol.SETUP, protocol.setup_request(bundle)).content) is None
+    randomizer = SplitDenoiseRandomizer(12.0, 10.0, LENGTH, repo).params()
+    reply = _send(grid, protocol.TRAIN, protocol.release_request([0], randomizer, 0, "all", summarise=True))
+    assert protocol.read_refusal(reply.content) is None
+    assert {"opened": watch.opened, "network": watch.network} == {"opened": [], "network": []}
+    assert _ledger(grid).releases() > 0
+
+
+def test_shipped_layers_load_on_a_device_by_their_digest_only(tmp_path: Path) -> None:
+    """A device loading ``minilm-tuned`` checks the file it loads against ``tuned_encoders`` again (the bundle's
+    digests were checked at setup); the experimenter's own bundle needs no listing."""
+    from fed.device.policy import DevicePolicy
+    from fed.encoders import resolver
+    from fed.encoders.base import EncoderRefused
+    from fed.encoders.tuned import TUNED_FILE, TunedEncoder, weights_fingerprint
+
+    (tmp_path / TUNED_FILE).write_bytes(b"shipped layers")
+    listed = DevicePolicy(tuned_encoders=(weights_fingerprint(b"shipped layers"),))
+    other = DevicePolicy(tuned_encoders=(weights_fingerprint(b"other layers"),))
+    with pytest.raises(EncoderRefused, match="not allowed") as refused:
+        resolver.load_encoder("minilm-tuned", other, bundle=tmp_path)
+    assert not refused.value.unavailable
+    assert isinstance(resolver.load_encoder("minilm-tuned", listed, bundle=tmp_path), TunedEncoder)
+    assert isinstance(resolver.load_encoder("minilm-tuned", None, bundle=tmp_path), TunedEncoder)
+    with pytest.raises(EncoderRefused, match="bundle"):
+        resolver.load_encoder("minilm-tuned", listed)

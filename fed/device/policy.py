@@ -24,7 +24,7 @@ with the key named)::
     memoize = true              # answer a repeated training request with the stored report, at no cost; true/false
     max_models = 4              # classifiers one evaluate message may apply; 1 to 64
     max_events = 32             # distinct privacy events one ledger may hold; 1 to 1024
-    encoders = ["minilm", "bilstm"]  # encoders a setup bundle may name (bilstm: weights the server ships)
+    encoders = ["minilm", "bilstm"]  # encoders a setup bundle may name (bilstm: weights the server ships; any other: listed exactly, an absolute path or a Hub id)
     tuned_encoders = ["<sha256>", ...]  # stage-1 MiniLM weights a bundle may ship, by fingerprint (default: none)
     max_dim = 4096              # largest dim (bit encodings) or masks (mixups) a request may name; 1 to 2**20
     max_bundle_bytes = 67108864  # largest setup bundle in bytes; 1 to 64 MiB
@@ -55,6 +55,11 @@ device runs on its records, so the owner allows them one by one: ``tuned_encoder
 SHA-256 of each allowed file (the server prints it when it builds the bundle, fed.runtime.assets); a bundle
 whose weights are not listed is refused before any of its files is read (:meth:`DevicePolicy.bundle_refusal`),
 and ``minilm-tuned`` also needs ``minilm`` in ``encoders``.
+
+What an encoder name loads is decided in one place, fed.encoders.resolver: built-in names are what they
+are (MiniLM as installed, the bundle's BiLSTM, MiniLM with shipped layers by digest); any other name is
+loaded only if ``encoders`` lists it exactly, from an absolute folder or the local Hugging Face cache,
+never from the node's working directory.
 """
 
 from __future__ import annotations
@@ -192,6 +197,9 @@ class DevicePolicy:
     """The device's label set where its data names none (no labels.txt): never read from the data itself."""
     release_floors: Mapping[str, float] = field(default_factory=dict, compare=False)
     """Per kind of release ('train', 'query'): the most one release may cost (simulation: the plan's)."""
+    experimenter: bool = field(default=False, compare=False)
+    """A simulated user's policy (:meth:`from_run`): the experimenter names encoders as any Hugging Face id or
+    path (fed.encoders.resolver); never set from a policy file."""
 
     def __post_init__(self) -> None:
         for name, (valid, accepted) in RULES.items():
@@ -233,7 +241,7 @@ class DevicePolicy:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "policy") -> "DevicePolicy":
         """Build from plain values (a parsed TOML table)."""
-        known = {f.name for f in fields(cls)} - {"release_floors"}
+        known = {f.name for f in fields(cls)} - {"release_floors", "experimenter"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"{source}: unknown keys {unknown}; known: {sorted(known)}")
@@ -245,7 +253,7 @@ class DevicePolicy:
 
     def to_toml(self) -> str:
         """The policy as a TOML file (what ``ldpfed device init`` and ``ldpfed simulate`` write)."""
-        data = {k: v for k, v in asdict(self).items() if k != "release_floors" and v is not None}
+        data = {k: v for k, v in asdict(self).items() if k not in ("release_floors", "experimenter") and v is not None}
         data["mechanisms"], data["encoders"] = list(self.mechanisms), list(self.encoders)
         data["tuned_encoders"] = list(self.tuned_encoders)
         for name in ("epsilon_sentence", "epsilon_user"):
@@ -289,37 +297,21 @@ class DevicePolicy:
         return None
 
     def encoder_refusal(self, spec: str) -> str | None:
-        """Why this policy refuses a bundle whose encoder is ``spec`` (None: allowed).
+        """Why this policy refuses a bundle whose encoder is ``spec`` (None: allowed), by the one resolver of
+        encoder names (fed.encoders.resolver): a built-in name needs its base name in ``encoders``, any other
+        name must be listed exactly (an absolute path or a Hub id); ``tokens:<L>:<encoder>`` (the embedding
+        layer of an encoder) is allowed where the encoder is, and is a transformer."""
+        from fed.encoders.resolver import refusal
 
-        ``tokens:<L>:<encoder>`` (the embedding layer of an encoder) is allowed where the encoder is.
-        """
-        from fed.encoders.token_matrix import split_spec
-
-        from fed.encoders.tuned import TUNED_SPEC
-
-        tokens = split_spec(spec) if spec.startswith("tokens:") else None
-        name = tokens[1] if tokens else spec
-        if (name if name != TUNED_SPEC else "minilm") not in self.encoders:
-            return f"encoder {spec!r} is not allowed by this device's policy (allowed: {', '.join(self.encoders)})"
-        return None
+        return refusal(spec, self)
 
     def bundle_refusal(self, spec: str, digests: Mapping[str, str]) -> str | None:
         """Why this policy refuses a bundle whose encoder is ``spec`` and whose files have these SHA-256
         ``digests`` (by name), before any file is read (None: allowed). Shipped transformer weights must
-        be listed in ``tuned_encoders`` by fingerprint."""
-        from fed.encoders.tuned import TUNED_FILE, TUNED_SPEC
+        be listed in ``tuned_encoders`` by fingerprint (fed.encoders.resolver.refusal)."""
+        from fed.encoders.resolver import refusal
 
-        refused = self.encoder_refusal(spec)
-        if refused:
-            return refused
-        if spec == TUNED_SPEC and TUNED_FILE not in digests:
-            return f"encoder {TUNED_SPEC!r} needs its weights ({TUNED_FILE}) in the bundle"
-        if TUNED_FILE in digests and digests[TUNED_FILE] not in self.tuned_encoders:
-            return (
-                f"the shipped encoder weights (sha256 {digests[TUNED_FILE]}) are not allowed by this device's policy "
-                f"({len(self.tuned_encoders)} fingerprints listed in tuned_encoders)"
-            )
-        return None
+        return refusal(spec, self, digests)
 
     @classmethod
     def from_run(cls, config: EncodingSections, plan: PrivacyPlan) -> "DevicePolicy":
@@ -342,6 +334,7 @@ class DevicePolicy:
             encoders=tuple(dict.fromkeys(("minilm", "bilstm", config.encoder.encoder))),
             max_dim=max([cls.max_dim, *_sizes(plan.train), *_sizes(plan.query)]),
             release_floors={kind: plan.limits(kind).max_release_epsilon for kind in ("train", "query")},
+            experimenter=True,
         )
 
 

@@ -57,3 +57,18 @@ def check_pairs(texts: Sequence[str], texts2: Sequence[str] | None) -> None:
     """Raise ValueError unless ``texts2`` is None or as long as ``texts``."""
     if texts2 is not None and len(texts2) != len(texts):
         raise ValueError(f"texts2 has {len(texts2)} entries for {len(texts)} texts")
+
+
+class EncoderRefused(ValueError):
+    """An encoder name this process will not load, or cannot (fed.encoders.resolver).
+
+    ``reason`` is what a server may be told; ``unavailable`` is True when the name is allowed but what it
+    names does not load (a folder without weights, a Hub id not in the local cache), and ``detail`` then
+    says why, for the device owner's log only (it may name files). ``str()`` gives both.
+    """
+
+    def __init__(self, reason: str, unavailable: bool = False, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.unavailable = unavailable
+        self.detail = detail

@@ -1,20 +1,19 @@
-"""Build an encoder from a short text spec (as written in run configs)."""
+"""Build an encoder from a short text spec (as written in run configs), through the one resolver."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from fed.encoders import registry  # noqa: F401 - loads the installed plugin encoders where make_encoder is imported
+from fed.encoders import resolver
 from fed.encoders.base import Encoder
-from fed.encoders.bilstm import BiLSTMEncoder
-from fed.encoders.hf import HFEncoder, minilm_path
 from fed.encoders.projected import ProjectedEncoder
 from fed.encoders.projection import PCAProjection
-from fed.encoders.registry import plugin_encoder
-from fed.encoders.token_matrix import TokenMatrixEncoder, split_spec
 
 
 def make_encoder(spec: str = "minilm", projection: str | Path | None = None, device: str = "cpu") -> Encoder:
-    """An encoder for ``spec``.
+    """An encoder for ``spec``, resolved by :mod:`fed.encoders.resolver` under the policy in scope (the
+    experimenter's outside a device's message: any Hugging Face model id or path).
 
     Parameters
     ----------
@@ -24,28 +23,13 @@ def make_encoder(spec: str = "minilm", projection: str | Path | None = None, dev
         model id or local model folder (mean-pooled), or "tokens:<L>:<spec>" (the embedding-layer
         output of that transformer at L positions, flattened; Split-N-Denoise's records), or a
         plugin's "<name>[:<argument>]" (fed.encoders.registry; a plugin's name comes before a model id).
+        "bilstm" and "minilm-tuned" name a bundle's files (fed.runtime.assets.load_assets), never a path.
     projection:
         Optional .npz written by ``PCAProjection.save``, applied after the encoder.
     device:
         Torch device for transformer encoders.
     """
-    if not spec:
-        raise ValueError("encoder spec must not be empty; use 'minilm', 'bilstm:<folder>' or a model id")
-    encoder: Encoder
-    tokens = split_spec(spec)
-    if tokens is not None:
-        sentence = make_encoder(tokens[1], device=device)
-        if not isinstance(sentence, HFEncoder):
-            raise ValueError(f"token matrices need a Hugging Face transformer encoder, not {tokens[1]!r}")
-        encoder = TokenMatrixEncoder(sentence, tokens[0])
-    elif (plugin := plugin_encoder(spec)) is not None:
-        encoder = plugin
-    elif spec == "minilm":
-        encoder = HFEncoder(minilm_path(), device=device, name="minilm")
-    elif spec.startswith("bilstm:"):
-        encoder = BiLSTMEncoder.load(spec.removeprefix("bilstm:"))
-    else:
-        encoder = HFEncoder(spec, device=device)
+    encoder = resolver.load_encoder(spec, device=device)
     if projection is not None:
         encoder = ProjectedEncoder(encoder, PCAProjection.load(projection))
     return encoder

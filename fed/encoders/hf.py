@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.encoders.base import check_pairs
+from fed.encoders.base import EncoderRefused, check_pairs
 
 MINILM_MAX_LENGTH = 256
 """all-MiniLM-L6-v2 was trained with inputs truncated to 256 word pieces."""
@@ -105,8 +105,16 @@ class HFEncoder:
     def _model(self) -> tuple[Any, Any]:
         from transformers import AutoModel, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(self._source, local_files_only=self._local)
-        model = AutoModel.from_pretrained(self._source, local_files_only=self._local)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(self._source, local_files_only=self._local)
+            model = AutoModel.from_pretrained(self._source, local_files_only=self._local)
+        except Exception as err:  # noqa: BLE001 - whatever the files make the loader raise (OSError for a missing
+            # tokenizer or weights, SafetensorError for a torn file...): a refusal on a device, never an unhandled error
+            raise EncoderRefused(
+                f"encoder {self.name[:100]!r} cannot be loaded from its files (on a device, its owner finds why in the node's log)",
+                unavailable=True,
+                detail=str(err),
+            ) from None
         return tokenizer, model.to(self.device).eval()
 
     def fixed_length(self, texts: Sequence[str], texts2: Sequence[str] | None, length: int) -> Any:

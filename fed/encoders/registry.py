@@ -2,7 +2,7 @@
 
 A plugin is a name and a factory (a class or function) returning an
 :class:`~fed.encoders.base.Encoder`: the spec ``<name>`` builds ``factory()``, ``<name>:<argument>``
-builds ``factory("<argument>")`` (fed.encoders.factory.make_encoder). Importing this module loads the
+builds ``factory("<argument>")`` (fed.encoders.resolver, through which make_encoder builds). Importing this module loads the
 installed plugins. A device runs an encoder only if its owner's policy lists its spec in ``encoders``
 (fed.device.policy: the strict default lists built-ins only), so a plugin is never used by default.
 A plugin never takes a built-in name.
@@ -21,7 +21,7 @@ GROUP = "ldpfed.encoders"
 ENCODERS: dict[str, Callable[..., Encoder]] = {}
 """The plugin encoders' factories by name."""
 BUILTIN: frozenset[str] = frozenset({"minilm", "bilstm", TUNED_SPEC, PREFIX.removesuffix(":")})
-"""The encoder names ldpfed reads itself (fed.encoders.factory); a plugin may not take one."""
+"""The encoder names ldpfed reads itself (fed.encoders.resolver); a plugin may not take one."""
 
 
 def register_encoder(name: str, factory: Callable[..., Encoder]) -> Callable[..., Encoder]:

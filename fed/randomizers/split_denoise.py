@@ -19,7 +19,7 @@ the shipped denoiser (fed.learning.denoiser: ``denoiser.safetensors`` in the bun
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -37,15 +37,23 @@ from fed.runtime.threads import one_torch_thread
 DENOISER_FILE = "denoiser.safetensors"
 
 
-@lru_cache(maxsize=2)
 def _transformer(spec: str) -> Any:
-    """The Hugging Face encoder ``spec`` names, loaded once per process (its weights are large)."""
-    from fed.encoders.factory import make_encoder
+    """The Hugging Face encoder ``spec`` names, by the one resolver of encoder names under the policy in scope
+    (fed.encoders.resolver: on a device its owner's, so an encoder the options name loads as the bundle's would);
+    loaded once per process and source (its weights are large)."""
+    from fed.encoders import resolver
+
+    return _loaded(resolver.resolve(spec))
+
+
+@lru_cache(maxsize=2)
+def _loaded(source: Any) -> Any:
+    from fed.encoders import resolver
     from fed.encoders.hf import HFEncoder
 
-    encoder = make_encoder(spec)
+    encoder = resolver.load(source)
     if not isinstance(encoder, HFEncoder):
-        raise ValueError(f"snd needs a Hugging Face transformer encoder, not {spec!r}")
+        raise ValueError(f"snd needs a Hugging Face transformer encoder, not {source.name[:100]!r}")
     return encoder
 
 
@@ -164,12 +172,19 @@ class SplitDenoiseRandomizer(Randomizer):
         return pair_scores(self, x0, x1, token_llr, tokens * dim)
 
     # -- server side ---------------------------------------------------------------------
-    @cached_property
+    @property
     def _server(self) -> Any:
-        """The token-level pipeline of fed.randomizers.token_level around the pinned encoder (its server_pass)."""
+        """The token-level pipeline of fed.randomizers.token_level around the pinned encoder (its server_pass),
+        built once per transformer the encoder resolves to where it is used."""
         from fed.randomizers.token_level import TokenLevelRandomizer
 
-        return TokenLevelRandomizer(_transformer(self.encoder), "token-dchi", self.length, self.eta, self.clip, post_clip=self.post_clip)
+        transformer = _transformer(self.encoder)
+        servers = self.__dict__.setdefault("_servers", {})
+        if transformer not in servers:
+            servers[transformer] = TokenLevelRandomizer(
+                transformer, "token-dchi", self.length, self.eta, self.clip, post_clip=self.post_clip
+            )
+        return servers[transformer]
 
     def decode(self, reports: np.ndarray) -> tuple[np.ndarray, float]:
         """e_n of each report, float64 (n, d): the upper layers on X~, mean-pooled; noise variance 0."""

@@ -14,6 +14,7 @@ import hashlib
 import io
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,21 +28,22 @@ import numpy as np
 from fed.spec.sections import DIM_AUTO, BundleSections, OutputSections, PublicSections
 from fed.data.corpus import generate_public_corpus
 from fed.data.dataset import TextDataset
-from fed.encoders.base import Encoder
+from fed.encoders import resolver
+from fed.encoders.base import Encoder, EncoderRefused
 from fed.encoders.bilstm import SAVED_FILES, BiLSTMEncoder, train_bilstm
 from fed.encoders.cache import encode_cached
-from fed.encoders.factory import make_encoder
 from fed.encoders.hf import minilm_path
 from fed.encoders.projection import PCAProjection
 from fed.encoders.token_matrix import TokenMatrixEncoder, split_spec
 from fed.encoders.tuned import (
-    TUNED_FILE, TUNED_LAYERS, TUNED_SPEC, TunedEncoder, finetune, read_tuned, tuned_bytes, weights_fingerprint,
+    TUNED_FILE, TUNED_LAYERS, TUNED_SPEC, finetune, read_tuned, tuned_bytes, weights_fingerprint,
 )
 from fed.data.loaders import load_dataset
 from fed.spec.plan import encoder_spec, make_plan
-from fed.device.policy import MAX_BUNDLE_BYTES
+from fed.device.policy import MAX_BUNDLE_BYTES, DevicePolicy
 from fed.randomizers import RANDOMIZERS
 from fed.randomizers.split_denoise import DENOISER_FILE
+from fed.runtime.refusals import Refusal, RequestRefused
 
 if TYPE_CHECKING:
     from fed.learning.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
@@ -390,10 +392,12 @@ def _unpack(bundle: np.ndarray, cache_dir: Path, accept: Acceptance | None, max_
 
 
 def load_assets(folder: Path) -> Assets:
-    """The encoder and projection a bundle folder describes.
+    """The encoder and projection a bundle folder describes; the encoder resolved under the policy in scope
+    (fed.encoders.resolver: on a device its owner's, see :func:`device_encoders`).
 
     Raises ValueError when the projection does not take the encoder's output dimension
-    (which for a Hugging Face encoder reads its config, not its weights).
+    (which for a Hugging Face encoder reads its config, not its weights), and
+    :class:`~fed.encoders.base.EncoderRefused` for an encoder the policy refuses or that does not load.
     """
     spec = bundle_encoder(folder)
     encoder = _encoder(folder, spec)
@@ -419,9 +423,25 @@ def bundle_encoder(folder: Path) -> str:
 
 
 def _encoder(folder: Path, spec: str) -> Encoder:
-    if spec == TUNED_SPEC:
-        return TunedEncoder(minilm_path(), folder / TUNED_FILE)
-    return make_encoder(f"bilstm:{folder / 'bilstm'}" if spec == "bilstm" else spec)
+    """The encoder ``spec`` names, with the bundle ``folder``'s files, by the one resolver under the policy in
+    scope (a device's message: its owner's; see :func:`device_encoders`)."""
+    return resolver.load_encoder(spec, bundle=folder)
+
+
+@contextmanager
+def device_encoders(policy: DevicePolicy | Callable[[], DevicePolicy | None] | None) -> Iterator[None]:
+    """Inside, every encoder name resolves under ``policy`` (fed.encoders.resolver; a callable is asked when a
+    name is first resolved; None: the experimenter's, inside the simulation engine), and an encoder refused or
+    that cannot be loaded is a :class:`~fed.runtime.requests.RequestRefused`: code ``policy``, or
+    ``not-set-up`` for an allowed encoder whose files do not load (what failed goes to the node's log only,
+    since it may name the device's files)."""
+    with resolver.under(policy):
+        try:
+            yield
+        except EncoderRefused as error:
+            if error.detail:
+                print(f"ldpfed: encoder refused: {error}", file=sys.stderr, flush=True)
+            raise RequestRefused(error.reason, Refusal.NOT_SET_UP if error.unavailable else Refusal.POLICY) from None
 
 
 def _spec(data: bytes) -> str:

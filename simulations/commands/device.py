@@ -182,7 +182,7 @@ def encode_data(files: DeviceFiles, data: str, spec: str = "minilm", cache_dir: 
     """
     from fed.device.state import DEVICE_UMASK, owner_only_dir
     from fed.encoders.cache import encode_cached
-    from fed.encoders.factory import make_encoder
+    from fed.encoders.resolver import load_encoder
     from fed.data.loaders import load_dataset
     from fed.device.policy import DevicePolicy
     from fed.device.site import hub_offline
@@ -196,7 +196,7 @@ def encode_data(files: DeviceFiles, data: str, spec: str = "minilm", cache_dir: 
     os.umask(DEVICE_UMASK)  # as the node's own processes: the cache is the owner's only
     hub_offline()
     cache = owner_only_dir(cache_dir or files.state / "cache")
-    encoder = make_encoder(spec)
+    encoder = load_encoder(spec, policy)  # as the node resolves it: the owner's policy, nothing from the working directory
     splits = [load_dataset(data, split) for split in ("train", "dev")]
     for dataset in splits:
         encode_cached(encoder, dataset, cache)
