@@ -27,6 +27,7 @@ from fed.runtime.cohort import Cohort
 from fed.spec.run_spec import RunSpec
 from fed.device.records import StoredRecords, load_records, records_key, save_records
 from fed.runtime.hosts import NodeHosts
+from fed.runtime.setup_checks import check_plans
 from fed.runtime.node import NodeHost, sessions_from_json
 from fed.privacy.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
 from fed.spec.plan import encoder_spec, make_plan, plan_refusal
@@ -148,17 +149,46 @@ def evaluate(msg: Message, context: Context) -> Message:
     return _serve(msg, context, lambda m, c: _with_host(c, handle, local_inference=True))
 
 
-@app.train("central", mods=[fixedclipping_mod])
+class _Refused(Exception):
+    """A central handler's refusal, carried past Flower's clipping mod (which makes an error of a reply without arrays)."""
+
+    def __init__(self, reply: Message) -> None:
+        super().__init__("refused")
+        self.reply = reply
+
+
+def refusing_mod(msg: Message, context: Context, call_next: Callable[[Message, Context], Message]) -> Message:
+    """The central handlers' outermost mod, before Flower's clipping mod: a request the node refuses gets a structured
+    refusal like every other message, not that mod's error (a request without the shape it reads, rejected before the
+    handler runs; a refusal without arrays, rejected after)."""
+    malformed = protocol.central_request_refusal(msg.content)
+    if malformed:
+        return Message(FLOWER(protocol.refusal(Refusal.MALFORMED, malformed)), reply_to=msg)
+    try:
+        return call_next(msg, context)
+    except _Refused as refused:
+        return refused.reply
+
+
+def _central(msg: Message, context: Context) -> Message:
+    """Serve a central request; a refusal leaves through :func:`refusing_mod`, past Flower's clipping mod."""
+    reply = _serve(msg, context, _train_central)
+    if protocol.read_refusal(reply.content) is not None:
+        raise _Refused(reply)
+    return reply
+
+
+@app.train("central", mods=[refusing_mod, fixedclipping_mod])
 def train_central(msg: Message, context: Context) -> Message:
     """Central DP-FedAvg (simulation only): train the global head on the hosted user's clean encodings;
     Flower's fixedclipping_mod then clips the update to the request's norm before it leaves."""
-    return _serve(msg, context, _train_central)
+    return _central(msg, context)
 
 
-@app.train("central_adaptive", mods=[adaptiveclipping_mod])
+@app.train("central_adaptive", mods=[refusing_mod, adaptiveclipping_mod])
 def train_central_adaptive(msg: Message, context: Context) -> Message:
     """The same with adaptive clipping: Flower's adaptiveclipping_mod clips to the server's current norm."""
-    return _serve(msg, context, _train_central)
+    return _central(msg, context)
 
 
 @app.query("ledger")
@@ -220,7 +250,7 @@ def _setup(msg: Message, context: Context) -> protocol.Content:
     max_bytes = site.device_policy.max_bundle_bytes if site.device_policy else MAX_BUNDLE_BYTES
     try:  # a bundle refused here, or by the records it gives, leaves no folder behind
         with unpacked(bundle, default_cache_dir(site.config), accept, max_bytes) as folder:
-            records, num_labels, _ = _records(site, context, str(folder), setup=True)
+            records, num_labels, _ = check_plans(site, _records(site, context, str(folder), setup=True), folder)
     except (RequestRefused, EncoderRefused):  # an encoder's refusal gets its code in _serve (device_encoders)
         raise
     except ValueError as error:

@@ -18,14 +18,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clients.app import app as client_app
 from fed import protocol
 from fed.device.policy import DevicePolicy
+from fed.device.state import init_state
 from fed.privacy.calibration import calibrate_gaussian_sigma
 from fed.privacy.composition import compose_epsilon
 from fed.privacy.events import GaussianEvent
 from fed.runtime.requests import Refusal
+from fed.spec.run_spec import RunSpec
+from simulations.local_grid import LocalGrid
 from tests.test_adversarial_server import DELTA, SIGMA_AT_3, TRAIN, _device, _gaussian, _ledger, _policy, _send, _train
 from tests.test_adversarial_server import bundle, data  # noqa: F401 - the module's fixtures
+
+
+def _grid(data: Path, state: Path, policy: Path, **run: object) -> LocalGrid:
+    """A one-node device federation, its state initialised by its owner, not yet set up (the run config is the server's)."""
+    values = {**dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0), **run}
+    init_state(state)
+    node_config = {"data": str(data), "state-dir": str(state), "policy": str(policy)}
+    return LocalGrid(client_app, 1, RunSpec.from_mapping(values).to_mapping(), engine=False, node_configs=[node_config])
 
 
 def _refusal(reply) -> tuple[str, str] | None:  # noqa: ANN001 - a Flower Message
@@ -101,3 +113,66 @@ def test_a_tiny_upsampling_rate_is_refused_before_any_fictitious_row_is_built(da
     grid = _device(data, bundle, tmp_path / "state2", allowed, upsampling_q=0.5)  # at the owner's least: served
     served = protocol.read_release_reply(_send(grid, protocol.RELEASE, protocol.release_request([0], _gaussian(SIGMA_AT_3), 0, "upsample:0.5:1.0:1")).content)
     assert len(served.reports) == 16  # 8 true queries and 8 fictitious ones
+
+
+# -- 8. setup refuses a plan that cannot be built; train.central is refused like any message ---------
+@pytest.mark.parametrize(
+    "run,says",
+    [
+        ({"mechanism_options": "k=2,masks=4"}, "unknown parameter"),  # gaussian takes neither
+        ({"mechanism": "sue", "epsilon": 1.0, "mechanism_options": "dim=5"}, "384"),  # a bit encoding of 5 dims for 384-value records
+    ],
+    ids=["gaussian-with-mixup-options", "sue-of-another-dim"],
+)
+def test_setup_refuses_a_plan_that_later_messages_cannot_build(
+    data: Path, bundle: np.ndarray, tmp_path: Path, run: dict, says: str
+) -> None:
+    """Issue 39 finding 8: setup accepted gaussian with ``k=2,masks=4``, and every later message failed building the
+    plan. Setup builds every plan it will serve (and checks it takes the records) before the node's state changes."""
+    from flwr.app import RecordDict
+
+    grid = _grid(data, tmp_path / "state", _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public"), **run)
+    refused = _refusal(_send(grid, protocol.SETUP, protocol.setup_request(bundle)))
+    assert refused is not None and refused[0] == Refusal.MALFORMED and says in refused[1], refused
+    later = _refusal(_send(grid, protocol.LEDGER, RecordDict()))
+    assert later is not None and later[0] == Refusal.NOT_SET_UP, later  # the node was not set up: the server learns why at setup
+
+
+def _central_request(norm: object = 1.0, arrays: bool = True) -> "RecordDict":
+    from flwr.app import ConfigRecord, RecordDict
+
+    from clients.app import FLOWER
+    from fed.learning.softmax_head import initial
+
+    content = RecordDict({"config": ConfigRecord({"server-round": 1} if norm is None else {"clipping_norm": norm, "server-round": 1})})
+    if arrays:
+        content["arrays"] = FLOWER.record(protocol.central_arrays(initial(384, 2)))
+    return content
+
+
+@pytest.mark.parametrize("engine", [False, True], ids=["device", "simulation-engine"])
+@pytest.mark.parametrize(
+    "case", ["no-arrays", "no-norm", "norm-not-a-number", "well-formed"],
+)
+def test_train_central_gets_a_structured_refusal_not_flowers_mod_error(
+    data: Path, bundle: np.ndarray, tmp_path: Path, engine: bool, case: str
+) -> None:
+    """Issue 39 finding 8: a malformed ``train.central`` met Flower's clipping mod first and got its error reply
+    (and on a device even a well-formed one did, the handler's refusal carrying no arrays). Every request the node
+    refuses gets a structured refusal; a well-formed one inside the engine is served as before."""
+    content = {
+        "no-arrays": _central_request(arrays=False),
+        "no-norm": _central_request(norm=None),
+        "norm-not-a-number": _central_request(norm="1.0"),
+        "well-formed": _central_request(),
+    }[case]
+    policy = None if engine else _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public")
+    grid = _device(data, bundle, tmp_path / "state", policy, engine=engine, privacy_model="central", users=1)
+    reply = _send(grid, protocol.CENTRAL_TRAIN, content)  # _send: no error reply
+    refused = _refusal(reply)
+    if engine and case == "well-formed":
+        assert refused is None and list(reply.content.array_records) == ["arrays"]
+        return
+    expected = Refusal.POLICY if case == "well-formed" else Refusal.MALFORMED
+    assert refused is not None and refused[0] == expected, refused
+    assert not reply.content.array_records

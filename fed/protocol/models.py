@@ -113,18 +113,27 @@ def central_arrays(model: LinearModel) -> Arrays:
     return models_record({CENTRAL_HEAD: model})
 
 
+def central_request_refusal(content: Readable) -> str | None:
+    """Why a ``train.central`` request has not the shape Flower's clipping mods read before the handler runs (one
+    array record, one config record holding a positive finite clipping norm); None when it has."""
+    if len(content.array_records) != 1 or len(content.config_records) != 1:
+        return "a train.central request needs exactly one array record and one config record"
+    norm = next(iter(content.config_records.values())).get(CENTRAL_NORM)
+    if not isinstance(norm, float) or not np.isfinite(norm) or norm <= 0:
+        return f"a train.central request needs a positive {CENTRAL_NORM!r}, got {str(norm)[:50]!r}"
+    return None
+
+
 def read_central_request(content: Readable, dim: int, num_classes: int) -> tuple[LinearModel, float]:
     """The global head of a ``train.central`` request and the clipping norm Flower's wrapper put in its config."""
-    if len(content.array_records) != 1 or len(content.config_records) != 1:
-        raise RequestRefused("a train.central request needs exactly one array record and one config record")
+    malformed = central_request_refusal(content)
+    if malformed:
+        raise RequestRefused(malformed)
     key = next(iter(content.array_records))
     models = read_evaluate_request(content, dim, num_classes, key=key)
     if set(models) != {CENTRAL_HEAD} or not isinstance(models[CENTRAL_HEAD], LinearModel):
         raise RequestRefused(f"a train.central request carries the linear model {CENTRAL_HEAD!r} only, got {sorted(models)}")
-    config = next(iter(content.config_records.values()))
-    norm = config.get(CENTRAL_NORM)
-    if not isinstance(norm, float) or not np.isfinite(norm) or norm <= 0:
-        raise RequestRefused(f"a train.central request needs a positive {CENTRAL_NORM!r}, got {norm!r}")
+    norm = next(iter(content.config_records.values()))[CENTRAL_NORM]
     return models[CENTRAL_HEAD], norm
 
 

@@ -132,6 +132,16 @@ def upsampling_below_least(q: float, least: float) -> str:
     )
 
 
+def plan_unbuildable(error: Exception) -> str:
+    """Setup: the run config gives a plan that cannot be built (fed.runtime.setup_checks)."""
+    return f"the run's plan cannot be built, so no later message could be served: {type(error).__name__}: {error}"[:500]
+
+
+def plan_does_not_fit(kind: str, mechanism: str, dim: int, error: Exception) -> str:
+    """Setup: the plan's randomizer of ``kind`` does not take the node's records of ``dim`` values."""
+    return f"the run's {kind} randomizer {mechanism} does not take this node's records of {dim} values: {error}"[:500]
+
+
 def event_cap(held: int, new: int, cap: int) -> str:
     """Holding the step's events would pass the policy's cap on distinct events."""
     return f"the ledger holds {held} distinct privacy events; {new} more would pass the policy's cap of {cap}"
