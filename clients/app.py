@@ -28,6 +28,7 @@ from fed.spec.run_spec import RunSpec
 from fed.device.records import StoredRecords, load_records, records_key, save_records
 from fed.runtime.hosts import NodeHosts
 from fed.runtime.setup_checks import check_plans
+from fed.device.retention import bound_device_folders
 from fed.runtime.node import NodeHost, sessions_from_json
 from fed.privacy.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
 from fed.spec.plan import encoder_spec, make_plan, plan_refusal
@@ -257,6 +258,7 @@ def _setup(msg: Message, context: Context) -> protocol.Content:
         raise RequestRefused(str(error)) from None
     # Only now, with the bundle valid and the records built, does the node's state change;
     # the users' sessions and ledgers are never reset by a setup.
+    bound_device_folders(site, folder)  # a device keeps its most recently used bundles only
     node = context.state.config_records.get("node")
     sessions = str(node["users"]) if node is not None else "{}"
     context.state["node"] = ConfigRecord({"assets": str(folder), "users": sessions})

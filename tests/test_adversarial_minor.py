@@ -176,3 +176,31 @@ def test_train_central_gets_a_structured_refusal_not_flowers_mod_error(
     expected = Refusal.POLICY if case == "well-formed" else Refusal.MALFORMED
     assert refused is not None and refused[0] == expected, refused
     assert not reply.content.array_records
+
+
+# -- 7. the state folder stays bounded ----------------------------------------------------------
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def test_new_bundles_do_not_grow_the_device_folder_without_bound(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
+    """Issue 39 finding 7: each accepted bundle left its unpacked folder and its record store, and nothing was ever
+    removed, so a server growing the device's disk needed only new bundles (here: other projections). A device
+    keeps the policy's max_stored_bundles most recently used and removes the rest after each setup."""
+    from fed.device.records import RECORDS_FOLDER
+    from fed.encoders.projection import PCAProjection
+    from fed.runtime.assets import add_projection
+
+    state = tmp_path / "state"
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False, max_stored_bundles=2)
+    grid = _device(data, bundle, state, policy)
+    sizes = []
+    for seed in range(6):
+        projection = PCAProjection.fit(np.random.default_rng(seed).normal(size=(64, 384)), 4)
+        assert _refusal(_send(grid, protocol.SETUP, protocol.setup_request(add_projection(bundle, projection)))) is None
+        assert len(list((state / RECORDS_FOLDER).glob("*.npz"))) <= 2
+        assert len(list((state / "cache" / "assets").iterdir())) <= 2
+        sizes.append(_size(state))
+    assert max(sizes[2:]) <= 1.2 * sizes[1], f"the device folder grew with every bundle: {sizes}"
+    served = protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content)  # the latest bundle still serves
+    assert served.reports.shape == (TRAIN, 4) and not served.refusals

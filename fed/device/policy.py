@@ -29,6 +29,7 @@ with the key named)::
     max_dim = 4096              # largest dim (bit encodings) or masks (mixups) a request may name; 1 to 2**20
     max_bundle_bytes = 67108864  # largest setup bundle in bytes; 1 to 64 MiB
     min_upsampling_q = 0.1      # least true-data rate of remote inference's up-sampling (at most 9 fictitious queries per true one); (0, 1]
+    max_stored_bundles = 4      # bundles whose unpacked files, record set and encodings the device keeps (least recently used removed); 1 to 64
     num_labels = 2              # size of the label set where the data has no labels.txt (default: none, setup refused); 2 to 65536
 
 Why these ranges. delta is the probability that the epsilon bound fails outright: a mechanism
@@ -163,6 +164,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_dim": (_count(MAX_DIM), f"an integer from 1 to {MAX_DIM}"),
     "max_bundle_bytes": (_count(MAX_BUNDLE_BYTES), f"an integer from 1 to {MAX_BUNDLE_BYTES} (64 MiB)"),
     "min_upsampling_q": (lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
+    "max_stored_bundles": (_count(64), "an integer from 1 to 64"),
     "num_labels": (lambda v: v is None or (_count(MAX_LABELS)(v) and v >= 2), f"an integer from 2 to {MAX_LABELS}"),
 }
 """Each policy key: the test its value must pass, and what it accepts (the refusal's words)."""
@@ -193,6 +195,9 @@ class DevicePolicy:
     """Least true-data rate q of an up-sampled query step: a device makes round(n (1 - q) / q) fictitious queries for
     its n true ones and releases each through the query randomizer (q = 1e-3: 999 per true query, minutes of OpenDP
     noise in one message). 0.1 allows the largest ratio of seed 000's experiments, 9 fictitious per true query."""
+    max_stored_bundles: int = 4
+    """Setup bundles whose unpacked files, record set and encodings a device keeps on disk, the most recently used
+    (fed.device.retention): each new bundle the server sends would otherwise add to the state folder for good."""
     num_labels: int | None = None
     """The device's label set where its data names none (no labels.txt): never read from the data itself."""
     release_floors: Mapping[str, float] = field(default_factory=dict, compare=False)

@@ -104,4 +104,8 @@ def load_records(state_dir: Path, key: str) -> StoredRecords | None:
             }
     except (OSError, ValueError, KeyError, zipfile.BadZipFile):
         return None
+    try:  # used now: the device keeps the record sets used last (fed.device.retention)
+        os.utime(path)
+    except OSError:
+        pass
     return records, num_labels, max_queries

@@ -66,6 +66,8 @@ def encode_cached(
     index = dict(zip(keys, range(len(keys))))  # one position of each distinct record
     dim = encoder.dim
     folder = store_dir(encoder, cache_dir)
+    if folder.is_dir():
+        os.utime(folder)  # used now: a device keeps the encodings used last (fed.device.retention)
     rows = _read(folder, index.keys(), dim)
     missing = sorted((index[k] for k in index if k not in rows), key=lambda i: _length(dataset, i))
     bar = tqdm(total=len(missing), desc=f"encode {encoder.name}", unit="record", disable=not (progress and missing))
