@@ -100,9 +100,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "policy-encoder-allow-list-removed",
-        "fed/device/policy.py",
-        "if (name if name != TUNED_SPEC else \"minilm\") not in self.encoders:",
-        "if False:",
+        "fed/encoders/resolver.py",
+        "        if owner is not None and (BILSTM if name == BILSTM else MINILM) not in owner.encoders:\n"
+        "            raise _not_allowed(spec, owner)",
+        "        if False:\n            raise _not_allowed(spec, owner)",
         (f"{POL}test_policy_encoders_allow_list_alone_refuses_the_runs_own_encoder", f"{ADV}test_a_bundle_naming_an_encoder_outside_the_policy_is_refused"),
         "a bundle's encoder is not checked against the owner's allow-list",
         issue=True,
