@@ -204,3 +204,51 @@ def test_new_bundles_do_not_grow_the_device_folder_without_bound(data: Path, bun
     assert max(sizes[2:]) <= 1.2 * sizes[1], f"the device folder grew with every bundle: {sizes}"
     served = protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content)  # the latest bundle still serves
     assert served.reports.shape == (TRAIN, 4) and not served.refusals
+
+
+# -- 9. a copy of the state folder ----------------------------------------------------------------
+def _node(data: Path, state: Path, policy: Path) -> LocalGrid:
+    """A one-node device federation over ``state`` as it is (no owner action on it)."""
+    values = dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0)
+    node_config = {"data": str(data), "state-dir": str(state), "policy": str(policy)}
+    return LocalGrid(client_app, 1, RunSpec.from_mapping(values).to_mapping(), engine=False, node_configs=[node_config])
+
+
+def test_a_copy_of_the_state_folder_refuses_instead_of_spending_every_budget_again(
+    data: Path, bundle: np.ndarray, tmp_path: Path
+) -> None:
+    """Issue 39 finding 9: a copy of the state folder forked the ledger, and each copy spent the full budget on every
+    record. The ledger records the file it was made as (its inode); a copy (or a restored backup) is another file, so
+    its node refuses until the owner rebinds it (`ldpfed device init DIR --rebind`). A move within the file system
+    is no copy: that node still serves."""
+    import argparse
+    import shutil
+
+    from simulations.commands.device import add_arguments
+
+    policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False)
+    state = tmp_path / "state"
+    grid = _device(data, bundle, state, policy)
+    copy = Path(shutil.copytree(state, tmp_path / "copy"))  # before anything is spent
+    assert len(protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content).reports) == TRAIN  # all spent
+    forked = _node(data, copy, policy)
+    for reply in (_send(forked, protocol.SETUP, protocol.setup_request(bundle)), _train(forked, _gaussian(SIGMA_AT_3))):
+        refused = _refusal(reply)  # before: served, every record released again at full budget
+        assert refused is not None and refused[0] == Refusal.NOT_SET_UP, refused
+        assert "copied" in refused[1] and "--rebind" in refused[1], refused
+        assert not reply.content.array_records
+    with pytest.raises(ValueError, match="--rebind"):
+        init_state(copy)  # `ldpfed device init` on the copy says so too, and changes nothing
+    moved = state.rename(tmp_path / "moved")  # the original, moved: the same file, still this device's ledger
+    grid = _node(data, moved, policy)
+    assert _refusal(_send(grid, protocol.SETUP, protocol.setup_request(bundle))) is None
+    spent = protocol.read_release_reply(_train(grid, _gaussian(SIGMA_AT_3)).content)
+    assert not len(spent.reports) and spent.refusals[0][0] == Refusal.BUDGET  # served: every record already spent
+    # Rebinding is the owner's word that this folder alone serves from now on; a copy made before the spending
+    # (a restored backup) forgets it, which docs/device.md says.
+    shutil.rmtree(moved)
+    init_state(copy, rebind=True)
+    assert _refusal(_send(forked, protocol.SETUP, protocol.setup_request(bundle))) is None
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args(["init", str(copy.parent), "--rebind"]).rebind  # the owner's command: ldpfed device init DIR --rebind

@@ -61,13 +61,32 @@ def start_over(state: Path) -> str:
     )
 
 
-def init_state(path: Path) -> Path:
+def copied(ledger: Path, recorded: int, inode: int) -> str:
+    """The ledger is another file than the one it was made as: a copy of the state folder, or a restored backup."""
+    return (
+        f"the ledger {ledger} is not the file it was made as (inode {recorded}, now {inode}): the state folder was copied, "
+        "restored from a backup or moved to another file system. Each copy that serves releases every record again with "
+        "fresh noise, at its full budget. If this folder alone serves from now on (the original deleted, never started "
+        "again), run `ldpfed device init DIR --rebind`; a restored backup forgets what was spent after it was made"
+    )
+
+
+def _inode(path: Path) -> int:
+    """The file's identity on its file system (0 where the platform has none: nothing is checked then)."""
+    return int(path.stat().st_ino)
+
+
+def init_state(path: Path, rebind: bool = False) -> Path:
     """Make a device's state folder: a fresh key and a ledger bound to it (the owner's explicit action).
 
     A state folder already made is kept as it is (its modes set to the owner's only); a ledger
     written before keys were bound is bound to the key beside it. ValueError, changing nothing,
     when only one of key and ledger is there or they belong to different keys: that is a state
     to delete before starting over, never one to repair silently.
+
+    The ledger records the file it is (its inode), so that a copy of the folder, which would spend
+    every budget again, is refused (:func:`open_state`). A copied or restored folder raises ValueError
+    unless ``rebind`` (``ldpfed device init DIR --rebind``): the owner's word that this folder alone serves.
     """
     from fed.privacy.store import LedgerStore  # here: `ldpfed device` stays light to import
 
@@ -84,7 +103,12 @@ def init_state(path: Path) -> Path:
     store = LedgerStore(ledger, durable=True, create=False)
     if store.bound_key() not in (None, key_fingerprint(secret)):
         raise ValueError(f"{ledger} belongs to another record-id key than {key}; {start_over(state)}")
+    recorded, inode = store.placement(), _inode(ledger)
+    if recorded not in (None, inode) and inode and not rebind:
+        raise ValueError(copied(ledger, recorded, inode))
     store.bind(key_fingerprint(secret))
+    if inode and recorded != inode:
+        store.place(inode)
     restrict(state)
     return state
 
@@ -112,4 +136,10 @@ def open_state(path: Path) -> bytes:
         )
     if bound != key_fingerprint(secret):
         raise ValueError(f"the ledger {ledger} belongs to another record-id key than {key}; {start_over(state)}")
+    store, inode = LedgerStore(ledger, durable=True, create=False), _inode(ledger)
+    recorded = store.placement()
+    if recorded is None and inode:  # a ledger made before it recorded its file: recorded now (a copy made before is not seen)
+        store.place(inode)
+    elif inode and recorded != inode:
+        raise ValueError(copied(ledger, recorded, inode))
     return secret

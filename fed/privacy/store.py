@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS steps (
     PRIMARY KEY (owner, kind, sampling, event)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS binding (key TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS placement (inode INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS memo (
     owner TEXT NOT NULL, record TEXT NOT NULL, randomizer TEXT NOT NULL, report BLOB NOT NULL, label INTEGER,
     PRIMARY KEY (owner, record, randomizer)) WITHOUT ROWID;
@@ -174,6 +175,23 @@ class LedgerStore:
             raise ValueError(f"{self.path} is not a ledger database: {error}") from None
         finally:
             connection.close()
+
+    def placement(self) -> int | None:
+        """The file identity (inode) this ledger recorded of itself (fed.device.state), None when it recorded none."""
+        connection = self._connect()
+        try:
+            if connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'placement'").fetchone() is None:
+                return None
+            row = connection.execute("SELECT inode FROM placement").fetchone()
+            return None if row is None else int(row[0])
+        finally:
+            connection.close()
+
+    def place(self, inode: int) -> None:
+        """Record ``inode`` as this ledger's file identity (replacing any recorded before)."""
+        with self.transaction() as tx:
+            tx.db.execute("DELETE FROM placement")
+            tx.db.execute("INSERT INTO placement VALUES (?)", (int(inode),))
 
     def bind(self, fingerprint: str) -> None:
         """Bind an unbound ledger to the record-id key of this fingerprint; ValueError if bound to another."""

@@ -95,6 +95,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an Ed25519 OpenSSH public key of another app signer to trust (repeatable); trusted-entities.yaml is "
         "rewritten with the owner's own key and these",
     )
+    init.add_argument(
+        "--rebind", action="store_true",
+        help="this copied, restored or moved state folder is the device's only one from now on (its node refuses until "
+        "then: a copy that serves spends every budget again; a restored backup forgets what was spent since)",
+    )
     encode = actions.add_parser(
         "encode", help="encode the device's data once, before any run, into the node's encoding cache (setup then runs no encoder)"
     )
@@ -115,7 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Dispatch ``init`` or ``approve``."""
     if args.action == "init":
-        files = init_device(args.dir, trust=args.trust)
+        files = init_device(args.dir, trust=args.trust, rebind=args.rebind)
         root_cert = (args.root_cert or files.root / CA_CERT).resolve()
         node_config = node_config_string(files, args.data, args.partition_id, args.num_partitions)
         print(f"Device folder {files.root}: {POLICY} (strict defaults; edit it), {STATE}/ (record-id key and the ledger "
@@ -142,19 +147,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def init_device(root: Path, trust: list[Path] | tuple[Path, ...] = ()) -> DeviceFiles:
+def init_device(root: Path, trust: list[Path] | tuple[Path, ...] = (), rebind: bool = False) -> DeviceFiles:
     """Create a device folder; keys, a policy and a state folder already there are kept, never overwritten.
 
     Everything in it is the owner's only (folders 700, files 600), whatever the umask. The state
     folder (record-id key and the ledger bound to it) is made by :func:`fed.device.state.init_state`:
-    after the owner deletes it, this is how the node starts over.
+    after the owner deletes it, this is how the node starts over. ``rebind``: the state folder was copied, restored or
+    moved to another file system, and the owner makes it the device's only one (fed.device.state.init_state).
     """
     from fed.device.state import init_state, owner_only_dir, restrict
     from fed.device.policy import DevicePolicy
 
     files = DeviceFiles(root.resolve())
     owner_only_dir(files.root)
-    init_state(files.state)
+    init_state(files.state, rebind=rebind)
     if not files.policy.exists():
         write_owner_only(files.policy, DevicePolicy().to_toml().encode())
     if not files.node_key.exists():
