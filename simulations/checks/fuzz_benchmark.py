@@ -139,16 +139,27 @@ class Hostile:
         A valid setup bundle (re-sent, truncated, retyped).
     dim, num_labels:
         The node's dimension and number of labels (from its setup reply).
+    run:
+        The run config the server sent (its sampling specs are the valid ones); by default :data:`RUN`.
+    one_at_a_time:
+        Chance that a served query release's slots are then answered one per message.
     """
 
-    def __init__(self, rng: np.random.Generator, setup: np.ndarray, dim: int, num_labels: int) -> None:
+    def __init__(
+        self, rng: np.random.Generator, setup: np.ndarray, dim: int, num_labels: int, run: dict[str, Any] | None = None, one_at_a_time: float = 0.5
+    ) -> None:
         self.rng = rng
         self.setup = setup
         self.dim = dim
         self.num_labels = num_labels
         self.released = 0
         """Slots of the node's last query release (answered correctly or not)."""
-        config = RunSpec.from_mapping(RUN)
+        self.next_slot = 0
+        """The slot that a one-slot-at-a-time answer names next."""
+        self.sequential = False
+        """Whether the answers to the last release name its slots one at a time."""
+        self.one_at_a_time = one_at_a_time
+        config = RunSpec.from_mapping(RUN if run is None else run)
         self.sampling = {"train": config.schedule.train_sampling.spec, "query": config.evaluation.upsampling.spec}
 
     def content(self, message_type: str) -> RecordDict:
@@ -165,6 +176,10 @@ class Hostile:
                 return make()
             except (TypeError, ValueError):  # Flower's records refuse it: the server cannot send it either
                 continue
+
+    def released_slots(self, count: int) -> None:
+        """A query release was served with ``count`` slots: answer them next, one at a time or not (a coin)."""
+        self.released, self.next_slot, self.sequential = count, 0, self._chance(self.one_at_a_time)
 
     def _pick(self, options: Any) -> Any:
         return options[int(self.rng.integers(len(options)))]
@@ -231,10 +246,17 @@ class Hostile:
         return RecordDict({"request": ConfigRecord(request)} if not self._chance(0.03) else {"req": ConfigRecord(request)})
 
     def _answer(self) -> RecordDict:
+        if self.released and self.sequential:  # the release's slots one at a time (issue 39, finding 2)
+            slot = np.array([self.next_slot % self.released], np.int64)
+            self.next_slot += 1
+            valid = {"users": np.zeros(1, np.int64), "slots": slot, "scores": self.rng.normal(size=(1, self.num_labels))}
+            return RecordDict({"answers": ArrayRecord({k: self._array(v) for k, v in valid.items()})})
         n = self.released if self.released and self._chance(0.5) else int(self._pick([0, 1, 3, 8, 50]))
+        slots = self.rng.permutation(max(n, 1))[:n].astype(np.int64)
+        n = len(slots)
         arrays = {
             "users": np.zeros(n, np.int64),
-            "slots": self.rng.permutation(max(n, 1))[:n].astype(np.int64),
+            "slots": slots,
             "scores": self.rng.normal(size=(n, self.num_labels)),
         }
         if self._chance(0.5):
@@ -416,7 +438,7 @@ def check_messages(grid: Any, hostile: "Hostile", messages: Any, exact: bool) ->
                 entry.served += 1
                 released = _released(message_type, reply.content, seen, exact)
                 if message_type == protocol.RELEASE:
-                    hostile.released = len(protocol.read_release_reply(reply.content).slots)
+                    hostile.released_slots(len(protocol.read_release_reply(reply.content).slots))
             served = refused is None and not reply.has_error()
             after = ledger(grid) if changed else current  # an unchanged database holds the same ledger
             if changed and (
