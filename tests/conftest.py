@@ -15,10 +15,10 @@ DEVICE_POLICY = 'epsilon_sentence = 8.0\nepsilon_user = inf\nlabels = "public"\n
 """An owner's policy under which the small deployment runs can spend (epsilon 8, public labels)."""
 
 
-def device_node_configs(folder: Path, state_dirs: list[Path], data: str = "generated:240") -> list[str]:
-    """``--node-config`` strings of devices hosting partitions of ``data``, each with its own state
-    folder (initialised as ``ldpfed device init`` does, or kept) and the :data:`DEVICE_POLICY` written
-    to ``folder/policy.toml``."""
+def device_node_configs(folder: Path, state_dirs: list[Path], records: int = 120) -> list[str]:
+    """``--node-config`` strings of devices, device i hosting user i with data of its own (``generated:<records>:<i>``,
+    the generated corpus drawn with seed i), each with its own state folder (initialised as ``ldpfed device init``
+    does, or kept) and the :data:`DEVICE_POLICY` written to ``folder/policy.toml``."""
     from fed.device.state import init_state
 
     policy = folder / "policy.toml"
@@ -26,7 +26,7 @@ def device_node_configs(folder: Path, state_dirs: list[Path], data: str = "gener
     for state in state_dirs:
         init_state(state)
     return [
-        f"partition-id={i % 2} num-partitions=2 data='{data}' state-dir='{state}' policy='{policy}'"
+        f"partition-id={i} num-partitions={len(state_dirs)} data='generated:{records}:{i}' state-dir='{state}' policy='{policy}'"
         for i, state in enumerate(state_dirs)
     ]
 

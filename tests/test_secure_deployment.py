@@ -22,7 +22,7 @@ from simulations.commands.device import DeviceFiles, build_fab, init_device, sig
 from simulations.commands.superlink import SuperLinkFiles, publish_app
 from simulations.flower_runner import APP_DIR, Secure, cluster, run_status, start_run
 
-SMALL = dict(data="generated:240", public="generated:120", users=4, nodes=2, rounds=1, epsilon=8.0, users_per_round=0)
+SMALL = dict(data="generated:240", public="generated:120", users=2, nodes=2, rounds=1, epsilon=8.0, users_per_round=0)
 REFUSED = "FAB verification failed"
 
 
@@ -89,7 +89,7 @@ def test_secure_deployment_serves_only_the_approved_app_to_authenticated_nodes(t
     status, out, text = results["approved"]
     assert status == "finished:completed", text[-3000:]
     first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
-    assert first["reports_received"] == 240  # both authenticated nodes (2 users each) served the approved app
+    assert first["reports_received"] == 240  # both authenticated devices (one user, 120 records each) served the approved app
     for name in ("modified", "unsigned", "wrongly-signed"):  # both nodes refused before running anything
         status, out, text = results[name]
         assert status != "finished:completed" and text.count("The FAB could not be verified") >= 2, (name, text[-2000:])
