@@ -194,6 +194,8 @@ def test_device_init_prints_the_flower_settings_a_device_runs_with(tmp_path: Pat
     words = shlex.split(command)
     settings = dict(word.split("=", 1) for word in words[: words.index("flower-supernode")])
     assert 0.01 <= float(settings["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"]) <= 0.1  # Flower's default is 1 s
+    # Flower's telemetry off: a privacy tool does not phone home by default (and telemetry holds each process up to 4 s at exit)
+    assert settings["FLWR_TELEMETRY_ENABLED"] == "0"
 
 
 # One message in a new interpreter, as flwr-clientapp serves it: the node's context and the message, nothing else.

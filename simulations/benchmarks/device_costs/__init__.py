@@ -38,6 +38,14 @@ device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``
    ``flwr-clientapp`` process for every message), the time from launch to the first report the
    SuperLink holds (its stages read from the SuperNode's log), and each train message's wall
    time on the SuperNode.
+4. **What ldpfed adds** (with ``--supernode``, unless ``--skip-noop``): before ldpfed's run, the same
+   ``flower-supernode`` command (device folder, node config, TLS, node key, trusted signers, Flower
+   settings, telemetry off) serves a no-op app (``simulations.benchmarks.noop_flower``: the same
+   message sequence, each message answered at once with a tiny reply, signed by the same owner key
+   and served by the same registry), launched fresh against a fresh SuperLink. Both are measured
+   alike; ``compare.py`` gives each app's median train message, the peak VmHWM of a message's
+   ``flwr-clientapp`` process and the time to the first report, ldpfed minus no-op, and the goals
+   of issue 39 item 13 (0.3 s, 50 MiB, 3 s).
 
 Run (about 1 minute without ``--supernode``, 5 with it, on 2 cores; docs/device_costs.md's figures come
 from this command, ``--torch-threads 1`` because another job held one of the two cores)::

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from simulations.benchmarks.device_costs.compare import comparison_lines
 from simulations.benchmarks.device_costs.device import DEFAULT_DATA, DEFAULT_PUBLIC, POLICY, make_device
 from simulations.benchmarks.device_costs.latency import TOKEN_BLOCK, measure_latency, measure_token_block
 from simulations.benchmarks.device_costs.machine import cpu_pressure, filesystem, machine
@@ -26,7 +27,7 @@ from simulations.benchmarks.device_costs.supernode import measure_supernode
 def run_benchmark(
     work: Path, data: str = DEFAULT_DATA, public: str = DEFAULT_PUBLIC, releases: int = 50, full_dim: bool = True,
     supernode: bool = False, rounds: int = 5, secure: bool = True, timeout: float = 900.0, progress: Progress | None = None,
-    token_block_releases: int | None = None, device_encode: bool = True,
+    token_block_releases: int | None = None, device_encode: bool = True, noop: bool = False,
 ) -> dict[str, Any]:
     """Every figure, as a JSON-ready dict (see the module docstring); the token block is timed
     ``token_block_releases`` times (default: ``releases``, at most 10)."""
@@ -56,7 +57,7 @@ def run_benchmark(
     results["token_block"] = measure_token_block(full["mechanism"], token_block_releases or min(releases, 10))
     results["bytes"] = {label: measure_bytes(entry.pop("_reply")) for label, entry in results["latency"].items()}
     if supernode:
-        results["supernode"] = measure_supernode(work / "supernode", data, public, rounds, secure, timeout, progress, device_encode)
+        results["supernode"] = measure_supernode(work / "supernode", data, public, rounds, secure, timeout, progress, device_encode, noop)
     results["machine"]["load_average_at_end"] = Path("/proc/loadavg").read_text().split()[:3]
     results["machine"]["cpu_pressure_at_end"] = cpu_pressure()
     return results
@@ -124,6 +125,13 @@ def table(results: dict[str, Any]) -> str:
             f"median {node['train_message_wall'].get('median_ms', float('nan')) / 1000:.2f} s over {node['train_message_wall']['n']}; "
             f"importing the ClientApp in a fresh interpreter: median {float(np.median(node['fresh_process_import_s'])):.1f} s",
         ]
+        if node.get("comparison"):
+            lines += [
+                "",
+                "What ldpfed adds: the no-op app (Flower alone, same message sequence) and ldpfed's app, served back to back by "
+                "the same flower-supernode command (each launched fresh, fresh SuperLink):",
+                *comparison_lines(node["comparison"]),
+            ]
     return "\n".join(lines)
 
 
@@ -151,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m simulations.benchmarks.device_costs",
         description="Measure what a device pays, on this machine, through the real device code path: latency per "
         "release (encode, clip + noise, durable charge, whole message), bytes per report, and with --supernode the "
-        "memory of a real SuperNode hosting one user with MiniLM and its time to first report.",
+        "memory of a real SuperNode hosting one user with MiniLM and its time to first report, beside a no-op app "
+        "served by the same SuperNode command (what ldpfed adds to Flower's own floor).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--releases", type=int, default=50, help="fresh releases timed per setting (median and p95)")
@@ -160,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-full-dim", action="store_true", help="skip the full-dimension (384, no projection) setting")
     parser.add_argument("--supernode", action="store_true", help="also start a SuperLink and a real flower-supernode: memory and time to first report")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the SuperNode run (one train message of one record each)")
+    parser.add_argument(
+        "--skip-noop", action="store_true",
+        help="with --supernode, serve ldpfed's app only; by default the same flower-supernode command first serves a no-op "
+        "app (Flower alone, the same messages), then ldpfed's, and the table shows what ldpfed adds",
+    )
     parser.add_argument("--insecure", action="store_true", help="SuperNode part without TLS, authentication and app signing")
     parser.add_argument(
         "--no-device-encode", action="store_true",
@@ -176,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.releases < 1 or args.rounds < 1:
         parser.error("--releases and --rounds must be at least 1")
+    if args.skip_noop and not args.supernode:
+        parser.error("--skip-noop is a --supernode option")
     progress = Progress(args.quiet)
     if args.torch_threads is not None:
         if args.torch_threads < 1:
@@ -187,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     with _workdir(args.workdir) as work:
         results = run_benchmark(
             work, args.data, args.public, args.releases, not args.no_full_dim, args.supernode, args.rounds,
-            not args.insecure, args.timeout, progress, device_encode=not args.no_device_encode,
+            not args.insecure, args.timeout, progress, device_encode=not args.no_device_encode, noop=not args.skip_noop,
         )
     results["command"] = "python -m simulations.benchmarks.device_costs " + " ".join(argv if argv is not None else sys.argv[1:])
     print(table(results))

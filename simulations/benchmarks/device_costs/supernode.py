@@ -78,6 +78,10 @@ class NodeWatch:
                 return t
         return None
 
+    def answered(self) -> int:
+        """Replies the SuperNode has sent so far."""
+        return sum("Sending:" in line for _, line in self.lines)
+
     def message_walls(self, message_type: str) -> list[float]:
         """Seconds from 'Received successfully' of each ``message_type`` message to its reply being sent."""
         walls, received = [], None
@@ -94,27 +98,37 @@ class NodeWatch:
 
 
 def measure_supernode(
-    work: Path, data: str, public: str, rounds: int, secure: bool, timeout: float, progress: Progress, encode: bool = True
+    work: Path, data: str, public: str, rounds: int, secure: bool, timeout: float, progress: Progress, encode: bool = True,
+    noop: bool = False,
 ) -> dict[str, Any]:
     """Launch one flower-supernode against a run that waits for it; measure memory and time to first report.
 
     With ``encode`` the owner first encodes the device's data, as the documented procedure does before
-    any run (``ldpfed device encode``, timed on its own): setup then runs no encoder.
+    any run (``ldpfed device encode``, timed on its own): setup then runs no encoder. With ``noop``
+    the same flower-supernode command (device folder, node config, keys, trusted signers, Flower
+    settings) first serves the no-op app (simulations.benchmarks.noop_flower: the same message
+    sequence, each message answered at once), then ldpfed's app, each launched fresh against a fresh
+    SuperLink; ``result["noop"]`` holds the no-op's figures and ``result["comparison"]`` what ldpfed adds.
     """
     from fed.spec.run_spec import RunSpec
-    from simulations.commands.device import SUPERNODE_ENV, build_fab, init_device, node_config_string, sign_fab, supernode_command
+    from simulations.benchmarks.device_costs.compare import compare
+    from simulations.benchmarks.noop_flower import APP_DIR as NOOP_DIR
+    from simulations.commands.device import build_fab, init_device, node_config_string, sign_fab
     from simulations.commands.superlink import init_superlink, publish_app
-    from simulations.flower_runner import APP_DIR, BIN, Secure, cluster, free_port, run_status, start_run
+    from simulations.flower_runner import APP_DIR, Secure
 
     work.mkdir(parents=True, exist_ok=True)
     device = init_device(work / "device")
     device.policy.write_text(POLICY)
     node_config = node_config_string(device, data)
-    app, secure_cluster = str(APP_DIR), None
+    app, noop_app, secure_cluster = str(APP_DIR), str(NOOP_DIR), None
     if secure:
         link = init_superlink(work / "superlink", node_keys=[device.node_public_key])
         fab = build_fab(APP_DIR)
         app = publish_app(link, fab, [sign_fab(fab, device.signing_key)])
+        if noop:
+            noop_fab = build_fab(NOOP_DIR)  # approved by the same owner key, served by the same registry
+            noop_app = publish_app(link, noop_fab, [sign_fab(noop_fab, device.signing_key)])
         secure_cluster = Secure(link, [])
     config = RunSpec.of(
         data=data, public=public, users=1, nodes=1, rounds=rounds, users_per_round=0, records_per_user_round=1,
@@ -131,50 +145,98 @@ def measure_supernode(
         result["device_encode_s"] = time.perf_counter() - started
     progress.say("importing the ClientApp in fresh interpreters (what every flwr-clientapp process pays first)")
     result["fresh_process_import_s"] = [_time_fresh_import() for _ in range(3)]
-    with cluster(work / "flower", simulation=False, node_configs=[], secure=secure_cluster) as running:
-        address = _superlink_address(running.env)
-        log = work / "flwr-run.log"
-        progress.say("SuperLink up; starting a run and waiting for its ServerApp to wait for nodes")
-        run = start_run(running, config.to_mapping(), None, log, app=app)
-        _wait_for_idle_serverapp(running.processes[0].pid, run, timeout)
-        if secure:
-            command = supernode_command(device, address, link.ca_cert, node_config)
-            command[0] = str(BIN / command[0])
-        else:
-            command = [str(BIN / "flower-supernode"), "--insecure", "--superlink", address, "--node-config", node_config]
-        node_log = running.logs / "supernode-bench.log"
-        progress.say("launching flower-supernode (MiniLM, one user)")
-        started = time.perf_counter()
-        process = subprocess.Popen(
-            command + ["--port", str(free_port())], env={**running.env, **SUPERNODE_ENV}, cwd=work, stdout=open(node_log, "wb"),
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        running.processes.append(process)  # stopped with the cluster
-        watch = NodeWatch(process.pid, node_log, started)
-        deadline = time.monotonic() + timeout
-        first_report = None
-        while run.poll() is None and time.monotonic() < deadline:
-            watch.poll()
-            if first_report is None and watch.stage_times()["first_report_sent"] is not None:
-                first_report = watch.stage_times()["first_report_sent"]
-                progress.say(f"first report after {first_report:.1f}s; the run goes on ({rounds} rounds)")
-            if process.poll() is not None:
-                raise RuntimeError(f"flower-supernode exited with {process.returncode}: {node_log.read_text()[-3000:]}")
-            time.sleep(0.05)
-        watch.poll()
-        if run.poll() is None:
-            raise TimeoutError(f"the run did not finish within {timeout}s; see {log}")
-        status = run_status(running, log)
-        result["run_status"] = status
-        if status != "finished:completed":
-            raise RuntimeError(f"the run ended {status}: {log.read_text(errors='replace')[-3000:]}")
-    result["time_to_first_report"] = watch.stage_times()
-    result["train_message_walls_s"] = watch.message_walls("train")
-    result["train_message_wall"] = stats(result["train_message_walls_s"])
-    result["memory"] = _memory_summary(watch)
-    metrics = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
-    result["reports_received"] = [m.get("reports_received") for m in metrics]
+    served = Served(work, device, node_config, secure_cluster, rounds, timeout, progress)
+    if noop:
+        noop_config = {"nodes": 1, "rounds": rounds, "dim": 16, "out": str(work / "noop-run"), "round-timeout": 600.0}
+        result["noop"] = served.serve("no-op", noop_app, noop_config, work / "noop-run")
+    result.update(served.serve("ldpfed", app, config.to_mapping(), work / "run"))
+    if noop:
+        result["comparison"] = compare(result["noop"], result)
     return result
+
+
+MESSAGES = ("query.setup", "train", "evaluate", "query.ledger")
+"""The message types of the benchmark's run, in its order: setup, train and evaluate per round, the ledger."""
+
+
+class Served:
+    """Serves one app's run on a fresh SuperLink with the device's flower-supernode command, and measures it."""
+
+    def __init__(
+        self, work: Path, device: Any, node_config: str, secure: Any, rounds: int, timeout: float, progress: Progress,
+    ) -> None:
+        self.work, self.device, self.node_config, self.secure = work, device, node_config, secure
+        self.rounds, self.timeout, self.progress = rounds, timeout, progress
+
+    def command(self, address: str) -> list[str]:
+        """The flower-supernode command line, the same for every app served."""
+        from simulations.commands.device import supernode_command
+        from simulations.flower_runner import BIN
+
+        if self.secure is not None:
+            command = supernode_command(self.device, address, self.secure.superlink.ca_cert, self.node_config)
+            command[0] = str(BIN / command[0])
+            return command
+        return [str(BIN / "flower-supernode"), "--insecure", "--superlink", address, "--node-config", self.node_config]
+
+    def serve(self, name: str, app: str, run_config: dict[str, Any], out: Path) -> dict[str, Any]:
+        """Start ``app``'s run, launch the SuperNode when its ServerApp waits, watch until the run ends."""
+        from simulations.commands.device import SUPERNODE_ENV
+        from simulations.flower_runner import cluster, free_port, run_status, start_run
+
+        result: dict[str, Any] = {"app": app}
+        folder = "flower" if name == "ldpfed" else f"flower-{name}"
+        total = 2 + 2 * self.rounds  # setup, train and evaluate per round, the ledger
+        with cluster(self.work / folder, simulation=False, node_configs=[], secure=self.secure) as running:
+            address = _superlink_address(running.env)
+            log = self.work / f"{folder}-run.log"
+            self.progress.say(f"{name}: SuperLink up; starting a run and waiting for its ServerApp to wait for nodes")
+            run = start_run(running, run_config, None, log, app=app)
+            _wait_for_idle_serverapp(running.processes[0].pid, run, self.timeout)
+            node_log = running.logs / "supernode-bench.log"
+            self.progress.say(f"{name}: launching flower-supernode (one user)")
+            result["load_average"] = {"before": _load_average()}
+            started = time.perf_counter()
+            process = subprocess.Popen(
+                self.command(address) + ["--port", str(free_port())], env={**running.env, **SUPERNODE_ENV}, cwd=self.work,
+                stdout=open(node_log, "wb"), stderr=subprocess.STDOUT, start_new_session=True,
+            )
+            running.processes.append(process)  # stopped with the cluster
+            watch = NodeWatch(process.pid, node_log, started)
+            deadline = time.monotonic() + self.timeout
+            first_report, answered = None, 0
+            while run.poll() is None and time.monotonic() < deadline:
+                watch.poll()
+                if first_report is None and watch.stage_times()["first_report_sent"] is not None:
+                    first_report = watch.stage_times()["first_report_sent"]
+                    self.progress.say(f"{name}: first report after {first_report:.1f}s; the run goes on ({self.rounds} rounds)")
+                now = watch.answered()
+                if now > answered:
+                    answered = now
+                    self.progress.count(f"{name}: messages answered", min(answered, total), total)
+                if process.poll() is not None:
+                    raise RuntimeError(f"flower-supernode exited with {process.returncode}: {node_log.read_text()[-3000:]}")
+                time.sleep(0.05)
+            watch.poll()
+            result["load_average"]["after"] = _load_average()
+            if run.poll() is None:
+                raise TimeoutError(f"the {name} run did not finish within {self.timeout}s; see {log}")
+            status = run_status(running, log)
+            result["run_status"] = status
+            if status != "finished:completed":
+                raise RuntimeError(f"the {name} run ended {status}: {log.read_text(errors='replace')[-3000:]}")
+        result["time_to_first_report"] = watch.stage_times()
+        result["train_message_walls_s"] = watch.message_walls("train")
+        result["train_message_wall"] = stats(result["train_message_walls_s"])
+        result["message_walls_s"] = {kind: watch.message_walls(kind) for kind in MESSAGES}
+        result["memory"] = _memory_summary(watch)
+        metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        result["reports_received"] = [m.get("reports_received") for m in metrics]
+        return result
+
+
+def _load_average() -> list[str]:
+    return Path("/proc/loadavg").read_text().split()[:3]
 
 
 def _time_fresh_import() -> float:

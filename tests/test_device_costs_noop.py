@@ -1,0 +1,97 @@
+"""The plumbing of the same-SuperNode comparison (issue 39 item 13), without a SuperNode.
+
+``python -m simulations.benchmarks.device_costs --supernode`` serves a no-op app and ldpfed's app with the
+same flower-supernode command and prints what ldpfed adds. Here: the no-op app runs its message sequence
+through the in-process grid, its FAB builds as the registry serves it, and the difference and the goals
+come out right on canned figures.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import Context, RecordDict
+
+from simulations.benchmarks.device_costs import benchmark
+from simulations.benchmarks.device_costs.compare import GOALS, compare, comparison_lines
+from simulations.benchmarks.device_costs.supernode import MESSAGES
+from simulations.benchmarks.noop_flower import APP_DIR
+from simulations.benchmarks.noop_flower import noop_flower_apps as noop
+from simulations.local_grid import LocalGrid
+
+ROUNDS = 3
+
+
+def test_the_noop_app_answers_ldpfeds_message_sequence_at_once(tmp_path: Path) -> None:
+    seen: list[tuple[str, RecordDict]] = []
+
+    def client(message, context):  # noqa: ANN001, ANN202 (Flower's call)
+        reply = noop.client(message, context)
+        seen.append((message.metadata.message_type, reply.content))
+        return reply
+
+    config = {"nodes": 1, "rounds": ROUNDS, "dim": 16, "out": str(tmp_path), "round-timeout": 10.0}
+    grid = LocalGrid(client, 1, config, engine=False)
+    noop.server(grid, Context(run_id=grid.run.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=config))
+    kinds = [kind for kind, _ in seen]
+    assert kinds == ["query.setup", *["train", "evaluate"] * ROUNDS, "query.ledger"]  # as ldpfed's run in the benchmark
+    assert set(kinds) == set(MESSAGES) == set(noop.SEQUENCE)  # the stages the SuperNode's log is read for
+    (report,) = [content["reports"].to_numpy_ndarrays()[0] for kind, content in seen if kind == "train"][:1]
+    assert report.shape == (1, 16) and report.dtype == np.float32  # one tiny report, as ldpfed's reply carries one
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["round"], r["reports_received"], r["errors"]) for r in rows] == [(i, 1, 0) for i in range(1, ROUNDS + 1)]
+
+
+def test_the_noop_fab_holds_only_the_noop_app() -> None:
+    from simulations.commands.device import build_fab
+
+    names = set(zipfile.ZipFile(BytesIO(build_fab(APP_DIR))).namelist())
+    assert {"noop_flower_apps.py", "pyproject.toml"} <= names
+    assert not any(name.startswith(("fed/", "clients/", "strategies/")) for name in names)  # Flower alone, no ldpfed code
+
+
+def _node(walls: dict[str, list[float]], peaks_mib: dict[str, list[float]], first_report: float) -> dict:
+    processes = [
+        {"pid": i, "kind": "flwr-clientapp", "message": f"{kind} message", "VmHWM_kB": mib * 1024}
+        for i, (kind, mib) in enumerate((kind, mib) for kind, values in peaks_mib.items() for mib in values)
+    ]
+    processes.append({"pid": 99, "kind": "flower-supernode", "message": "start", "VmHWM_kB": 500 * 1024})  # not a message process
+    return {
+        "message_walls_s": walls,
+        "memory": {"processes": processes},
+        "time_to_first_report": {"connected": 2.0, "first_report_sent": first_report},
+        "load_average": {"before": ["1.00", "1.50", "2.00"], "after": ["1.20", "1.40", "1.90"]},
+    }
+
+
+def test_the_difference_is_ldpfed_minus_noop_and_each_goal_is_judged_on_it() -> None:
+    noop_node = _node({"train": [1.0, 1.2, 1.1], "evaluate": [1.0]}, {"train": [120.0, 121.0], "evaluate": [119.0]}, 11.0)
+    ldpfed = _node({"train": [1.5, 1.3, 1.35], "evaluate": [1.1]}, {"train": [191.0, 158.0], "evaluate": [138.0]}, 13.5)
+    result = compare(noop_node, ldpfed)
+    diff, goals = result["difference"], result["goals"]
+    assert diff["train_message_median_s"] == pytest.approx(1.35 - 1.1)
+    assert diff["clientapp_peak_MiB"] == pytest.approx(191.0 - 121.0)  # the largest message process of each, not the SuperNode
+    assert diff["time_to_first_report_s"] == pytest.approx(2.5)
+    assert diff["clientapp_peak_by_message_MiB"] == {"train message": pytest.approx(70.0), "evaluate message": pytest.approx(19.0)}
+    assert {key: goal["met"] for key, goal in goals.items()} == {
+        "train_message_median_s": True, "clientapp_peak_MiB": False, "time_to_first_report_s": True,
+    }
+    assert {key: goal["goal"] for key, goal in goals.items()} == GOALS == {
+        "train_message_median_s": 0.3, "clientapp_peak_MiB": 50.0, "time_to_first_report_s": 3.0,
+    }
+    text = "\n".join(comparison_lines(result))
+    assert "+70" in text and "NO" in text and "1.00 1.50 2.00 before launch" in text
+    json.dumps(result)  # the report's JSON holds it as is
+    missing = compare(noop_node, {**ldpfed, "time_to_first_report": {"first_report_sent": None}})
+    assert missing["difference"]["time_to_first_report_s"] is None and not missing["goals"]["time_to_first_report_s"]["met"]
+
+
+def test_the_noop_comparison_is_on_by_default_with_supernode(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        benchmark.main(["--skip-noop"])
+    assert done.value.code == 2 and "--supernode" in capsys.readouterr().err
