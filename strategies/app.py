@@ -239,13 +239,16 @@ def _user_results(record: RunRecord, strategy: LdpStrategy, figures: LedgerFigur
 def _public_check(config: RunSpec, assets: Assets, public: TextDataset | None, num_labels: int) -> PublicCheck:
     """Compare the public data with the task (fed.runtime.assets.check_public).
 
-    The nodes tell the number of labels. Label names and the domain need the task's own
-    training records, which the server reads only where it also trains the non-private upper
-    bound (a simulation); there the domain is measured on a seeded sample of them (not for the
-    BiLSTM encoder, as in ``ldpfed simulate``).
+    The nodes tell the number of labels; the task's schema (labels.txt, the generated corpus's names) names
+    them, else they have no names and the public data is not used as labelled data (check_public). The domain
+    needs the task's own training records, which the server reads only where it also trains the non-private
+    upper bound (a simulation); there it is measured on a seeded sample of them (not for the BiLSTM encoder,
+    as in ``ldpfed simulate``).
     """
     if public is None or not config.evaluation.nonprivate_baseline:
-        return check_public(config, public, [str(i) for i in range(num_labels)])
+        schema = label_schema(config.data.data) if public is not None else None
+        names = schema if schema is not None and len(schema) == num_labels else [str(i) for i in range(num_labels)]
+        return check_public(config, public, names)
     train = load_dataset(config.data.data, "train")
     if config.encoder.encoder == "bilstm":  # trained on the public data: its space tells little about the domain
         return check_public(config, public, train.label_names)

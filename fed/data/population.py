@@ -50,6 +50,7 @@ class Population:
 
         train = load_dataset(data.data, "train")
         dev = load_dataset(data.data, "dev")
+        check_split_labels(data.data, train, dev)
         if data.train_limit and data.train_limit < len(train):
             keep = np.random.default_rng(seed).choice(len(train), data.train_limit, replace=False)
             train = train.subset(np.sort(keep))
@@ -70,6 +71,23 @@ class Population:
             for user, part in zip(holders.tolist(), parts):
                 query_parts[user] = part
         return cls(train, dev, tuple(train_parts), tuple(query_parts))
+
+
+def check_split_labels(spec: str, train: TextDataset, dev: TextDataset) -> None:
+    """Refuse a dev split with a label id the train split never has where no schema names the labels.
+
+    Without names (a folder without labels.txt) the task's labels are the ids the train split holds; a label
+    only the dev split has would be a class the classifier never sees, counted silently as an error. With
+    names (labels.txt, a Hugging Face dataset's) every split is read against them and such a label is known.
+    """
+    if dev.num_labels <= train.num_labels or any(name != str(i) for i, name in enumerate(dev.label_names)):
+        return
+    extra = sorted({int(label) for label in dev.labels if label >= train.num_labels})
+    raise ValueError(
+        f"{spec}: the dev split holds label {', '.join(map(str, extra[:8]))}, which the train split never has "
+        f"(its labels are 0..{train.num_labels - 1}), and no labels.txt names the task's labels. Name every label "
+        "in labels.txt (id<TAB>name lines) or drop those dev records"
+    )
 
 
 def user_records(

@@ -113,10 +113,13 @@ class PublicCheck:
     public:
         The --public spec ('none': no public data, nothing compared).
     public_labels, task_labels:
-        Label names by id; a side whose names are the ids themselves is compared by count only.
+        Label names by id; a side whose names are the ids themselves ("0", "1", ...: a folder without
+        ``labels.txt``) has no names.
     labels_match:
-        Same labels: same count and, where both sides name them, the same names in the same
-        order (case-insensitive); None without public data.
+        The public data's labels are known to be the task's: both sides name their labels, with the
+        same names in the same order (case-insensitive). Only then is the public data used as labelled
+        data (public-only baseline, shrinkage target, class means); a side without names never matches,
+        whatever the counts. None without public data.
     domain_overlap:
         :func:`domain_overlap` of the public data with the task's training encodings; None
         when not measured (no public data, too few records, or the task's data was not read).
@@ -138,6 +141,7 @@ class PublicCheck:
             "public_labels": list(self.public_labels),
             "task_labels": list(self.task_labels),
             "labels_match": self.labels_match,
+            "labels_named": named_labels(self.public_labels) and named_labels(self.task_labels),
             "domain_overlap": self.domain_overlap,
             "domain_overlap_min": DOMAIN_OVERLAP_MIN,
             "domain_match": None if self.domain_overlap is None else self.domain_overlap >= DOMAIN_OVERLAP_MIN,
@@ -172,14 +176,29 @@ def check_public(
         if used
     )
     verb = "come" if " and " in fitted else "comes"
-    if not labels_match:
+    unused = (
+        "So the run uses the public data only where no labels are needed: it has no public-only baseline "
+        "(accuracy_public_only stays empty) and the classifier takes neither a shrinkage target nor class "
+        "means from public data"
+        + (f"; {fitted} still {verb} from it" if fitted else "")
+    )
+    unnamed = [
+        f"{spec} ({_labels_text(names)}{', no labels.txt' if _is_folder(spec) else ''})"
+        for spec, names in ((config.data.data, task_labels), (config.data.public, public.label_names))
+        if not named_labels(names)
+    ]
+    if not labels_match and unnamed:
+        warnings.append(
+            f"the labels of {' and of '.join(unnamed)} have no names, so the public data's labels "
+            f"({config.data.public}: {_labels_text(public.label_names)}) are not known to be the task's "
+            f"({config.data.data}: {_labels_text(task_labels)}), whatever their counts. {unused}. To use them, name "
+            "the labels of both sides in a labels.txt (id<TAB>name lines, the same names in the same order)."
+        )
+    elif not labels_match:
         warnings.append(
             f"the public data ({config.data.public}: {_labels_text(public.label_names)}) is not labelled like the task "
-            f"({config.data.data}: {_labels_text(task_labels)}). So the run has no public-only baseline "
-            "(accuracy_public_only stays empty) and the classifier takes neither a shrinkage target nor class "
-            "means from public data"
-            + (f"; {fitted} still {verb} from it (no labels needed)" if fitted else "")
-            + ". Pass public data labelled like the task (--public FOLDER); --public none drops the "
+            f"({config.data.data}: {_labels_text(task_labels)}). {unused}. Pass public data labelled like the task "
+            "(--public FOLDER); --public none drops the "
             "projection (--dim auto or 0), which can cost more accuracy than the mismatch: compare both."
         )
     if overlap is not None and overlap < DOMAIN_OVERLAP_MIN:
@@ -219,11 +238,22 @@ def domain_overlap(public_x: np.ndarray, task_x: np.ndarray) -> float | None:
 
 
 def same_labels(public: Sequence[str], task: Sequence[str]) -> bool:
-    """Same count and, where both sides have names (not just ids), the same names in the same order."""
-    if len(public) != len(task):
+    """Whether labels ``public`` are known to be labels ``task``: both sides have names (not just their ids,
+    :func:`named_labels`), the same names in the same order (case-insensitive). Equal counts alone prove
+    nothing: a generated corpus's 4 topics are not a 4-class task's labels 0..3."""
+    if len(public) != len(task) or not named_labels(public) or not named_labels(task):
         return False
-    named = not all(name.isdigit() for name in public) and not all(name.isdigit() for name in task)
-    return not named or [n.strip().lower() for n in public] == [n.strip().lower() for n in task]
+    return [n.strip().lower() for n in public] == [n.strip().lower() for n in task]
+
+
+def named_labels(names: Sequence[str]) -> bool:
+    """Whether label ``names`` name anything: not just the ids as strings, as a folder without labels.txt gives."""
+    return any(name.strip() != str(i) for i, name in enumerate(names))
+
+
+def _is_folder(spec: str) -> bool:
+    head, sep, tail = spec.rpartition(":")
+    return Path(head if sep and "=" in tail else spec).expanduser().is_dir()
 
 
 def _labels_text(names: Sequence[str]) -> str:
