@@ -8,7 +8,12 @@ import math
 
 from ldpfed._audit import DEVICE_DIM, RUN_DIM, check, default_dim  # noqa: F401 (default_dim: the command's default, tests read it)
 
-HELP = "Audit a randomizer: worst neighbouring pair, likelihood-ratio test, epsilon lower bound vs its claim."
+HELP = (
+    "Audit a randomizer: worst neighbouring pair, likelihood-ratio test, epsilon lower bound vs its claim "
+    "(exit status 1 when a claim is violated)."
+)
+VIOLATED = 1
+"""The exit status when the audit proves more than a claim ('claim violated'); bad input exits 2."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, default=_json_default))
     else:
         _print_table(rows, args)
-    return 0
+    return VIOLATED if any(row["verdict"] == "claim violated" for row in rows) else 0
 
 
 def _json_default(value: object) -> object:

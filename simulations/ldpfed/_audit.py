@@ -117,13 +117,21 @@ def audit(
         Mechanism parameters (:data:`MECHANISM_OPTIONS`, e.g. ``{"lambda": 100}``); the others as runs use them.
     progress : bool
         Print the estimate and a progress bar for long audits.
+
+    Raises
+    ------
+    ValueError
+        A bad setting; or (fed.randomizers.auditing.AuditScoreError) a mechanism whose audit score does not
+        point the way the audit reads it: larger means "released from the pair's second input". It is checked on
+        a copy of the mechanism at epsilon 100, where any sound score separates its pair, and on the audit's own
+        draws. The pair itself is the mechanism's own statement of its worst case, and trusted.
     """
     limit_blas_threads()
     import numpy as np
     from rich.console import Console
 
     from fed.privacy.noise import SecureGenerator, sampler as sampler_name
-    from fed.randomizers.auditing import auditable, build_for_audit, judge
+    from fed.randomizers.auditing import auditable, build_for_audit, check_direction, judge
 
     check(samples, confidence, dim, noise_factor)
     if sampler not in ("engine", "device"):
@@ -136,6 +144,7 @@ def audit(
     started = time.perf_counter()
     dim = default_dim(mechanism, sampler) if dim is None else dim
     case = build_for_audit(mechanism, epsilon, delta, dim, {"clip": clip, **(options or {})}, noise_factor)
+    check_direction(mechanism, delta, dim, {"clip": clip, **(options or {})})  # the score must point the audit's way
     rng = SecureGenerator.from_os() if sampler == "device" else np.random.default_rng(seed)
     null, alt = _draw(case, samples, rng, f"{sampler} sampler, dim {dim}", Console(stderr=True, quiet=not progress))
     result = judge(case, delta, null, alt, confidence)
