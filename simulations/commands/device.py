@@ -90,8 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     init.add_argument("--superlink", default="SUPERLINK_HOST:8000", help="SuperLink Fleet API address host:port")
     init.add_argument("--root-cert", type=Path, help=f"the SuperLink's CA certificate (default: DIR/{CA_CERT})")
     init.add_argument("--data", default="/srv/my-data", help="the device's data: a folder of train/dev TSV, or generated:N")
-    init.add_argument("--partition-id", type=int, default=0, help="which users of the data this node hosts (default 0)")
-    init.add_argument("--num-partitions", type=int, default=1, help="number of partitions of the data (default 1)")
+    init.add_argument("--partition-id", type=int, default=0, help="the id of the one user this device hosts, holding all of --data (default 0)")
+    init.add_argument("--num-partitions", type=int, default=1, help="number of devices in the federation; --partition-id lies below it (default 1)")
     init.add_argument(
         "--trust", type=Path, action="append", default=[],
         help="an Ed25519 OpenSSH public key of another app signer to trust (repeatable); trusted-entities.yaml is "
