@@ -55,9 +55,9 @@ def test_the_noop_fab_holds_only_the_noop_app() -> None:
     assert not any(name.startswith(("fed/", "clients/", "strategies/")) for name in names)  # Flower alone, no ldpfed code
 
 
-def _node(walls: dict[str, list[float]], peaks_mib: dict[str, list[float]], first_report: float) -> dict:
+def _node(walls: dict[str, list[float]], peaks_mib: dict[str, list[float]], first_report: float, cpu: float) -> dict:
     processes = [
-        {"pid": i, "kind": "flwr-clientapp", "message": f"{kind} message", "VmHWM_kB": mib * 1024}
+        {"pid": i, "kind": "flwr-clientapp", "message": f"{kind} message", "VmHWM_kB": mib * 1024, "cpu_s": cpu + i / 100}
         for i, (kind, mib) in enumerate((kind, mib) for kind, values in peaks_mib.items() for mib in values)
     ]
     processes.append({"pid": 99, "kind": "flower-supernode", "message": "start", "VmHWM_kB": 500 * 1024})  # not a message process
@@ -70,13 +70,14 @@ def _node(walls: dict[str, list[float]], peaks_mib: dict[str, list[float]], firs
 
 
 def test_the_difference_is_ldpfed_minus_noop_and_each_goal_is_judged_on_it() -> None:
-    noop_node = _node({"train": [1.0, 1.2, 1.1], "evaluate": [1.0]}, {"train": [120.0, 121.0], "evaluate": [119.0]}, 11.0)
-    ldpfed = _node({"train": [1.5, 1.3, 1.35], "evaluate": [1.1]}, {"train": [191.0, 158.0], "evaluate": [138.0]}, 13.5)
+    noop_node = _node({"train": [1.0, 1.2, 1.1], "evaluate": [1.0]}, {"train": [120.0, 121.0], "evaluate": [119.0]}, 11.0, 1.8)
+    ldpfed = _node({"train": [1.5, 1.3, 1.35], "evaluate": [1.1]}, {"train": [191.0, 158.0], "evaluate": [138.0]}, 13.5, 2.2)
     result = compare(noop_node, ldpfed)
     diff, goals = result["difference"], result["goals"]
     assert diff["train_message_median_s"] == pytest.approx(1.35 - 1.1)
     assert diff["clientapp_peak_MiB"] == pytest.approx(191.0 - 121.0)  # the largest message process of each, not the SuperNode
     assert diff["time_to_first_report_s"] == pytest.approx(2.5)
+    assert diff["train_message_cpu_median_s"] == pytest.approx(0.4)  # CPU seconds of a message's process, beside the wall
     assert diff["clientapp_peak_by_message_MiB"] == {"train message": pytest.approx(70.0), "evaluate message": pytest.approx(19.0)}
     assert {key: goal["met"] for key, goal in goals.items()} == {
         "train_message_median_s": True, "clientapp_peak_MiB": False, "time_to_first_report_s": True,

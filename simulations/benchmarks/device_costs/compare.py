@@ -25,8 +25,11 @@ def app_figures(node: dict[str, Any]) -> dict[str, Any]:
     every = [w for values in walls.values() for w in values]
     processes = [p for p in node["memory"]["processes"] if p["kind"] == "flwr-clientapp"]
     by_message: dict[str, list[float]] = {}
+    cpu_by_message: dict[str, list[float]] = {}
     for process in processes:
         by_message.setdefault(process["message"], []).append(process.get("VmHWM_kB", 0) / MiB)
+        if "cpu_s" in process:
+            cpu_by_message.setdefault(process["message"], []).append(process["cpu_s"])
     return {
         "train_message_median_s": _median(walls.get("train", [])),
         "any_message_median_s": _median(every),
@@ -35,6 +38,9 @@ def app_figures(node: dict[str, Any]) -> dict[str, Any]:
         "clientapp_peak_by_message_MiB": {kind: max(values) for kind, values in by_message.items()},
         "clientapp_median_by_message_MiB": {kind: float(np.median(values)) for kind, values in by_message.items()},
         "clientapp_processes": len(processes),
+        "train_message_cpu_median_s": _median(cpu_by_message.get("train message", [])),
+        "any_message_cpu_median_s": _median([c for values in cpu_by_message.values() for c in values]),
+        "clientapp_cpu_median_by_message_s": {kind: _median(values) for kind, values in cpu_by_message.items()},
         "time_to_first_report_s": node["time_to_first_report"].get("first_report_sent"),
         "stages_s": dict(node["time_to_first_report"]),
         "load_average": node.get("load_average"),
@@ -44,7 +50,11 @@ def app_figures(node: dict[str, Any]) -> dict[str, Any]:
 def compare(noop: dict[str, Any], ldpfed: dict[str, Any]) -> dict[str, Any]:
     """Each app's figures, ldpfed minus no-op, and whether each difference meets its goal."""
     a, b = app_figures(noop), app_figures(ldpfed)
-    difference = {key: _minus(b[key], a[key]) for key in ("train_message_median_s", "any_message_median_s", "clientapp_peak_MiB", "time_to_first_report_s")}
+    keys = (
+        "train_message_median_s", "any_message_median_s", "clientapp_peak_MiB", "time_to_first_report_s",
+        "train_message_cpu_median_s", "any_message_cpu_median_s",
+    )
+    difference = {key: _minus(b[key], a[key]) for key in keys}
     difference["clientapp_peak_by_message_MiB"] = {
         kind: _minus(value, a["clientapp_peak_by_message_MiB"].get(kind)) for kind, value in b["clientapp_peak_by_message_MiB"].items()
     }
@@ -72,6 +82,10 @@ def comparison_lines(comparison: dict[str, Any]) -> list[str]:
         f"  {'any message, received to answered (median, s)':<52}{_fmt(a['any_message_median_s'], 2):>10}{_fmt(b['any_message_median_s'], 2):>10}"
         f"{_fmt(comparison['difference']['any_message_median_s'], 2, sign=True):>10}"
     )
+    for text, key in (("train message process, CPU s (median)", "train_message_cpu_median_s"), ("any message process, CPU s (median)", "any_message_cpu_median_s")):
+        lines.append(
+            f"  {text:<52}{_fmt(a.get(key), 2):>10}{_fmt(b.get(key), 2):>10}{_fmt(comparison['difference'].get(key), 2, sign=True):>10}"
+        )
     for kind, value in comparison["difference"]["clientapp_peak_by_message_MiB"].items():
         lines.append(
             f"  {'  peak VmHWM serving ' + kind + ' (MiB)':<52}{_fmt(a['clientapp_peak_by_message_MiB'].get(kind), 0):>10}"

@@ -44,6 +44,7 @@ class NodeWatch:
             entry = self.processes[sample["pid"]]
             entry["VmHWM_kB"] = max(entry.get("VmHWM_kB", 0), sample["hwm_kb"])
             entry["Pss_peak_kB"] = max(entry.get("Pss_peak_kB", 0), sample.get("pss_kb", 0))
+            entry["cpu_s"] = max(entry.get("cpu_s", 0.0), _safe_cpu(sample["pid"]))  # user + system, up to the last sample
             entry["last_seen_s"] = now
 
     def _read_log(self, now: float) -> None:
