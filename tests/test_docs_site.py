@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +16,59 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_mkdocs_build_strict(tmp_path: Path) -> None:
-    site = tmp_path / "site"
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once for this module as CI builds it (warnings are errors)."""
+    site = tmp_path_factory.mktemp("docs") / "site"
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
+    return site
+
+
+def test_mkdocs_build_strict(site: Path) -> None:
     for package, member in (("privacy", "fed.privacy.ledger"), ("randomizers", "fed.randomizers.gaussian"), ("encoders", "fed.encoders.cache"), ("ldpfed", "ldpfed.simulate")):
         assert f'id="{member}"' in (site / "api" / package / "index.html").read_text(), member
     assert not (site / "hooks").exists()
+
+
+def test_the_api_reference_documents_the_run_spec_and_the_extension_points(site: Path) -> None:
+    page = (site / "api" / "ldpfed" / "index.html").read_text()
+    members = (
+        "ldpfed.RunSpec", "ldpfed.RunSpec.data", "ldpfed.RunSpec.from_mapping", "ldpfed.register_randomizer",
+        "ldpfed.register_encoder", "ldpfed.register_axis", "ldpfed.register_classifier",
+        "fed.heterogeneity.axis.HeterogeneityAxis", "fed.heterogeneity.axis.HeterogeneityAxis.parse",
+        "fed.spec.option.Option", "fed.spec.option.Option.coerce", "fed.spec.sections.DataSpec.users",
+    )
+    assert [m for m in members if f'id="{m}"' not in page] == []
+
+
+ROLE_LEFT = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|exc|obj|const):(?:`|<code>|&#96;)")
+
+
+def test_no_page_of_the_site_shows_a_raw_sphinx_role(site: Path) -> None:
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 20
+    raw = {page.relative_to(site).as_posix(): ROLE_LEFT.findall(page.read_text()) for page in pages}
+    assert {name: found for name, found in raw.items() if found} == {}
+
+
+def _roles():  # noqa: ANN202 - a module loaded from its file
+    spec = importlib.util.spec_from_file_location("griffe_roles", ROOT / "docs" / "hooks" / "griffe_roles.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sphinx_roles_become_the_code_a_reader_expects() -> None:
+    plain = _roles().plain
+    assert plain("see :class:`~fed.encoders.base.Encoder` and :meth:`RunSpec.from_mapping`") == (
+        "see `Encoder` and `RunSpec.from_mapping`"
+    )
+    assert plain(":func:`the parser <fed.spec.sections.parse_dim>`, :py:data:`__all__`") == "`the parser`, `__all__`"
+    assert plain("a dict: {'a': 1}, ``code`` and :math:`x`") == "a dict: {'a': 1}, ``code`` and :math:`x`"
 
 
 def _hook():  # noqa: ANN202 - a module loaded from its file
