@@ -123,6 +123,7 @@ def cluster(
     node_configs: list[str] | None = None,
     secure: Secure | None = None,
     ray_address: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[Cluster]:
     """Start a SuperLink (with the Ray simulation runtime, or with one SuperNode per node config).
 
@@ -131,7 +132,8 @@ def cluster(
     registry of that folder, and each node runs with its device's keys and trusted entities.
     The Ray simulation joins the cluster at ``ray_address`` (see :func:`resolve_ray_address`;
     Flower's ray.init reads $RAY_ADDRESS), else it starts a private Ray instance, whatever
-    $RAY_ADDRESS or a cluster that ``ray start`` left on this machine say.
+    $RAY_ADDRESS or a cluster that ``ray start`` left on this machine say. ``env`` adds variables to the environment
+    of every process started (e.g. the plugins registered in this process, fed.plugins.entry_points.environment).
     """
     node_configs = node_configs or []
     if secure is not None and (simulation or len(secure.devices) != len(node_configs)):
@@ -146,7 +148,9 @@ def cluster(
         else f'[superlink.{CONNECTION}]\naddress = "{address}"\ninsecure = true\n'
     )
     (flwr_home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n{connection}')
+    extra = dict(env or {})
     env = flower_env(flwr_home)
+    env.update(extra)
     if simulation:
         env["RAY_ADDRESS"] = ray_address or "local"
     processes: list[subprocess.Popen] = []

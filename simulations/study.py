@@ -42,6 +42,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -53,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fed.plugins.entry_points import PluginError, environment
 from fed.spec.run_spec import RunSpec, options
 
 MARKER = "study_run.json"
@@ -194,8 +196,8 @@ def load_study(path: Path) -> Study:
         if names.setdefault(run.name, run.cell) != run.cell:
             raise ValueError(f"{path}: cells {names[run.name]} and {run.cell} get the same run directory {run.name!r}")
         try:
-            RunSpec.from_mapping(run.options)
-        except ValueError as error:
+            environment(RunSpec.from_mapping(run.options).to_mapping())  # a plugin registered here must reach the run
+        except (ValueError, PluginError) as error:
             raise ValueError(f"{path}: run {run.name}: {error}") from None
     return study
 
@@ -290,8 +292,9 @@ def execute(run: StudyRun, directory: Path) -> float:
     directory.mkdir(parents=True)
     log = directory / "simulate.log"
     started = time.monotonic()
+    env = {**os.environ, **environment(RunSpec.from_mapping(run.options).to_mapping())}  # plugins registered here
     with open(log, "w") as handle:
-        done = subprocess.run(simulate_command(run.options, directory), stdout=handle, stderr=subprocess.STDOUT)
+        done = subprocess.run(simulate_command(run.options, directory), stdout=handle, stderr=subprocess.STDOUT, env=env)
     seconds = time.monotonic() - started
     if done.returncode != 0 or not (directory / "summary.json").is_file():
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]

@@ -27,7 +27,7 @@ from fed.spec.run_spec import RunSpec
 from fed.spec.sections import DIM_AUTO
 from fed.reporting.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
 from fed.device.policy import DevicePolicy
-from fed.data.population import Population
+from fed.data.population import Population, limited
 from fed.reporting.report import LedgerFigures, group_lines, privacy_report, summary
 from fed.privacy.events import PureEvent
 from fed.privacy.shuffle import ShuffledFigure, composed
@@ -242,14 +242,14 @@ def _public_check(config: RunSpec, assets: Assets, public: TextDataset | None, n
     The nodes tell the number of labels; the task's schema (labels.txt, the generated corpus's names) names
     them, else they have no names and the public data is not used as labelled data (check_public). The domain
     needs the task's own training records, which the server reads only where it also trains the non-private
-    upper bound (a simulation); there it is measured on a seeded sample of them (not for the BiLSTM encoder,
-    as in ``ldpfed simulate``).
+    upper bound (a simulation); there it is measured on a seeded sample of those the run uses (--train-limit's, as
+    ``ldpfed simulate``'s own check does; not for the BiLSTM encoder, as there).
     """
     if public is None or not config.evaluation.nonprivate_baseline:
         schema = label_schema(config.data.data) if public is not None else None
         names = schema if schema is not None and len(schema) == num_labels else [str(i) for i in range(num_labels)]
         return check_public(config, public, names)
-    train = load_dataset(config.data.data, "train")
+    train = limited(load_dataset(config.data.data, "train"), config.data, config.seed)  # the records the run uses
     if config.encoder.encoder == "bilstm":  # trained on the public data: its space tells little about the domain
         return check_public(config, public, train.label_names)
     cache = default_cache_dir(config)

@@ -51,9 +51,7 @@ class Population:
         train = load_dataset(data.data, "train")
         dev = load_dataset(data.data, "dev")
         check_split_labels(data.data, train, dev)
-        if data.train_limit and data.train_limit < len(train):
-            keep = np.random.default_rng(seed).choice(len(train), data.train_limit, replace=False)
-            train = train.subset(np.sort(keep))
+        train = limited(train, data, seed)
         if len(train) < data.users:
             raise ValueError(f"the train split has {len(train)} records, fewer than --users {data.users}")
         if data.partition == "natural":
@@ -71,6 +69,14 @@ class Population:
             for user, part in zip(holders.tolist(), parts):
                 query_parts[user] = part
         return cls(train, dev, tuple(train_parts), tuple(query_parts))
+
+
+def limited(train: TextDataset, data: DataSpec, seed: int) -> TextDataset:
+    """The training records a run uses: all of ``train``, or the seeded sample of ``--train-limit`` of them."""
+    if data.train_limit and data.train_limit < len(train):
+        keep = np.random.default_rng(seed).choice(len(train), data.train_limit, replace=False)
+        return train.subset(np.sort(keep))
+    return train
 
 
 def check_split_labels(spec: str, train: TextDataset, dev: TextDataset) -> None:

@@ -34,12 +34,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress display")
 
 
+FAILED = 1
+"""The exit status of a run that started and failed (inside Flower); bad input exits 2."""
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the simulation (ldpfed.simulate) with the options given, print the summary."""
+    """Run the simulation (ldpfed.simulate) with the options given, print the summary; a run that fails inside
+    Flower prints one line, its reason and its log, and exits 1."""
+    import sys
+
     import ldpfed
 
     values = {o.name: getattr(args, o.name) for o in options() if getattr(args, o.name) is not None}
-    result = ldpfed.simulate(cpus_per_client=args.cpus_per_client, ray_address=args.ray_address, progress=not args.quiet, **values)
+    try:
+        result = ldpfed.simulate(cpus_per_client=args.cpus_per_client, ray_address=args.ray_address, progress=not args.quiet, **values)
+    except RuntimeError as error:
+        print(f"ldpfed simulate: error: {error}", file=sys.stderr)
+        return FAILED
     _print_summary(result)
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,8 @@ def simulate(
     config = resolve(spec, run_options)
     from fed.learning.classifiers import check_classifier
 
-    check_classifier(config.evaluation.classifier)  # built in or an installed plugin: the ServerApp runs elsewhere
+    check_classifier(config.evaluation.classifier)  # built in or a plugin: the ServerApp runs elsewhere
+    plugins = _plugin_environment(config)
     if address:  # actors on a cluster inherit neither this environment ($LDPFED_CACHE) nor its folder
         from fed.runtime.assets import default_cache_dir
 
@@ -77,28 +79,54 @@ def simulate(
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     warn(schedule_warnings(config))
-    warn(_warm_cache(config, progress))
+    warn(_warm_cache(config, progress, plugins))
 
     federation = f"num-supernodes={config.schedule.nodes} client-resources-num-cpus={cpus_per_client} init-args-logging-level='error'"
     if not address:  # a cluster has its own CPUs: ray.init refuses num_cpus when joining one
         federation += f" init-args-num-cpus={os.cpu_count() or 1}"
     log = out / "flower.log"
     with tempfile.TemporaryDirectory(prefix="ldpfed-flwr-") as work, cluster(
-        Path(work), simulation=True, ray_address=address
+        Path(work), simulation=True, ray_address=address, env=plugins
     ) as running:
         process = start_run(running, config.to_mapping(), federation, log)
         _follow(process, out / "metrics.jsonl", config.schedule.rounds, quiet=not progress)
         status = run_status(running, log)
     if status != "finished:completed" or not (out / "summary.json").is_file():
-        raise RuntimeError(f"the Flower run ended with status {status!r}; see {log}")
+        reason = flower_failure(log)
+        raise RuntimeError(
+            f"the Flower run failed: {reason} (its log: {log})" if reason
+            else f"the Flower run ended with status {status!r}; see {log}"
+        )
     return Run.load(out, seconds=time.monotonic() - started)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Refused|Exit)\w*: \S.*$")
+
+
+def flower_failure(log: Path) -> str | None:
+    """The reason a Flower run failed, as one line: the last exception line of a traceback in its log (e.g. the
+    ServerApp's "RuntimeError: ... node 15 refused (malformed): ..."), or None when the log holds none."""
+    try:
+        lines = [_ANSI.sub("", line).strip() for line in log.read_text(errors="replace").splitlines()]
+    except OSError:
+        return None
+    found = None
+    in_traceback = False
+    for line in lines:
+        if line.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+        elif in_traceback and _EXCEPTION.match(line):
+            found, in_traceback = line, False
+    return found
 
 
 def resolve(spec: RunSpec | None, values: dict[str, Any]) -> RunSpec:
     """The run's spec from ``spec`` and the options given (as ``ldpfed simulate`` reads its flags).
 
     ``sigma`` given without ``epsilon`` sets epsilon to 0 (sigma overrides it); the run directory
-    defaults to runs/<UTC time>; it and trace files that exist are made absolute (the ServerApp reads them elsewhere).
+    defaults to runs/<UTC time>. Every local path among the options is made absolute against the working directory
+    (:func:`absolute_paths`): the Flower processes that read them run in a folder of their own.
     """
     if spec is not None and not isinstance(spec, RunSpec):
         raise TypeError(f"spec must be a RunSpec, got {type(spec).__name__}; give run options as keywords")
@@ -108,14 +136,96 @@ def resolve(spec: RunSpec | None, values: dict[str, Any]) -> RunSpec:
     if spec is not None:
         values = {**spec.flat(), **values}
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    values["out"] = str(Path(values.get("out") or Path("runs") / stamp).resolve())
-    for option in options():  # trace files, read by the ServerApp elsewhere
-        if option.file and values.get(option.name) and Path(values[option.name]).is_file():
-            values[option.name] = str(Path(values[option.name]).resolve())
-    return RunSpec.from_mapping(values)
+    values["out"] = values.get("out") or str(Path("runs") / stamp)
+    return RunSpec.from_mapping(absolute_paths(values))
 
 
-def _warm_cache(config: RunSpec, progress: bool) -> list[str]:
+BUILTIN_ENCODERS = ("minilm", "bilstm", "minilm-tuned")
+
+
+def absolute_paths(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (run options by underscored name) with each local path made absolute against the working directory.
+
+    The path options: ``data`` and ``public`` (a folder, ``FOLDER:split=STEM,...`` with its ``.tsv`` targets, not
+    ``generated[:...]``, ``none`` or a Hugging Face id), ``encoder`` (a model folder, ``bilstm:FOLDER``, the encoder
+    of ``tokens:L:X``; not a built-in name or a registered plugin's spec), ``out``, ``cache_dir`` and every option
+    that may name a file (fed.spec.option.Option.file: trace files). A value counts as a path when it exists here,
+    or is written as one (it starts with '.', '/' or '~', or holds two '/', as no Hugging Face id does).
+    """
+    values = dict(values)
+    files = {option.name for option in options() if option.file}
+    for name, value in list(values.items()):
+        if not isinstance(value, str) or not value:
+            continue
+        if name in ("data", "public"):
+            values[name] = _dataset_path(value)
+        elif name == "encoder":
+            values[name] = _encoder_path(value)
+        elif name in ("out", "cache_dir") or (name in files and _exists(value)):
+            values[name] = _absolute(value)
+    return values
+
+
+def _absolute(path: str) -> str:
+    return str(Path(path).expanduser().resolve())
+
+
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).expanduser().exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _written_as_path(value: str) -> bool:
+    """Whether ``value`` reads as a path whether or not it exists (fed.data.loaders.load_dataset's rule)."""
+    return value.startswith((".", "/", "~")) or value.count("/") > 1
+
+
+def _dataset_path(spec: str) -> str:
+    if spec in ("none", "generated") or spec.startswith("generated:"):
+        return spec
+    head, sep, tail = spec.rpartition(":")
+    if sep and "=" in tail and Path(head).expanduser().is_dir():  # FOLDER:split=stem-or-file.tsv,...
+        items = []
+        for item in tail.split(","):
+            split, eq, target = item.partition("=")
+            if eq and target.strip().endswith(".tsv"):  # a file, read relative to the working directory
+                target = _absolute(target.strip())
+            items.append(f"{split}{eq}{target}")
+        return f"{_absolute(head)}:{','.join(items)}"
+    return _absolute(spec) if _exists(spec) or _written_as_path(spec) else spec
+
+
+def _encoder_path(spec: str) -> str:
+    if spec in BUILTIN_ENCODERS:
+        return spec
+    if spec.startswith("tokens:"):
+        length, sep, base = spec.removeprefix("tokens:").partition(":")
+        return f"tokens:{length}:{_encoder_path(base)}" if sep and base else spec
+    if spec.startswith("bilstm:"):
+        folder = spec.removeprefix("bilstm:")
+        return f"bilstm:{_absolute(folder)}" if folder else spec
+    from fed.encoders.registry import ENCODERS
+
+    if spec.partition(":")[0] in ENCODERS:  # a plugin's spec, resolved before any path (fed.encoders.resolver)
+        return spec
+    return _absolute(spec) if _exists(spec) or spec.startswith((".", "~")) else spec
+
+
+def _plugin_environment(config: RunSpec) -> dict[str, str]:
+    """The environment that hands the run's plugins registered in this process (``ldpfed.register_*``) to the
+    processes it starts (fed.plugins.entry_points.environment); ValueError, before anything starts, for one that no
+    other process can import."""
+    from fed.plugins.entry_points import PluginError, environment
+
+    try:
+        return environment(config.to_mapping())
+    except PluginError as error:
+        raise ValueError(str(error)) from None
+
+
+def _warm_cache(config: RunSpec, progress: bool, plugins: dict[str, str] | None = None) -> list[str]:
     """Encode the run's data once, with progress bars, so every Ray actor reads the cache; returns
     the warnings of the public-data check (fed.runtime.assets.check_public).
 
@@ -126,7 +236,7 @@ def _warm_cache(config: RunSpec, progress: bool) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="ldpfed-encode-") as work:
         request, answer = Path(work) / "config.json", Path(work) / "answer.json"
         request.write_text(json.dumps(config.to_mapping()))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env = {**os.environ, **(plugins or {}), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         command = [sys.executable, "-m", "ldpfed._encode", str(request), str(answer), "1" if progress else "0"]
         done = subprocess.run(command, env=env)
         result = json.loads(answer.read_text()) if answer.is_file() else {}
