@@ -5,7 +5,7 @@ one invocation and in this order:
 
 1. the noise bound: torch.randn and numpy ``standard_normal`` throughput (normals/s; float32
    and float64; one thread, and two threads each with its own generator);
-2. plain Flower (simulations.benchmarks.plain_flower: a trivial ClientApp answering one train message
+2. plain Flower (unless ``--no-plain``; simulations.benchmarks.plain_flower: a trivial ClientApp answering one train message
    with a tiny array) at ``--nodes`` nodes (the ldpfed runs' count) and at each
    ``--plain-nodes``, one user per node, run the way ``ldpfed simulate`` runs (private
    SuperLink, Flower's Ray simulation backend, same federation options);
@@ -512,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--nodes", type=int, default=2, help="Flower nodes of the ldpfed runs and of the same-nodes plain run (default 2)")
     parser.add_argument("--plain-nodes", type=_counts, default=[1_000], help="further plain-Flower node counts (default 1000)")
+    parser.add_argument("--no-plain", action="store_true", help="run no plain-Flower baseline (its table stays empty)")
     parser.add_argument("--out", type=Path, default=Path("runs/reports/bench_scale.json"), help="JSON report; the plot goes beside it (.png)")
     parser.add_argument("--work", type=Path, default=None, help="folder of the run directories (default: a new folder under the temp dir)")
     parser.add_argument("--run-timeout", type=float, default=3600.0, help="seconds after which a run is stopped (default 3600)")
@@ -539,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     best = max(noise, key=lambda row: row["normals_per_s"])
 
     plain_runs = []
-    for nodes in dict.fromkeys([args.nodes, *args.plain_nodes]):
+    for nodes in [] if args.no_plain else dict.fromkeys([args.nodes, *args.plain_nodes]):
         run = plain_run(nodes, args.rounds, work)
         print(f"[bench] plain Flower, {nodes:,} nodes, {args.rounds} rounds", flush=True)
         plain_runs.append(run_measured(run, args.run_timeout, args.sample_interval, _progress(run), args.warmup))
