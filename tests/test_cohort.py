@@ -335,12 +335,13 @@ def test_a_failed_cohort_transaction_keeps_nothing(tmp_path: Path, monkeypatch: 
     assert set(np.unique(reply.users).tolist()) >= {u for u in ids[3:] if len(cohort_path.records[u].train)}
 
 
+@pytest.mark.parametrize("order", ["permuted", "consecutive"])
 @pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
-def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) -> None:
+def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str, order: str) -> None:
     """Blocks (fed.runtime.cohort.RELEASE_BLOCK rows per call, in chunks of GRAM_BLOCK rows) only bound memory
     traffic, and rows preprocessed once (fed.runtime.cohort.Cohort.rows_for) only save work: for a
     clip-and-noise randomizer they draw the same noise, in the same order, as one call on every
-    selected row."""
+    selected row. Consecutive rows (a step selecting every record) are read in place, read-only."""
     from fed.learning.report_sums import GRAM_BLOCK
     from fed.runtime.release import RELEASE_BLOCK, release_blocks
     from fed.randomizers.base import make_randomizer
@@ -349,9 +350,14 @@ def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str) 
     randomizer = make_randomizer({"mechanism": mechanism, "clip": 1.0, **scale})
     rng = np.random.default_rng(3)
     rows = rng.normal(size=(2 * GRAM_BLOCK, 8))
-    selected = rng.permutation(len(rows))[: GRAM_BLOCK + 2 * RELEASE_BLOCK + 17]
+    n = GRAM_BLOCK + 2 * RELEASE_BLOCK + 17
+    selected = rng.permutation(len(rows))[:n] if order == "permuted" else np.arange(5, 5 + n)
     labels = rng.integers(0, 2, len(selected))
-    blocks = list(release_blocks(randomizer, randomizer.preprocess(rows), selected, labels, 2, np.random.default_rng(11)))
+    prepared = randomizer.preprocess(rows)
+    kept = prepared.copy()
+    blocks = list(release_blocks(randomizer, prepared, selected, labels, 2, np.random.default_rng(11)))
+    np.testing.assert_array_equal(prepared, kept)  # the preprocessed rows are left as they were
+    assert prepared.flags.writeable
     assert [len(r) for r, _ in blocks] == [GRAM_BLOCK, 2 * RELEASE_BLOCK + 17]
     reports, released = np.concatenate([r for r, _ in blocks]), np.concatenate([y for _, y in blocks])
     whole = randomizer.release(rows[selected], np.random.default_rng(11))

@@ -99,6 +99,19 @@ def _quoted(keys: CohortKeys) -> list[str]:
     return _QUOTED[keys]
 
 
+def _parse_counts(texts: list[str]) -> list[dict[str, int]]:
+    """``json.loads`` of each stored counts text, parsed as one JSON array (one call for a cohort's thousands of
+    rows); each text on its own where they do not make exactly that many values (a damaged row fails as it would alone)."""
+    if texts:
+        try:
+            parsed = json.loads("[" + ",".join(texts) + "]")
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list) and len(parsed) == len(texts) and all(type(value) is dict for value in parsed):
+            return parsed
+    return [json.loads(text) for text in texts]
+
+
 def upgrade_spend_rows(connection: sqlite3.Connection) -> None:
     """Convert a store's per-record ``spend`` rows (before 2026-11-23) into ``owner_spend`` rows, in the caller's transaction."""
     if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'spend'").fetchone() is None:
@@ -322,15 +335,17 @@ class LedgerTransaction:
         order, bounds, ordered_keys = keys.by_user()
         found: dict[int, list[int]] = {}  # event id -> counts of every column, grouped by user
         extras: Extras = {}
-        for owner, event_id, text in self.db.execute("SELECT owner, event, counts FROM owner_spend"):
-            u = keys.user_of.get(owner)
-            if u is None:
-                continue
-            stored = json.loads(text)
+        rows = [(owner, u, event_id, text) for owner, event_id, text in self.db.execute("SELECT owner, event, counts FROM owner_spend")
+                if (u := keys.user_of.get(owner)) is not None]
+        for (owner, u, event_id, _), stored in zip(rows, _parse_counts([text for *_, text in rows])):
             start, end = bounds[u], bounds[u + 1]
             if event_id not in found:
                 found[event_id] = [0] * len(order)
-            found[event_id][start:end] = [stored.pop(key, 0) for key in ordered_keys[start:end]]
+            held = ordered_keys[start:end]
+            if len(stored) == len(held) and list(stored) == held:  # the row counts exactly the cohort's records, in order
+                found[event_id][start:end] = list(stored.values())
+                continue
+            found[event_id][start:end] = [stored.pop(key, 0) for key in held]
             if stored:  # what is left counts records the cohort does not hold
                 extras[(owner, event_id)] = stored
         for event_id, counts in found.items():
@@ -344,7 +359,10 @@ class LedgerTransaction:
         for owner, kind, sampling, event_id, steps in self.db.execute("SELECT owner, kind, sampling, event, steps FROM steps"):
             u = keys.user_of.get(owner)
             if u is not None:
-                log = ledger.steps.setdefault((kind, sampling, self._events[event_id]), np.zeros(len(keys.owners), np.int64))
+                step = (kind, sampling, self._events[event_id])
+                log = ledger.steps.get(step)
+                if log is None:  # not setdefault: that would build a zero log for every row
+                    log = ledger.steps[step] = np.zeros(len(keys.owners), np.int64)
                 log[u] = steps
         return ledger, extras
 

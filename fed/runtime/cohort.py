@@ -78,19 +78,20 @@ class Cohort:
         train_first = np.zeros(len(train_column), dtype=bool)
         train_first[np.unique(train_column, return_index=True)[1]] = True  # a column is one user's
 
-        def stack(name: str) -> np.ndarray:
+        def stack(name: str, dtype: type) -> np.ndarray:
+            """The users' arrays one after the other, converted while they are copied (one pass, no float32 copy first)."""
             arrays = [getattr(p, name) for p in parts]
-            return np.concatenate(arrays) if arrays else np.zeros((0, dim))
+            return np.concatenate(arrays, dtype=dtype, casting="unsafe") if arrays else np.zeros((0, dim), dtype)
 
         return cls(
             users=users,
-            train=np.asarray(stack("train"), dtype=np.float64).reshape(-1, dim),
-            train_labels=np.asarray(stack("train_labels"), dtype=np.int64).reshape(-1),
+            train=stack("train", np.float64).reshape(-1, dim),
+            train_labels=stack("train_labels", np.int64).reshape(-1),
             train_start=np.concatenate([[0], np.cumsum(n_train)]).astype(np.int64),
             train_column=train_column,
             train_first=train_first,
-            query=np.asarray(stack("query"), dtype=np.float64).reshape(-1, dim),
-            query_labels=np.asarray(stack("query_labels"), dtype=np.int64).reshape(-1),
+            query=stack("query", np.float64).reshape(-1, dim),
+            query_labels=stack("query_labels", np.int64).reshape(-1),
             query_start=np.cumsum([0] + [len(p.query) for p in parts]).astype(np.int64),
             column_start=np.searchsorted(column_user, np.arange(len(parts) + 1)).astype(np.int64),
             keys=CohortKeys([owner(int(u)) for u in users], column_user, ids[new].tolist()),
