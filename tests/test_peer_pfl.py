@@ -5,6 +5,7 @@ Nothing is built or run here (the benchmark builds pfl's environment and runs bo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,17 @@ def test_several_checkouts_each_get_their_ratio_and_the_last_meets_the_goals(tmp
     assert args.checkout == [("old", peer_pfl.ROOT)]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--checkout", f"old={tmp_path}"])  # not a checkout
+
+
+def test_report_only_rewrites_the_markdown_from_the_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "peer.json"
+    report = _canned()
+    report["command"] = ["python", "-m", "simulations.benchmarks.peer_pfl", "--checkout", "before (abc)=/tmp/x"]
+    report["pfl_before"]["round_ends_s"] = [3.0, 5.5, 8.25]
+    report["ldpfed"][0]["round_seconds"] = [1.5, 0.61, 0.7]
+    out.write_text(json.dumps(report))
+    assert peer_pfl.main(["--report-only", "--out", str(out)]) == 0
+    text = out.with_suffix(".md").read_text()
+    assert "--checkout 'before (abc)=/tmp/x'" in text  # the command as it can be pasted
+    assert "- pfl-research, before: 3.00 2.50 2.75" in text and "- ldpfed, this checkout: 1.50 0.61 0.70" in text
+    assert "[peer] ldpfed, this checkout: 7,481 user-rounds/s" in capsys.readouterr().out

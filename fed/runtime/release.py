@@ -41,10 +41,10 @@ RELEASE_BLOCK = 256
 """Rows per call of a batched release: a block's clean rows, noise and reports stay in cache. On
 few shared cores memory traffic costs more than the arithmetic: measured on this 2-core machine,
 two processes each releasing 40,000 rows of 384 dims in one call took 0.5-0.6 s per release
-side by side (0.42 s alone); in blocks of 1,024 rows, 0.43 s side by side and alone. Issue 41: 256
-rows (768 KiB of float64 noise, within a core's 1 MiB L2 cache) with contiguous rows read in place
-(:func:`release_blocks`) took 0.22-0.25 s per 40,000 x 384 release with its sums, two processes side
-by side, against 0.28-0.33 s for 1,024 rows gathered; the same reports."""
+side by side (0.42 s alone); in blocks of 1,024 rows, 0.43 s side by side and alone. Blocks of 256
+rows (768 KiB of float64 noise, within a core's 1 MiB L2 cache), consecutive rows read in place
+(:func:`release_blocks`), took a median 0.24-0.26 s per 40,000 x 384 release with its sums, two
+processes side by side, against 0.28-0.34 s for 1,024 rows gathered; the same reports."""
 
 
 @dataclass

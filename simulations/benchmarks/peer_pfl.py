@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -189,8 +190,17 @@ def run_ldpfed(args: argparse.Namespace, label: str, root: Path, out: Path, work
     (run,) = bench["ldpfed"]
     return {
         "label": label, "checkout": str(root), "commit": _commit(root), "command": command[1:],
-        "step_load_before": before, "step_load_after": load(), "run": run,
+        "step_load_before": before, "step_load_after": load(), "run": run, **round_figures(Path(run["out"]) / "metrics.jsonl"),
         "noise_bound_best": bench["noise_bound_best"], "noise_bounds": bench["noise_bounds"],
+    }
+
+
+def round_figures(metrics: Path) -> dict[str, list[float]]:
+    """Each round's seconds and ledger seconds from an ldpfed run's metrics.jsonl (empty lists without it)."""
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()] if metrics.is_file() else []
+    return {
+        "round_seconds": [float(row["seconds"]) for row in rows],
+        "round_ledger_seconds": [float(row.get("ledger_seconds") or 0.0) for row in rows],
     }
 
 
@@ -275,10 +285,16 @@ def format_markdown(report: dict[str, Any]) -> str:
             f"{run['ratio_least']:.2f}x | {_fraction(run['noise_bound_fraction'])} | {_loads(step)} |"
         )
     table.append(f"| pfl-research, after | {figures['pfl_after']:,.0f} | {users / figures['pfl_after']:.3f} |  |  | {_loads(report['pfl_after'])} |")
+    rounds = ["Seconds of each round, 1..R (the steady state counts R - warm-up of them, by the wall clock):", ""]
+    for name, step in (("pfl-research, before", report["pfl_before"]), *((f"ldpfed, {s['label']}", s) for s in report["ldpfed"]),
+                       ("pfl-research, after", report["pfl_after"])):
+        seconds = step.get("round_seconds") or [b - a for a, b in zip([0.0, *step.get("round_ends_s", [])], step.get("round_ends_s", []))]
+        if seconds:
+            rounds.append(f"- {name}: {' '.join(f'{x:.2f}' for x in seconds)}")
     return "\n".join([
         f"# ldpfed against pfl-research {report['pfl_version']}",
         "",
-        f"Created {report['created']} by `{' '.join(report['command'])}` on {report['machine']['cpus']} CPUs "
+        f"Created {report['created']} by `{shlex.join(report['command'])}` on {report['machine']['cpus']} CPUs "
         f"({report['machine']['platform']}). {users:,} users, every one in each of {settings['rounds']} rounds, "
         f"{settings['records']} records x {settings['dims']} dims released per user and round with local Gaussian noise; "
         f"steady = rounds {settings['warmup'] + 1}..{settings['rounds']} by the wall clock. pfl: torch {report['pfl_torch']}, "
@@ -287,6 +303,8 @@ def format_markdown(report: dict[str, Any]) -> str:
         *table,
         "",
         *[f"- {line}" for line in format_lines(report)[-2:]],
+        "",
+        *(rounds if len(rounds) > 2 else []),
         "",
     ])
 
@@ -320,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
         "several, run in order between the two pfl runs (the last one is held to the goals; default: this checkout)",
     )
     parser.add_argument("--build-only", action="store_true", help="build pfl's environment and stop")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the Markdown report from the JSON one at --out; run nothing")
     parser.add_argument("--records", type=int, default=16, help=argparse.SUPPRESS)  # the setting is bench_scale's profile 384
     parser.add_argument("--dims", type=int, default=384, help=argparse.SUPPRESS)
     return parser
@@ -335,6 +354,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def say(text: str) -> None:
         print(f"[peer] {text}", flush=True)
+
+    if args.report_only:
+        report = json.loads(args.out.read_text())
+        args.out.with_suffix(".md").write_text(format_markdown(report))
+        for line in format_lines(report):
+            say(line)
+        return 0
 
     venv = (args.venv or default_venv(args.pfl_version)).expanduser().resolve()
     versions = build_venv(venv, args.pfl_version, args.torch_version, args.constraints, say)
