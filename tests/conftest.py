@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,34 @@ def write_review_folder(folder: Path, sizes: dict[str, int], prefix: str, seed: 
         (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
     (folder / "labels.txt").write_text("0\tpositive\n1\tnegative\n")
     return folder
+
+
+@pytest.fixture
+def restored() -> Iterator[None]:
+    """Nothing registered in this process (register_*) when the test starts; every registry, and what this process
+    registered, as they were before the test when it ends (a registration left behind would be handed to every later
+    simulation of the worker)."""
+    from fed.encoders import registry as encoders
+    from fed.heterogeneity import registry as axes
+    from fed.learning import classifiers
+    from fed.plugins import entry_points
+    from fed.plugins.entry_points import PLUGINS
+    from fed.randomizers import RANDOMIZERS
+
+    saved = (dict(RANDOMIZERS), dict(encoders.ENCODERS), dict(classifiers.CLASSIFIERS), dict(axes._PLUGINS), axes.AXES)
+    plugins = {g: dict(p) for g, p in PLUGINS.items()}
+    registered = {g: dict(p) for g, p in entry_points._REGISTERED.items()}
+    for names in entry_points._REGISTERED.values():
+        names.clear()
+    yield
+    for target, before in zip((RANDOMIZERS, encoders.ENCODERS, classifiers.CLASSIFIERS, axes._PLUGINS), saved):
+        target.clear()
+        target.update(before)
+    axes.AXES = saved[4]
+    for table, before in ((PLUGINS, plugins), (entry_points._REGISTERED, registered)):
+        for group, names in before.items():
+            table[group].clear()
+            table[group].update(names)
 
 
 @pytest.fixture(scope="session")

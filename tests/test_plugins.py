@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from fed.device.policy import DevicePolicy, default_mechanisms
 from fed.encoders import registry as encoders
 from fed.heterogeneity import registry as axes
 from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.plugins.entry_points import PLUGINS, PluginError
+from fed.plugins.entry_points import PluginError
 from fed.randomizers import RANDOMIZERS, Randomizer, register_randomizer
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.spec import config
@@ -233,20 +232,6 @@ def test_a_bad_plugin_stops_the_import_with_an_error_naming_its_distribution(sit
 
 
 # -- within one process --------------------------------------------------------------------------------------------
-@pytest.fixture
-def restored() -> Iterator[None]:
-    """The registries as they were before the test."""
-    saved = dict(RANDOMIZERS), dict(encoders.ENCODERS), axes.AXES, dict(axes._PLUGINS), {g: dict(p) for g, p in PLUGINS.items()}
-    yield
-    for target, before in zip((RANDOMIZERS, encoders.ENCODERS, axes._PLUGINS), (saved[0], saved[1], saved[3])):
-        target.clear()
-        target.update(before)
-    axes.AXES = saved[2]
-    for group, before in saved[4].items():
-        PLUGINS[group].clear()
-        PLUGINS[group].update(before)
-
-
 class Doubled(GaussianRandomizer):
     """A plugin class registered in-process: the built-in Gaussian under another name, its float safety stated."""
 

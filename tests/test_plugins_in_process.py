@@ -14,18 +14,12 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import ldpfed
-from fed.encoders import registry as encoders
-from fed.heterogeneity import registry as axes
-from fed.learning import classifiers
-from fed.plugins import entry_points
-from fed.plugins.entry_points import ENVIRONMENT, PARENT, PLUGINS, PluginError, environment
-from fed.randomizers import RANDOMIZERS
+from fed.plugins.entry_points import ENVIRONMENT, PARENT, PluginError, environment
 from fed.randomizers.gaussian import GaussianRandomizer
 from fed.spec.run_spec import RunSpec
 
@@ -80,23 +74,6 @@ def _env(*folders: Path) -> dict[str, str]:
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop(ENVIRONMENT, None)
     return env
-
-
-@pytest.fixture
-def restored() -> Iterator[None]:
-    """Every registry, and what this process registered, as they were before the test."""
-    saved = (dict(RANDOMIZERS), dict(encoders.ENCODERS), dict(classifiers.CLASSIFIERS), dict(axes._PLUGINS), axes.AXES)
-    plugins = {g: dict(p) for g, p in PLUGINS.items()}
-    registered = {g: dict(p) for g, p in entry_points._REGISTERED.items()}
-    yield
-    for target, before in zip((RANDOMIZERS, encoders.ENCODERS, classifiers.CLASSIFIERS, axes._PLUGINS), saved):
-        target.clear()
-        target.update(before)
-    axes.AXES = saved[4]
-    for table, before in ((PLUGINS, plugins), (entry_points._REGISTERED, registered)):
-        for group, names in before.items():
-            table[group].clear()
-            table[group].update(names)
 
 
 @pytest.fixture

@@ -82,8 +82,8 @@ def test_a_run_that_fails_inside_flower_prints_one_line_and_exits_1(
     data = write_review_folder(tmp_path / "task", {"train": 8, "dev": 4}, "r", seed=0)
     encode = simulate._warm_cache
 
-    def encode_then_remove(config, progress):  # type: ignore[no-untyped-def]
-        warnings = encode(config, progress)
+    def encode_then_remove(config, progress, plugins=None):  # type: ignore[no-untyped-def]
+        warnings = encode(config, progress, plugins)
         shutil.rmtree(data)
         return warnings
 
