@@ -122,12 +122,13 @@ def simulated(name: str, root: Path) -> Any:
 
 
 def _review_folder(folder: Path) -> Path:
-    """A small two-class folder dataset, the same on every call."""
+    """A small two-class folder dataset with its labels.txt, the same on every call."""
     words = (("dull", "bad", "boring"), ("great", "fine", "lovely"))
     folder.mkdir(parents=True)
     for split, n in (("train", DEVICE_TRAIN), ("dev", DEVICE_DEV)):
         rows = ["sentence\tlabel"] + [f"record {i} the {split} film was {words[i % 2][i % 3]} indeed\t{i % 2}" for i in range(n)]
         (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    (folder / "labels.txt").write_text("0\tbad\n1\tgood\n")  # a device's label set comes from its schema (or its policy)
     return folder
 
 
