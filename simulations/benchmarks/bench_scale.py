@@ -521,12 +521,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_rounds(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit through ``parser`` unless a steady state is left after ``args.warmup`` (at least 1) of ``args.rounds``."""
+    if args.warmup < 1 or args.rounds <= args.warmup:
+        parser.error("--warmup must be at least 1 and --rounds more than --warmup")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure, print the tables, write the JSON report and the plot."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.warmup < 1 or args.rounds <= args.warmup:
-        parser.error("--warmup must be at least 1 and --rounds more than --warmup")
+    check_rounds(parser, args)
     if args.evaluate_every < 1:
         parser.error("--evaluate-every must be at least 1")
     if args.nodes < 1 or args.nodes > min(args.users):

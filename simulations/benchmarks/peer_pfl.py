@@ -39,6 +39,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from simulations.benchmarks.bench_scale import check_rounds
+
 ROOT = Path(__file__).resolve().parents[2]
 LOOP = Path(__file__).with_name("peer_pfl_loop.py")
 BENCH_SCALE = Path(__file__).with_name("bench_scale.py")
@@ -347,8 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.warmup < 1 or args.rounds <= args.warmup:
-        parser.error("--warmup must be at least 1 and --rounds more than --warmup")
+    check_rounds(parser, args)  # the same steady state as bench_scale's, which it runs
     if args.users < 2:
         parser.error("--users must be at least 2 (ldpfed's runs use 2 nodes)")
 
