@@ -20,33 +20,33 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricR
 from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 
-from fed import protocol
-from fed.encoders.base import EncoderRefused
-from fed.runtime.assets import Assets, bundle_encoder, default_cache_dir, device_encoders, load_assets, unpacked
-from fed.runtime.cohort import Cohort
-from fed.spec.run_spec import RunSpec
-from fed.device.records import StoredRecords, load_records, records_key, save_records
-from fed.runtime.hosts import NodeHosts
-from fed.runtime.setup_checks import check_plans
-from fed.device.retention import bound_device_folders
-from fed.runtime.node import NodeHost, sessions_from_json
-from fed.privacy.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
-from fed.spec.plan import encoder_spec, make_plan, plan_refusal
-from fed.device.policy import MAX_BUNDLE_BYTES
-from fed.randomizers import RANDOMIZERS
-from fed.randomizers.split_denoise import DENOISER_FILE
-from fed.data.population import Population, hosted_users, user_records
-from fed.privacy.figure_cache import batch as figure_batch
-from fed.privacy.ledger import Ledger
-from fed.runtime.requests import Refusal, RequestRefused
-from fed.device.shared_records import shared_records
-from fed.device.site import Site, data_unusable
-from fed.learning.softmax_head import local_sgd
-from fed.runtime.threads import limit_blas_threads
-from fed.runtime.user import UserRecords
+from ldpfed.fed import protocol
+from ldpfed.fed.encoders.base import EncoderRefused
+from ldpfed.fed.runtime.assets import Assets, bundle_encoder, default_cache_dir, device_encoders, load_assets, unpacked
+from ldpfed.fed.runtime.cohort import Cohort
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.device.records import StoredRecords, load_records, records_key, save_records
+from ldpfed.fed.runtime.hosts import NodeHosts
+from ldpfed.fed.runtime.setup_checks import check_plans
+from ldpfed.fed.device.retention import bound_device_folders
+from ldpfed.fed.runtime.node import NodeHost, sessions_from_json
+from ldpfed.fed.privacy.noise import DEVICE_SAMPLER, ENGINE_SAMPLER
+from ldpfed.fed.configuration.plan import encoder_spec, make_plan, plan_refusal
+from ldpfed.fed.device.policy import MAX_BUNDLE_BYTES
+from ldpfed.fed.randomizers import RANDOMIZERS
+from ldpfed.fed.randomizers.split_denoise import DENOISER_FILE
+from ldpfed.fed.data.population import Population, hosted_users, user_records
+from ldpfed.fed.privacy.figure_cache import batch as figure_batch
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.fed.runtime.requests import Refusal, RequestRefused
+from ldpfed.fed.device.shared_records import shared_records
+from ldpfed.fed.device.site import Site, data_unusable
+from ldpfed.fed.learning.softmax_head import local_sgd
+from ldpfed.fed.runtime.threads import limit_blas_threads
+from ldpfed.fed.runtime.user import UserRecords
 
 if TYPE_CHECKING:
-    from fed.learning.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
+    from ldpfed.fed.learning.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
 
 FLOWER = protocol.Records(RecordDict, ArrayRecord, ConfigRecord, MetricRecord, Array)
 """Builds the Flower content of a reply from the protocol's plain content."""

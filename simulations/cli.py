@@ -8,8 +8,8 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from simulations import commands
-from fed.runtime.threads import limit_blas_threads
+from ldpfed.simulations import commands
+from ldpfed.fed.runtime.threads import limit_blas_threads
 
 
 def build_parser() -> argparse.ArgumentParser:

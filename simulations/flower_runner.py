@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simulations.commands.device import DeviceFiles, supernode_command
-from simulations.commands.superlink import SuperLinkFiles, connection_toml, serve_apps_in_background, superlink_command
+from ldpfed.simulations.commands.device import DeviceFiles, supernode_command
+from ldpfed.simulations.commands.superlink import SuperLinkFiles, connection_toml, serve_apps_in_background, superlink_command
 
 BIN = Path(sys.executable).parent
 APP_DIR = Path(__file__).resolve().parents[1]

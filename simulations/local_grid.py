@@ -25,7 +25,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
-from fed.device.entropy import simulation_engine
+from ldpfed.fed.device.entropy import simulation_engine
 
 
 class LocalGrid(Grid):

@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fed.plugins.entry_points import PluginError, environment
-from fed.spec.run_spec import RunSpec, options
+from ldpfed.fed.plugins.entry_points import PluginError, environment
+from ldpfed.fed.configuration.run_spec import RunSpec, options
 
 MARKER = "study_run.json"
 """Written into a run directory once its run finished: the options it ran with and its wall time."""
@@ -273,7 +273,7 @@ def run_state(directory: Path, run: StudyRun) -> str:
 def simulate_command(options: Mapping[str, Any], out: Path) -> list[str]:
     """The ``ldpfed simulate`` command line of one run (this interpreter; booleans as --x / --no-x;
     a relative path that exists here, in a :data:`PATH_OPTIONS` option, made absolute)."""
-    command = [sys.executable, "-m", "simulations.cli", "simulate", "--quiet"]
+    command = [sys.executable, "-P", "-m", "ldpfed.simulations.cli", "simulate", "--quiet"]
     for name, value in options.items():
         if name in PATH_OPTIONS and isinstance(value, str) and value and Path(value).exists():
             value = str(Path(value).resolve())

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from fed.reporting.run_record import _clean
-from simulations.study import (
+from ldpfed.fed.reporting.run_record import _clean
+from ldpfed.simulations.study import (
     ALL, BASELINES, FIGURES, MARKER, Study, StudyRun, USERS_CSV, USER_ACCURACY, float_or_none, number_text, run_state,
 )
 

@@ -11,34 +11,34 @@ import numpy as np
 from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
-from fed.learning.aggregation import fit_clean
-from fed.runtime.assets import (
+from ldpfed.fed.learning.aggregation import fit_clean
+from ldpfed.fed.runtime.assets import (
     DOMAIN_SAMPLE, Assets, PublicCheck, add_projection, build_bundle, check_public, default_cache_dir, load_assets,
     load_public, unpack,
 )
-from fed.learning.classifier import class_means, within_class_covariance
-from fed.data.dataset import TextDataset
-from fed.runtime.auto_dim import DimChoice, choose_for_run
-from fed.encoders.cache import encode_cached
-from fed.encoders.projection import PCAProjection
-from fed.reporting.groups import TIER
-from fed.data.loaders import label_schema, load_dataset
-from fed.spec.run_spec import RunSpec
-from fed.spec.sections import DIM_AUTO
-from fed.reporting.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
-from fed.device.policy import DevicePolicy
-from fed.data.population import Population, limited
-from fed.reporting.report import LedgerFigures, group_lines, privacy_report, summary
-from fed.privacy.events import PureEvent
-from fed.privacy.shuffle import ShuffledFigure, composed
-from fed.reporting.run_record import RunRecord
-from fed.reporting.user_results import group_summary, users_table
-from strategies import central
-from strategies.strategy import LdpStrategy
-from fed.heterogeneity.axis import ServedGroups
-from fed.heterogeneity.registry import group_baseline, spec_groups, summaries
-from fed.spec.schedule_warnings import schedule_warnings
-from fed.runtime.threads import limit_blas_threads
+from ldpfed.fed.learning.classifier import class_means, within_class_covariance
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.runtime.auto_dim import DimChoice, choose_for_run
+from ldpfed.fed.encoders.cache import encode_cached
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.reporting.groups import TIER
+from ldpfed.fed.data.loaders import label_schema, load_dataset
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.sections import DIM_AUTO
+from ldpfed.fed.reporting.plots import plot_accuracy, plot_accuracy_cdf, plot_accuracy_epsilon, plot_epsilon
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.data.population import Population, limited
+from ldpfed.fed.reporting.report import LedgerFigures, group_lines, privacy_report, summary
+from ldpfed.fed.privacy.events import PureEvent
+from ldpfed.fed.privacy.shuffle import ShuffledFigure, composed
+from ldpfed.fed.reporting.run_record import RunRecord
+from ldpfed.fed.reporting.user_results import group_summary, users_table
+from ldpfed.strategies import central
+from ldpfed.strategies.strategy import LdpStrategy
+from ldpfed.fed.heterogeneity.axis import ServedGroups
+from ldpfed.fed.heterogeneity.registry import group_baseline, spec_groups, summaries
+from ldpfed.fed.configuration.schedule_warnings import schedule_warnings
+from ldpfed.fed.runtime.threads import limit_blas_threads
 
 app = ServerApp()
 

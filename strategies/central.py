@@ -24,14 +24,14 @@ from flwr.serverapp.strategy import (
     Strategy,
 )
 
-from fed import protocol
-from fed.learning.classifier import LinearModel
-from fed.spec.run_spec import RunSpec
-from fed.learning.evaluation import accuracy
-from fed.privacy.central import TRUST, CentralAccount, account, calibrate
-from fed.reporting.run_record import RunRecord
-from fed.learning.softmax_head import initial
-from strategies.strategy import FLOWER, LdpStrategy
+from ldpfed.fed import protocol
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.learning.evaluation import accuracy
+from ldpfed.fed.privacy.central import TRUST, CentralAccount, account, calibrate
+from ldpfed.fed.reporting.run_record import RunRecord
+from ldpfed.fed.learning.softmax_head import initial
+from ldpfed.strategies.strategy import FLOWER, LdpStrategy
 
 
 class CentralFedAvg(FedAvg):

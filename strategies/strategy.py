@@ -24,25 +24,25 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, Re
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from fed import protocol
-from fed.learning.classifiers import make_classifier, servable
-from fed.learning.server_classifier import ClassifierContext, Model, ServerClassifier
-from fed.spec.run_spec import RunSpec
-from fed.spec.plan import PrivacyPlan, make_plan
-from fed.learning.evaluation import accuracy
-from fed.heterogeneity.registry import online as reached
-from fed.heterogeneity.registry import spec_groups
-from fed.reporting.groups import Axis, UserAttributes, heterogeneity_axes, simulated_budgets
-from fed.runtime.node import NodeReply
-from fed.privacy.noise import ENGINE_SAMPLER
-from fed.runtime.requests import Refusal
-from fed.randomizers import make_randomizer
-from fed.randomizers.labels import make_label_release
-from fed.reporting.run_record import RunRecord
-from fed.runtime.shuffler import Shuffler
-from fed.data.population import Population
-from fed.reporting.user_results import UserResults, round_metrics
-from fed.heterogeneity.virtual_clock import VirtualClock
+from ldpfed.fed import protocol
+from ldpfed.fed.learning.classifiers import make_classifier, servable
+from ldpfed.fed.learning.server_classifier import ClassifierContext, Model, ServerClassifier
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.plan import PrivacyPlan, make_plan
+from ldpfed.fed.learning.evaluation import accuracy
+from ldpfed.fed.heterogeneity.registry import online as reached
+from ldpfed.fed.heterogeneity.registry import spec_groups
+from ldpfed.fed.reporting.groups import Axis, UserAttributes, heterogeneity_axes, simulated_budgets
+from ldpfed.fed.runtime.node import NodeReply
+from ldpfed.fed.privacy.noise import ENGINE_SAMPLER
+from ldpfed.fed.runtime.requests import Refusal
+from ldpfed.fed.randomizers import make_randomizer
+from ldpfed.fed.randomizers.labels import make_label_release
+from ldpfed.fed.reporting.run_record import RunRecord
+from ldpfed.fed.runtime.shuffler import Shuffler
+from ldpfed.fed.data.population import Population
+from ldpfed.fed.reporting.user_results import UserResults, round_metrics
+from ldpfed.fed.heterogeneity.virtual_clock import VirtualClock
 
 
 FLOWER = protocol.Records(RecordDict, ArrayRecord, ConfigRecord, MetricRecord, Array)

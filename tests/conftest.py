@@ -20,7 +20,7 @@ def device_node_configs(folder: Path, state_dirs: list[Path], records: int = 120
     """``--node-config`` strings of devices, device i hosting user i with data of its own (``generated:<records>:<i>``,
     the generated corpus drawn with seed i), each with its own state folder (initialised as ``ldpfed device init``
     does, or kept) and the :data:`DEVICE_POLICY` written to ``folder/policy.toml``."""
-    from fed.device.state import init_state
+    from ldpfed.fed.device.state import init_state
 
     policy = folder / "policy.toml"
     policy.write_text(DEVICE_POLICY)
@@ -51,12 +51,12 @@ def restored() -> Iterator[None]:
     """Nothing registered in this process (register_*) when the test starts; every registry, and what this process
     registered, as they were before the test when it ends (a registration left behind would be handed to every later
     simulation of the worker)."""
-    from fed.encoders import registry as encoders
-    from fed.heterogeneity import registry as axes
-    from fed.learning import classifiers
-    from fed.plugins import entry_points
-    from fed.plugins.entry_points import PLUGINS
-    from fed.randomizers import RANDOMIZERS
+    from ldpfed.fed.encoders import registry as encoders
+    from ldpfed.fed.heterogeneity import registry as axes
+    from ldpfed.fed.learning import classifiers
+    from ldpfed.fed.plugins import entry_points
+    from ldpfed.fed.plugins.entry_points import PLUGINS
+    from ldpfed.fed.randomizers import RANDOMIZERS
 
     saved = (dict(RANDOMIZERS), dict(encoders.ENCODERS), dict(classifiers.CLASSIFIERS), dict(axes._PLUGINS), axes.AXES)
     plugins = {g: dict(p) for g, p in PLUGINS.items()}
@@ -94,7 +94,7 @@ def _offline_and_isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Non
 
     import torch
 
-    from fed.runtime.threads import limit_blas_threads
+    from ldpfed.fed.runtime.threads import limit_blas_threads
 
     limit_blas_threads()
     torch.set_num_threads(1)

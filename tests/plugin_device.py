@@ -14,14 +14,14 @@ from pathlib import Path
 
 from flwr.app import Message
 
-from fed import protocol
-from clients.app import FLOWER, app as client_app, owner_ledgers
-from fed.device.policy import DevicePolicy, default_mechanisms
-from fed.device.state import init_state
-from fed.randomizers import RANDOMIZERS
-from fed.runtime.assets import pack
-from fed.spec.run_spec import RunSpec
-from simulations.local_grid import LocalGrid
+from ldpfed.fed import protocol
+from ldpfed.clients.app import FLOWER, app as client_app, owner_ledgers
+from ldpfed.fed.device.policy import DevicePolicy, default_mechanisms
+from ldpfed.fed.device.state import init_state
+from ldpfed.fed.randomizers import RANDOMIZERS
+from ldpfed.fed.runtime.assets import pack
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.simulations.local_grid import LocalGrid
 from tests.conftest import write_review_folder
 
 NODE = 1000

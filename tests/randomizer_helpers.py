@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fed.privacy.audit import AuditResult
-from fed.randomizers.auditing import audit, case_for
+from ldpfed.fed.privacy.audit import AuditResult
+from ldpfed.fed.randomizers.auditing import audit, case_for
 
 DELTA = 1e-5
 

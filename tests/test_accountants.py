@@ -12,7 +12,7 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution
 from scipy.stats import norm
 
-from fed.privacy.accountants import (
+from ldpfed.fed.privacy.accountants import (
     Schedule,
     all_figures,
     amplified,
@@ -22,11 +22,11 @@ from fed.privacy.accountants import (
     prv,
     worst_case,
 )
-from fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
-from simulations.cli import main
-from simulations.commands.privacy import plot_schedule
+from ldpfed.fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, RandomizedResponseEvent
+from ldpfed.simulations.cli import main
+from ldpfed.simulations.commands.privacy import plot_schedule
 
 DELTA = 1e-5
 EXAMPLE = "privacy --mechanism gaussian --noise-multiplier 1.0 --p 0.01 --steps 1000 --delta 1e-5 --json".split()

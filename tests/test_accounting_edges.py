@@ -20,23 +20,23 @@ import pytest
 from scipy import optimize
 from scipy.stats import norm
 
-from fed.device.policy import DevicePolicy
-from fed.learning.classifier import LinearModel
-from fed.privacy import composition, figure_cache
-from fed.privacy.accountants import enforced
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
-from fed.privacy.figure_cache import FIGURES_FILE
-from fed.privacy.ledger import Budget
-from fed.privacy.sampling import UpSampling
-from fed.privacy.store import LedgerStore
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.runtime.node import NodeHost
-from fed.runtime.requests import ClientLimits, ReleaseRequest, RequestRefused, parse_release_request
-from fed.runtime.user import BudgetExhausted, QueriesDone, User, UserRecords
-from fed.spec.plan import PrivacyPlan
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.privacy import composition, figure_cache
+from ldpfed.fed.privacy.accountants import enforced
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, RandomizedResponseEvent
+from ldpfed.fed.privacy.figure_cache import FIGURES_FILE
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.privacy.sampling import UpSampling
+from ldpfed.fed.privacy.store import LedgerStore
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.labels import PublicLabels, RandomizedResponse
+from ldpfed.fed.runtime.node import NodeHost
+from ldpfed.fed.runtime.requests import ClientLimits, ReleaseRequest, RequestRefused, parse_release_request
+from ldpfed.fed.runtime.user import BudgetExhausted, QueriesDone, User, UserRecords
+from ldpfed.fed.configuration.plan import PrivacyPlan
 
 DELTA = 1e-5
 CLIP = 1.0

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed import protocol
-from fed.privacy.sampling import UpSampling
-from fed.runtime.requests import Refusal
+from ldpfed.fed import protocol
+from ldpfed.fed.privacy.sampling import UpSampling
+from ldpfed.fed.runtime.requests import Refusal
 from tests.test_adversarial_server import _device, _ledger, _policy, _send, bundle, data  # noqa: F401 (fixtures)
 
 UP = UpSampling(q=0.5, p=1.0, k=1)

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed import protocol
-from fed.runtime.assets import pack
-from fed.data.dataset import TextDataset
-from fed.device.record_ids import record_ids
+from ldpfed.fed import protocol
+from ldpfed.fed.runtime.assets import pack
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.device.record_ids import record_ids
 from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _policy, _send
 
 DISTINCT = [f"copies record {i} the film was {'awful' if i % 2 else 'great'} indeed\t{i % 2}" for i in range(8)]

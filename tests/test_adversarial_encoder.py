@@ -19,15 +19,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from clients.app import app as client_app
-from fed import protocol
-from fed.device.state import init_state
-from fed.spec.run_spec import RunSpec
-from fed.runtime.assets import pack
-from fed.encoders import factory
-from fed.randomizers.split_denoise import DENOISER_FILE, SplitDenoiseRandomizer
-from fed.runtime.requests import Refusal
-from simulations.local_grid import LocalGrid
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed import protocol
+from ldpfed.fed.device.state import init_state
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.runtime.assets import pack
+from ldpfed.fed.encoders import factory
+from ldpfed.fed.randomizers.split_denoise import DENOISER_FILE, SplitDenoiseRandomizer
+from ldpfed.fed.runtime.requests import Refusal
+from ldpfed.simulations.local_grid import LocalGrid
 from tests.test_adversarial_server import NODE, _device, _ledger, _policy, _send
 from tests.test_adversarial_server import data  # noqa: F401 (the device's data folder, a fixture)
 
@@ -91,7 +91,7 @@ def loaded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 @pytest.fixture(scope="module")
 def snd_bundle(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
     """A Split-N-Denoise bundle the policy allows: token matrices of MiniLM at 4 positions, and a denoiser."""
-    from fed.learning.denoiser import Denoiser, DenoiserShape
+    from ldpfed.fed.learning.denoiser import Denoiser, DenoiserShape
 
     folder = tmp_path_factory.mktemp("snd-bundle")
     (folder / "encoder.txt").write_text(f"tokens:{LENGTH}:minilm")
@@ -174,7 +174,7 @@ def test_a_device_keeps_off_the_hub(
     """Even an encoder the owner allowed by Hub id loads from the local cache only: no request leaves."""
     from huggingface_hub import constants
 
-    from fed.encoders.hf import HFEncoder
+    from ldpfed.fed.encoders.hf import HFEncoder
 
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
@@ -212,7 +212,7 @@ def _planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, watch: 
 
 def _bundle_of(folder: Path, spec: str, denoiser: bool = False) -> np.ndarray:
     """A bundle whose encoder.txt is ``spec`` (and, for snd, a denoiser of LENGTH tokens)."""
-    from fed.learning.denoiser import Denoiser, DenoiserShape
+    from ldpfed.fed.learning.denoiser import Denoiser, DenoiserShape
 
     folder.mkdir(parents=True)
     (folder / "encoder.txt").write_text(spec)
@@ -254,7 +254,7 @@ def test_a_built_in_name_never_loads_from_the_working_directory(
 def test_the_policy_maps_a_built_in_name_to_what_it_is_not_to_its_spelling(name: str) -> None:
     """minilm-tuned goes by the digest of shipped weights, which come with encoder.txt 'minilm-tuned' only; a
     token matrix needs a transformer, which bilstm is not. The strict defaults list both base names."""
-    from fed.device.policy import DevicePolicy
+    from ldpfed.fed.device.policy import DevicePolicy
 
     policy = DevicePolicy()
     assert policy.bundle_refusal(name, {}) is not None
@@ -269,7 +269,7 @@ def test_the_experimenter_s_built_in_names_are_not_paths_either(
 ) -> None:
     """Outside a bundle ``bilstm`` and ``minilm-tuned`` name no files (``bilstm:<folder>`` does): an error naming
     what to write, never ``./bilstm`` as a Hugging Face model, in a simulation's own process too."""
-    from fed.encoders.factory import make_encoder
+    from ldpfed.fed.encoders.factory import make_encoder
 
     _planted(tmp_path, monkeypatch, name.rpartition(":")[2], watch)
     with pytest.raises(ValueError, match="bundle|transformer"):
@@ -332,7 +332,7 @@ def test_an_encoder_the_options_name_resolves_as_the_bundle_s_does(
     """The owner allows a Hub id; the bundle (``tokens:4:<id>``) and snd's ``encoder`` option name it. Setup loads
     it from the local Hugging Face cache, and so does the train message whose sums snd decodes with that
     encoder's upper layers: a folder of that name in the node's working directory is opened by neither."""
-    from fed.encoders.hf import minilm_path
+    from ldpfed.fed.encoders.hf import minilm_path
 
     repo = "ldpfed-owner/model"
     _hub_cache(tmp_path / "hf-cache", repo, minilm_path(), monkeypatch)
@@ -352,10 +352,10 @@ def test_an_encoder_the_options_name_resolves_as_the_bundle_s_does(
 def test_shipped_layers_load_on_a_device_by_their_digest_only(tmp_path: Path) -> None:
     """A device loading ``minilm-tuned`` checks the file it loads against ``tuned_encoders`` again (the bundle's
     digests were checked at setup); the experimenter's own bundle needs no listing."""
-    from fed.device.policy import DevicePolicy
-    from fed.encoders import resolver
-    from fed.encoders.base import EncoderRefused
-    from fed.encoders.tuned import TUNED_FILE, TunedEncoder, weights_fingerprint
+    from ldpfed.fed.device.policy import DevicePolicy
+    from ldpfed.fed.encoders import resolver
+    from ldpfed.fed.encoders.base import EncoderRefused
+    from ldpfed.fed.encoders.tuned import TUNED_FILE, TunedEncoder, weights_fingerprint
 
     (tmp_path / TUNED_FILE).write_bytes(b"shipped layers")
     listed = DevicePolicy(tuned_encoders=(weights_fingerprint(b"shipped layers"),))

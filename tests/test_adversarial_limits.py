@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from flwr.app import RecordDict
 
-from fed import protocol
-from fed.runtime.assets import pack
-from fed.encoders.projection import PCAProjection
-from fed.runtime.node import NodeHost
-from fed.runtime.requests import Refusal
+from ldpfed.fed import protocol
+from ldpfed.fed.runtime.assets import pack
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.runtime.node import NodeHost
+from ldpfed.fed.runtime.requests import Refusal
 from tests.test_adversarial_server import SIGMA_AT_3, TRAIN, _device, _gaussian, _policy, _send, _train
 from tests.test_adversarial_server import bundle, data  # noqa: F401 - the fixtures
 

@@ -20,16 +20,16 @@ import numpy as np
 import pytest
 from flwr.app import Message
 
-from fed import protocol
-from fed.runtime.assets import pack
-from fed.spec.run_spec import RunSpec
-from fed.encoders.projection import PCAProjection
-from fed.runtime.node import NodeReply
-from fed.spec.plan import make_plan
-from fed.device.policy import DevicePolicy
-from fed.runtime.requests import Refusal
-from fed.privacy.sampling import UpSampling
-from simulations.local_grid import LocalGrid
+from ldpfed.fed import protocol
+from ldpfed.fed.runtime.assets import pack
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.runtime.node import NodeReply
+from ldpfed.fed.configuration.plan import make_plan
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.runtime.requests import Refusal
+from ldpfed.fed.privacy.sampling import UpSampling
+from ldpfed.simulations.local_grid import LocalGrid
 from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _ledger, _policy, _send, _train
 
 ROWS = [f"memo record {i} the film was {'awful' if i % 2 else 'great'} indeed\t{i % 2}" for i in range(8)]

@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.app import app as client_app
-from fed import protocol
-from fed.device.policy import DevicePolicy
-from fed.device.state import init_state
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent
-from fed.runtime.requests import Refusal
-from fed.spec.run_spec import RunSpec
-from simulations.local_grid import LocalGrid
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed import protocol
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.device.state import init_state
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent
+from ldpfed.fed.runtime.requests import Refusal
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.simulations.local_grid import LocalGrid
 from tests.test_adversarial_server import DELTA, SIGMA_AT_3, TRAIN, _device, _gaussian, _ledger, _policy, _send, _train
 from tests.test_adversarial_server import bundle, data  # noqa: F401 - the module's fixtures
 
@@ -141,8 +141,8 @@ def test_setup_refuses_a_plan_that_later_messages_cannot_build(
 def _central_request(norm: object = 1.0, arrays: bool = True) -> "RecordDict":
     from flwr.app import ConfigRecord, RecordDict
 
-    from clients.app import FLOWER
-    from fed.learning.softmax_head import initial
+    from ldpfed.clients.app import FLOWER
+    from ldpfed.fed.learning.softmax_head import initial
 
     content = RecordDict({"config": ConfigRecord({"server-round": 1} if norm is None else {"clipping_norm": norm, "server-round": 1})})
     if arrays:
@@ -187,9 +187,9 @@ def test_new_bundles_do_not_grow_the_device_folder_without_bound(data: Path, bun
     """Issue 39 finding 7: each accepted bundle left its unpacked folder and its record store, and nothing was ever
     removed, so a server growing the device's disk needed only new bundles (here: other projections). A device
     keeps the policy's max_stored_bundles most recently used and removes the rest after each setup."""
-    from fed.device.records import RECORDS_FOLDER
-    from fed.encoders.projection import PCAProjection
-    from fed.runtime.assets import add_projection
+    from ldpfed.fed.device.records import RECORDS_FOLDER
+    from ldpfed.fed.encoders.projection import PCAProjection
+    from ldpfed.fed.runtime.assets import add_projection
 
     state = tmp_path / "state"
     policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False, max_stored_bundles=2)
@@ -224,7 +224,7 @@ def test_a_copy_of_the_state_folder_refuses_instead_of_spending_every_budget_aga
     import argparse
     import shutil
 
-    from simulations.commands.device import add_arguments
+    from ldpfed.simulations.commands.device import add_arguments
 
     policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public", memoize=False)
     state = tmp_path / "state"

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, RecordDict
 
-from fed import protocol
-from fed.learning.mlp import MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH, MLPModel
-from fed.runtime.requests import Refusal
+from ldpfed.fed import protocol
+from ldpfed.fed.learning.mlp import MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH, MLPModel
+from ldpfed.fed.runtime.requests import Refusal
 from tests.test_adversarial_server import DEV, TRAIN, _device, _ledger, _policy, _send, bundle, data  # noqa: F401 (fixtures)
 
 DIM = 384  # MiniLM, no projection (the devices of tests.test_adversarial_server)

@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 from flwr.app import Message, RecordDict
 
-from fed import protocol
-from clients.app import app as client_app
-from fed.spec.run_spec import RunSpec
-from fed.device.state import init_state
-from fed.privacy.ledger import DEVICE_VIEW
-from simulations.local_grid import LocalGrid, run_local
-from strategies.app import app as server_app
+from ldpfed.fed import protocol
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.device.state import init_state
+from ldpfed.fed.privacy.ledger import DEVICE_VIEW
+from ldpfed.simulations.local_grid import LocalGrid, run_local
+from ldpfed.strategies.app import app as server_app
 from tests.conftest import DEVICE_POLICY
 from tests.test_adversarial_server import bundle  # noqa: F401  (a fixture)
 from tests.test_adversarial_server import SIGMA_AT_3, _device, _gaussian, _ledger, _policy, _send

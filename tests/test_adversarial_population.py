@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed import protocol
-from fed.runtime.requests import Refusal
+from ldpfed.fed import protocol
+from ldpfed.fed.runtime.requests import Refusal
 from tests.test_adversarial_server import _device, _policy, _send, bundle  # noqa: F401 (bundle: a fixture)
 
 TRAIN, DEV = 12, 4
@@ -63,11 +63,11 @@ def test_a_hostile_partition_does_not_group_the_devices_records_by_label(tmp_pat
 
 
 def test_a_device_hosts_the_user_its_owner_names(tmp_path: Path, bundle: np.ndarray) -> None:  # noqa: F811
-    from fed.device.state import init_state
-    from clients.app import FLOWER, app as client_app
-    from fed.spec.run_spec import RunSpec
+    from ldpfed.fed.device.state import init_state
+    from ldpfed.clients.app import FLOWER, app as client_app
+    from ldpfed.fed.configuration.run_spec import RunSpec
     from flwr.app import Message
-    from simulations.local_grid import LocalGrid
+    from ldpfed.simulations.local_grid import LocalGrid
 
     data = _folder(tmp_path / "data", [0, 1] * 6, [0, 1, 0, 1])
     node_config = {"data": str(data), "state-dir": str(init_state(tmp_path / "state")), "partition-id": 2, "num-partitions": 3}

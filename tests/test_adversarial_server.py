@@ -18,19 +18,19 @@ import numpy as np
 import pytest
 from flwr.app import Message, RecordDict
 
-from fed import protocol
-from clients.app import FLOWER, app as client_app, owner_ledgers
-from fed.runtime.assets import pack
-from fed.spec.run_spec import RunSpec
-from fed.device.state import init_state
-from fed.device.entropy import simulation_engine
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
-from fed.privacy.ledger import Ledger
-from fed.runtime.requests import Refusal
-from fed.runtime.user import User, UserRecords
-from simulations.local_grid import LocalGrid
+from ldpfed.fed import protocol
+from ldpfed.clients.app import FLOWER, app as client_app, owner_ledgers
+from ldpfed.fed.runtime.assets import pack
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.device.state import init_state
+from ldpfed.fed.device.entropy import simulation_engine
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, RandomizedResponseEvent
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.fed.runtime.requests import Refusal
+from ldpfed.fed.runtime.user import User, UserRecords
+from ldpfed.simulations.local_grid import LocalGrid
 from tests.conftest import write_review_folder
 
 NODE = 1000
@@ -225,7 +225,7 @@ def _train_in_process(args: tuple[int, dict, dict, dict, bool, float]) -> int:
     run_id, run_config, node_config, state, engine, sigma = args
     from flwr.app import ConfigRecord, Context
 
-    from fed.device.entropy import simulation_engine
+    from ldpfed.fed.device.entropy import simulation_engine
 
     context = Context(run_id=run_id, node_id=NODE, node_config=node_config, state=RecordDict({"node": ConfigRecord(state)}), run_config=run_config)
     message = Message(FLOWER(protocol.release_request([0], _gaussian(sigma), 0, "all")), dst_node_id=NODE, message_type=protocol.TRAIN)
@@ -259,7 +259,7 @@ def test_concurrent_messages_release_each_record_once(data: Path, bundle: np.nda
 
 # -- 5. no free oracles ------------------------------------------------------------------------
 def test_evaluate_gives_nothing_uncharged_on_a_device(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
-    from fed.learning.classifier import LinearModel
+    from ldpfed.fed.learning.classifier import LinearModel
 
     dim = 384
     models = {f"m{i}": LinearModel(np.random.default_rng(i).normal(size=(dim, 2)), np.zeros(2)) for i in range(3)}
@@ -284,8 +284,8 @@ def test_evaluate_gives_nothing_uncharged_on_a_device(data: Path, bundle: np.nda
 
 # -- 7. accounting the report cannot under-state ----------------------------------------------
 def _user(train: int, enforce: str = "worst-case") -> User:
-    from fed.privacy.ledger import Budget
-    from fed.randomizers.labels import PublicLabels
+    from ldpfed.fed.privacy.ledger import Budget
+    from ldpfed.fed.randomizers.labels import PublicLabels
 
     rng = np.random.default_rng(0)
     records = UserRecords(rng.normal(size=(train, 4)), rng.integers(0, 2, train), rng.normal(size=(2, 4)), np.array([0, 1]))
@@ -293,8 +293,8 @@ def _user(train: int, enforce: str = "worst-case") -> User:
 
 
 def test_mixup_reports_are_charged_at_user_level_as_one_noise_draw_each() -> None:
-    from fed.randomizers.instance_encoding import DPInstanceEncodingGaussian
-    from fed.runtime.requests import ReleaseRequest
+    from ldpfed.fed.randomizers.instance_encoding import DPInstanceEncodingGaussian
+    from ldpfed.fed.runtime.requests import ReleaseRequest
 
     user, clip, sigma, n = _user(12), 1.0, 4.0, 12
     randomizer = DPInstanceEncodingGaussian(k=4, max_coefficient=0.25, masks=16, clip=clip, sigma=sigma)
@@ -306,9 +306,9 @@ def test_mixup_reports_are_charged_at_user_level_as_one_noise_draw_each() -> Non
 
 
 def test_amplified_enforcement_refuses_a_users_only_record() -> None:
-    from fed.randomizers.gaussian import GaussianRandomizer
-    from fed.runtime.requests import ReleaseRequest
-    from fed.runtime.user import BudgetExhausted
+    from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+    from ldpfed.fed.runtime.requests import ReleaseRequest
+    from ldpfed.fed.runtime.user import BudgetExhausted
 
     user = _user(1, enforce="amplified")
     with pytest.raises(BudgetExhausted, match="linked"):
@@ -334,7 +334,7 @@ def test_a_device_adds_its_noise_through_opendp_and_says_so(
     data: Path, bundle: np.ndarray, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A device's Gaussian noise goes through OpenDP's sampler; a seeded engine node's does not."""
-    from fed.privacy import noise
+    from ldpfed.fed.privacy import noise
 
     built: list[tuple[str, float]] = []
     measurement = noise._opendp_measurement

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from flwr.app import RecordDict
 
-from fed import protocol
-from fed.device.state import init_state
-from fed.runtime.requests import Refusal
-from simulations.commands.device import init_device
+from ldpfed.fed import protocol
+from ldpfed.fed.device.state import init_state
+from ldpfed.fed.runtime.requests import Refusal
+from ldpfed.simulations.commands.device import init_device
 from tests.test_adversarial_server import NODE, SIGMA_AT_3, TRAIN, _device, _gaussian, _policy, _send, _train
 from tests.test_adversarial_server import bundle, data  # noqa: F401 - the module's fixtures
 

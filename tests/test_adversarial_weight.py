@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import clients.app as client_module
-from fed import protocol
-from fed.runtime.assets import pack
-from fed.spec.run_spec import RunSpec
-from fed.device.records import RECORDS_FOLDER
-from fed.encoders.projection import PCAProjection
-from fed.spec.plan import make_plan
-from fed.data.population import Population
-from fed.runtime.requests import Refusal
+import ldpfed.clients.app as client_module
+from ldpfed.fed import protocol
+from ldpfed.fed.runtime.assets import pack
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.device.records import RECORDS_FOLDER
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.configuration.plan import make_plan
+from ldpfed.fed.data.population import Population
+from ldpfed.fed.runtime.requests import Refusal
 from tests.test_adversarial_server import DEV, NODE, SIGMA_AT_3, TRAIN, _device, _gaussian, _policy, _send, _train, bundle, data  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,11 +62,11 @@ import json, sys
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
-from fed import protocol
-from clients.app import FLOWER, app
-from fed.runtime.assets import Assets
-from fed.learning.classifier import LinearModel
-from fed.data.population import Population
+from ldpfed.fed import protocol
+from ldpfed.clients.app import FLOWER, app
+from ldpfed.fed.runtime.assets import Assets
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.data.population import Population
 
 def rebuilt(*args, **kwargs):
     raise AssertionError("a message rebuilt the records")
@@ -187,7 +187,7 @@ def test_the_record_store_is_owner_only_whatever_the_umask(data: Path, bundle: n
 def test_device_init_prints_the_flower_settings_a_device_runs_with(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import shlex
 
-    from simulations.cli import main
+    from ldpfed.simulations.cli import main
 
     assert main(["device", "init", str(tmp_path / "device"), "--data", "generated:10"]) == 0
     (command,) = [line for line in capsys.readouterr().out.splitlines() if "flower-supernode" in line]
@@ -204,8 +204,8 @@ import json, sys
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
-from fed import protocol
-from clients.app import FLOWER, app
+from ldpfed.fed import protocol
+from ldpfed.clients.app import FLOWER, app
 
 args = json.loads(sys.stdin.read())
 TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, args["run_id"], args["node"]
@@ -228,7 +228,7 @@ print(json.dumps({"served": served, "loaded": [m for m in args["heavy"] if m in 
 
 def test_after_device_encode_setup_imports_neither_torch_nor_transformers(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
     # The owner encodes the data once before any run (`ldpfed device encode`); setup then reads the encodings.
-    from simulations.commands.device import encode_data, init_device
+    from ldpfed.simulations.commands.device import encode_data, init_device
 
     files = init_device(tmp_path / "device")
     _policy(files.policy, epsilon_sentence=3.0, labels="public")
@@ -245,7 +245,7 @@ def test_after_device_encode_setup_imports_neither_torch_nor_transformers(data: 
 
 def test_a_later_message_reads_its_accounting_figures_from_the_state_folder(data: Path, bundle: np.ndarray, tmp_path: Path) -> None:
     # Calibrating the plan and composing the ledger's figures loaded SciPy in every message's process.
-    from fed.privacy.figure_cache import FIGURES_FILE
+    from ldpfed.fed.privacy.figure_cache import FIGURES_FILE
 
     policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public")
     grid = _device(data, bundle, tmp_path / "state", policy, **RUN)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import ldpfed
-from clients.app import app as client_app
-from simulations.cli import main
-from strategies.app import app as server_app
+from ldpfed.clients.app import app as client_app
+from ldpfed.simulations.cli import main
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import run_local
 
 
@@ -86,7 +86,7 @@ def test_an_unknown_option_is_named_and_a_spec_takes_changes(tmp_path: Path) -> 
 
 def test_a_randomizer_object_is_no_way_around_the_nodes_calibration_and_ledgers(tmp_path: Path) -> None:
     """A run names its mechanism; the nodes build, calibrate and charge it. An object is refused."""
-    from fed.randomizers import RANDOMIZERS
+    from ldpfed.fed.randomizers import RANDOMIZERS
 
     with pytest.raises(ValueError, match="mechanism"):
         ldpfed.simulate(data="generated:200", mechanism=RANDOMIZERS["gaussian"], out=str(tmp_path / "run"), progress=False)

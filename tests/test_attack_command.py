@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from clients.app import app as client_app
-from fed.spec.run_spec import RunSpec
-from simulations.cli import main
-from strategies.app import app as server_app
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.simulations.cli import main
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import run_local
 
 RECORDS = 300

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from scipy.stats import ks_2samp
 
-from fed.spec.run_spec import RunSpec
-from fed.spec.plan import make_plan
-from fed.randomizers.auditing import auditable, build_for_audit, dimension_free
-from simulations.cli import main
-from simulations.commands.audit import DEVICE_DIM, RUN_DIM, default_dim
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.plan import make_plan
+from ldpfed.fed.randomizers.auditing import auditable, build_for_audit, dimension_free
+from ldpfed.simulations.cli import main
+from ldpfed.simulations.commands.audit import DEVICE_DIM, RUN_DIM, default_dim
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +73,7 @@ def test_classical_gaussian_beyond_one_is_an_error(capsys: pytest.CaptureFixture
 
 def test_command_line_entry_point_prints_the_table() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "simulations.cli", "audit", "--mechanism", "ome", "--epsilon", "1", "--dim", "16", "--samples", "5000"],
+        [sys.executable, "-m", "ldpfed.simulations.cli", "audit", "--mechanism", "ome", "--epsilon", "1", "--dim", "16", "--samples", "5000"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 import ldpfed
-from fed.plugins.entry_points import PLUGINS
-from fed.privacy.events import GaussianEvent
-from fed.randomizers import RANDOMIZERS, register_randomizer
-from fed.randomizers.auditing import (
+from ldpfed.fed.plugins.entry_points import PLUGINS
+from ldpfed.fed.privacy.events import GaussianEvent
+from ldpfed.fed.randomizers import RANDOMIZERS, register_randomizer
+from ldpfed.fed.randomizers.auditing import (
     DIRECTION_Z, PROBE_EPSILON, AuditScoreError, auditable, build_for_audit, check_direction, judge, separation,
 )
-from fed.randomizers.gaussian import GaussianRandomizer
-from simulations.cli import main
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.simulations.cli import main
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.app import app as client_app
-from fed.spec.run_spec import RunSpec
-from fed.spec.sections import DIM_AUTO
-from fed.runtime.auto_dim import MIN_PUBLIC, choose_dim
-from fed.randomizers.gaussian import GaussianRandomizer
-from strategies.app import app as server_app
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.sections import DIM_AUTO
+from ldpfed.fed.runtime.auto_dim import MIN_PUBLIC, choose_dim
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import run_local
 
 
@@ -84,7 +84,7 @@ def test_the_choice_reads_no_private_record(tmp_path: Path) -> None:
 
 def test_a_large_run_is_simulated_with_fewer_reports_at_matching_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """Class means of 4,000 reports at sigma 8 vary as those of 1,000 at sigma 4: the same simulation."""
-    from fed.runtime import auto_dim
+    from ldpfed.fed.runtime import auto_dim
 
     monkeypatch.setattr(auto_dim, "MAX_SIMULATED", 1000)
     x, y = _public(np.random.default_rng(2))

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.app import app as client_app
-from fed.heterogeneity.availability import Availability, AvailabilityAxis
-from fed.spec.run_spec import RunSpec
-from fed.privacy.ledger import Ledger
-from strategies.app import app as server_app
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.heterogeneity.availability import Availability, AvailabilityAxis
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import run_local
 
 

@@ -1,4 +1,4 @@
-"""simulations.benchmarks.processes: the benchmarks' one memory sampler, on real processes (Linux /proc)."""
+"""ldpfed.simulations.benchmarks.processes: the benchmarks' one memory sampler, on real processes (Linux /proc)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from simulations.benchmarks.processes import TAG_VARIABLE, TreeMemory, descendants, memory_kb
+from ldpfed.simulations.benchmarks.processes import TAG_VARIABLE, TreeMemory, descendants, memory_kb
 
 
 def test_memory_sampler_counts_descendants_and_tagged_orphans() -> None:

@@ -1,4 +1,4 @@
-"""simulations.benchmarks.bench_scale on synthetic inputs: steady-state figures, noise-bound fraction, plot.
+"""ldpfed.simulations.benchmarks.bench_scale on synthetic inputs: steady-state figures, noise-bound fraction, plot.
 
 No simulation is launched here (the benchmark itself is run by hand).
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from simulations.benchmarks.bench_scale import (
+from ldpfed.simulations.benchmarks.bench_scale import (
     PROFILES,
     Run,
     build_parser,

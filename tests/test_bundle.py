@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from fed.runtime import assets
-from fed.runtime.assets import MAX_UNPACKED_BYTES, build_bundle, load_assets, pack, unpack
-from fed.spec.run_spec import RunSpec
-from fed.encoders.bilstm import BiLSTMEncoder
-from fed.encoders.bilstm_net import BiLSTMNet
-from fed.encoders.projection import PCAProjection
-from fed.encoders.vocab import Vocab
+from ldpfed.fed.runtime import assets
+from ldpfed.fed.runtime.assets import MAX_UNPACKED_BYTES, build_bundle, load_assets, pack, unpack
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.encoders.bilstm import BiLSTMEncoder
+from ldpfed.fed.encoders.bilstm_net import BiLSTMNet
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.encoders.vocab import Vocab
 
 PROJECTION = PCAProjection.fit(np.random.default_rng(0).normal(size=(50, 8)), 4)
 MINILM_DIM = 384
@@ -310,7 +310,7 @@ def test_build_bundle_leaves_no_temp_folder(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_built_bilstm_bundle_passes_the_node_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fed.runtime.assets import load_public
+    from ldpfed.fed.runtime.assets import load_public
 
     temp = tmp_path / "tmp"
     temp.mkdir()

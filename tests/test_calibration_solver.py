@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.privacy import gdp
-from fed.privacy.calibration import calibrate_gaussian_sigma, calibrate_parameter
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, LaplaceEvent, RandomizedResponseEvent
-from fed.privacy.figure_cache import ACCOUNTING_SOURCES
-from fed.privacy.shuffle import TOLERANCE, shuffled_delta, shuffled_epsilon
-from fed.privacy.solver import least_integer, within
-from fed.privacy.validators import check_delta, check_int
-from fed.randomizers.gaussian_variants import analytic_sigma
+from ldpfed.fed.privacy import gdp
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma, calibrate_parameter
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, LaplaceEvent, RandomizedResponseEvent
+from ldpfed.fed.privacy.figure_cache import ACCOUNTING_SOURCES
+from ldpfed.fed.privacy.shuffle import TOLERANCE, shuffled_delta, shuffled_epsilon
+from ldpfed.fed.privacy.solver import least_integer, within
+from ldpfed.fed.privacy.validators import check_delta, check_int
+from ldpfed.fed.randomizers.gaussian_variants import analytic_sigma
 
 DELTA = 1e-5
 
@@ -149,7 +149,7 @@ def test_validators_name_the_option() -> None:
 
 
 def test_accounting_sources_cover_every_privacy_module_a_cached_figure_runs() -> None:
-    """fed.privacy.figure_cache keys cached figures by the source of the modules that compute them: every
+    """ldpfed.fed.privacy.figure_cache keys cached figures by the source of the modules that compute them: every
     fed.privacy module those modules import (transitively) must be among them, or changed code reads old figures."""
     folder = Path(__file__).resolve().parents[1] / "fed" / "privacy"
     todo, seen = ["calibration.py", "composition.py", "gdp.py"], set()
@@ -159,7 +159,7 @@ def test_accounting_sources_cover_every_privacy_module_a_cached_figure_runs() ->
             continue
         seen.add(name)
         for node in ast.walk(ast.parse((folder / name).read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fed.privacy"):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ldpfed.fed.privacy"):
                 parts = node.module.split(".")[2:]
                 names = parts[:1] or [alias.name for alias in node.names]
                 todo.extend(f"{n}.py" for n in names if (folder / f"{n}.py").exists())

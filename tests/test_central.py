@@ -12,16 +12,16 @@ import pytest
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp.strategy import dp_adaptive_clipping, dp_fixed_clipping
 
-from fed import protocol
-from clients.app import _train_central as central_handler
-from clients.app import FLOWER, app as client_app
-from fed.runtime.assets import pack
-from fed.spec.run_spec import RunSpec
-from fed.device.state import init_state
-from fed.privacy.central import calibrate
-from strategies.app import app as server_app
-from fed.runtime.requests import Refusal, RequestRefused
-from fed.learning.softmax_head import initial
+from ldpfed.fed import protocol
+from ldpfed.clients.app import _train_central as central_handler
+from ldpfed.clients.app import FLOWER, app as client_app
+from ldpfed.fed.runtime.assets import pack
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.device.state import init_state
+from ldpfed.fed.privacy.central import calibrate
+from ldpfed.strategies.app import app as server_app
+from ldpfed.fed.runtime.requests import Refusal, RequestRefused
+from ldpfed.fed.learning.softmax_head import initial
 from tests.conftest import DEVICE_POLICY, write_review_folder
 from tests.local_grid import LocalGrid
 
@@ -165,8 +165,8 @@ def test_a_device_refuses_central_training(tmp_path: Path, engine: bool) -> None
 
 def test_each_round_samples_set_up_node_ids_whatever_their_size(tmp_path: Path) -> None:
     """Flower node ids are uint64: ids above and below 2**63 together must come back exact (no float rounding)."""
-    from fed.reporting.run_record import RunRecord
-    from strategies.central import CentralFedAvg
+    from ldpfed.fed.reporting.run_record import RunRecord
+    from ldpfed.strategies.central import CentralFedAvg
 
     nodes = [17, 556448001829138333, 2**63 + 12345, 2**64 - 3]
     config = RunSpec.of(users=4, users_per_round=4, privacy_model="central", nodes=4, seed=0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
-from fed.randomizers.labels import RandomizedResponse
+from ldpfed.fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
+from ldpfed.fed.randomizers.labels import RandomizedResponse
 
 
 def _data(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -120,7 +120,7 @@ def test_public_screening_rescues_noise_dominated_reports_and_leaves_the_rest_al
 
 
 def test_screening_ratios_from_one_cholesky_match_an_inverse_per_leading_block() -> None:
-    from fed.learning.classifier import _leading_signal_and_noise
+    from ldpfed.fed.learning.classifier import _leading_signal_and_noise
 
     rng = np.random.default_rng(0)
     d = 40

@@ -19,18 +19,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.app import app as client_app
-from fed.learning import classifiers
-from fed.learning.aggregation import ReportAggregator
-from fed.learning.classifier import LinearModel
-from fed.learning.mlp import MLPModel
-from fed.learning.mlp_head import MLPHead
-from fed.learning.server_classifier import ClassifierContext, ServerClassifier
-from fed.plugins import entry_points
-from fed.plugins.entry_points import PLUGINS, PluginError
-from fed.randomizers.labels import make_label_release
-from fed.spec.run_spec import RunSpec
-from strategies.app import app as server_app
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.learning import classifiers
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.learning.mlp import MLPModel
+from ldpfed.fed.learning.mlp_head import MLPHead
+from ldpfed.fed.learning.server_classifier import ClassifierContext, ServerClassifier
+from ldpfed.fed.plugins import entry_points
+from ldpfed.fed.plugins.entry_points import PLUGINS, PluginError
+from ldpfed.fed.randomizers.labels import make_label_release
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import run_local
 
 GAUSSIAN = {"mechanism": "gaussian", "clip": 1.0, "sigma": 0.5}
@@ -227,7 +227,7 @@ def test_an_installed_distribution_adds_a_classifier_by_entry_point(
 
 
 def test_simulate_refuses_an_unknown_classifier_before_starting(capsys: pytest.CaptureFixture) -> None:
-    from simulations.cli import main
+    from ldpfed.simulations.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["simulate", "--classifier", "nope", "--data", "generated:100", "--public", "none", "--dim", "0"])

@@ -33,7 +33,7 @@ def test_bad_input_fails_fast_with_one_line(tmp_path: Path, args: list[str], tra
     data = ["--data", str(_folder(tmp_path, train)), "--users", "2"] if train is not None else ["--data", "generated:200"]
     out = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "simulations.cli", "simulate", *data, *args, "--out", str(out), "--quiet"],
+        [sys.executable, "-m", "ldpfed.simulations.cli", "simulate", *data, *args, "--out", str(out), "--quiet"],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]

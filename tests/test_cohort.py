@@ -21,18 +21,18 @@ import pytest
 from scipy.optimize import brentq
 from scipy.special import ndtr
 
-from fed.runtime.cohort import Cohort
-from fed.runtime.node import NodeHost
-from fed.spec.plan import PrivacyPlan
-from fed.device.policy import DevicePolicy
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, PrivacyEvent
-from fed.privacy.ledger import Budget
-from fed.privacy.store import LedgerStore
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.privacy.sampling import TrainSampling
-from fed.runtime.user import UserRecords
+from ldpfed.fed.runtime.cohort import Cohort
+from ldpfed.fed.runtime.node import NodeHost
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, PrivacyEvent
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.privacy.store import LedgerStore
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.labels import PublicLabels, RandomizedResponse
+from ldpfed.fed.privacy.sampling import TrainSampling
+from ldpfed.fed.runtime.user import UserRecords
 
 DELTA = 1e-5
 OWNER = staticmethod(lambda uid: f"user-{uid}")
@@ -184,7 +184,7 @@ class Reference:
 
 def _node_ledger(data: dict) -> tuple[dict, dict, dict]:
     """A node's ledger answer in :meth:`Reference.ledger`'s terms."""
-    from fed.privacy.events import event_from_json
+    from ldpfed.fed.privacy.events import event_from_json
 
     counts = {
         (event_from_json(entry["event"]), i): n
@@ -324,7 +324,7 @@ def test_a_failed_cohort_transaction_keeps_nothing(tmp_path: Path, monkeypatch: 
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
-    from fed.privacy import store
+    from ldpfed.fed.privacy import store
 
     monkeypatch.setattr(store.LedgerTransaction, "save_cohort", fail)
     with pytest.raises(OSError):
@@ -342,9 +342,9 @@ def test_a_release_in_blocks_is_the_release_of_all_rows_at_once(mechanism: str, 
     traffic, and rows preprocessed once (fed.runtime.cohort.Cohort.rows_for) only save work: for a
     clip-and-noise randomizer they draw the same noise, in the same order, as one call on every
     selected row. Consecutive rows (a step selecting every record) are read in place, read-only."""
-    from fed.learning.report_sums import GRAM_BLOCK
-    from fed.runtime.release import RELEASE_BLOCK, release_blocks
-    from fed.randomizers.base import make_randomizer
+    from ldpfed.fed.learning.report_sums import GRAM_BLOCK
+    from ldpfed.fed.runtime.release import RELEASE_BLOCK, release_blocks
+    from ldpfed.fed.randomizers.base import make_randomizer
 
     scale = {"gaussian": {"sigma": 0.7}, "laplace": {"scale": 0.7}}[mechanism]
     randomizer = make_randomizer({"mechanism": mechanism, "clip": 1.0, **scale})
@@ -386,7 +386,7 @@ def test_rows_are_preprocessed_once_per_clip_and_never_for_a_mixing_randomizer()
     """A server that changes the noise reuses the clipped rows; one that changes the clip gets rows
     clipped afresh (one copy kept: alternating clips cannot grow the node's memory); a mixup
     randomizer, whose reports mix rows before the noise, always gets the clean rows."""
-    from fed.randomizers.base import make_randomizer
+    from ldpfed.fed.randomizers.base import make_randomizer
 
     cohort = Cohort.build(_population(users=40), OWNER)
     loose, noisier, tight = GaussianRandomizer(1.0, 2.0), GaussianRandomizer(1.0, 9.0), GaussianRandomizer(0.25, 2.0)
@@ -424,8 +424,8 @@ def test_cohort_columns_are_each_users_distinct_record_ids_in_order() -> None:
 def test_a_ledger_with_user_level_only_events_survives_json() -> None:
     """A mixup report's user-level event is charged to no record: the one ledger model keeps it as a row of
     its own, and a ledger read back from its JSON is the same ledger."""
-    from fed.privacy.ledger import Ledger
-    from fed.randomizers.base import make_randomizer
+    from ldpfed.fed.privacy.ledger import Ledger
+    from ldpfed.fed.randomizers.base import make_randomizer
 
     mixup = make_randomizer({"mechanism": "dpie-gaussian", "k": 2, "max_coefficient": 0.5, "masks": 0, "clip": 1.0, "sigma": 2.0})
     assert mixup.user_event != mixup.event

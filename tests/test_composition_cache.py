@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from fed.privacy import composition, figure_cache
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
-from fed.privacy.figure_cache import FIGURES_FILE, FigureStore
+from ldpfed.fed.privacy import composition, figure_cache
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, RandomizedResponseEvent
+from ldpfed.fed.privacy.figure_cache import FIGURES_FILE, FigureStore
 
 DELTA = 1e-5
 MIXED = {GaussianEvent(6.0, 3.6): 3, RandomizedResponseEvent(1.0, 2): 3}

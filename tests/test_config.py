@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fed.spec.config import HELP
-from fed.heterogeneity.registry import axis_options
-from fed.spec.run_spec import ORDER, PLUGIN_OPTIONS, RunSpec, options, section_options
+from ldpfed.fed.configuration.config import HELP
+from ldpfed.fed.heterogeneity.registry import axis_options
+from ldpfed.fed.configuration.run_spec import ORDER, PLUGIN_OPTIONS, RunSpec, options, section_options
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -45,7 +45,7 @@ def test_bad_options_name_the_problem(values: dict, message: str) -> None:
 
 
 def test_cli_reports_bad_options_without_a_traceback(capsys: pytest.CaptureFixture) -> None:
-    from simulations.cli import main
+    from ldpfed.simulations.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["simulate", "--users", "0"])

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.data.corpus import LABEL_NAMES, STYLE_NAMES, generate_corpus, generate_public_corpus
-from fed.data.dataset import TextDataset
-from fed.data.loaders import HOLDOUT_FRACTION, load_dataset
+from ldpfed.fed.data.corpus import LABEL_NAMES, STYLE_NAMES, generate_corpus, generate_public_corpus
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.data.loaders import HOLDOUT_FRACTION, load_dataset
 
 
 def _tiny() -> TextDataset:

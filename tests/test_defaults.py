@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.runtime.assets import DOMAIN_DIMS, DOMAIN_OVERLAP_MIN, check_public, domain_overlap
-from fed.spec.run_spec import RunSpec
-from fed.data.corpus import LABEL_NAMES, generate_public_corpus
-from fed.spec.plan import planned_train_releases
-from fed.spec.schedule_warnings import schedule_warnings
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.runtime.assets import DOMAIN_DIMS, DOMAIN_OVERLAP_MIN, check_public, domain_overlap
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.data.corpus import LABEL_NAMES, generate_public_corpus
+from ldpfed.fed.configuration.plan import planned_train_releases
+from ldpfed.fed.configuration.schedule_warnings import schedule_warnings
 from tests.conftest import write_review_folder
 
 TASK = ("negative", "positive")
@@ -58,7 +58,7 @@ def test_dim_and_clip_not_given_take_the_mechanisms_defaults_at_the_epsilon(valu
 
 
 def test_the_gaussian_rule_lives_on_its_class_and_plugins_keep_the_base_defaults() -> None:
-    from fed.randomizers.base import Randomizer
+    from ldpfed.fed.randomizers.base import Randomizer
 
     epsilons = (20.0, 8.0, 4.9, 3.0, 1.69, 1.0)
     assert [GaussianRandomizer.default_dim(e) for e in epsilons] == [32, 32, 16, 16, 8, 8]
@@ -89,7 +89,7 @@ def test_the_default_dim_reads_the_class_count_and_the_record_count_of_the_task(
 
 
 def test_the_record_count_follows_a_named_training_split(tmp_path: Path) -> None:
-    from fed.data.loaders import train_record_count
+    from ldpfed.fed.data.loaders import train_record_count
 
     folder = tmp_path / "task"
     folder.mkdir()
@@ -178,7 +178,7 @@ def test_domain_overlap_tells_shared_directions_from_other_ones() -> None:
 def test_simulate_and_the_server_report_the_mismatch(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from ldpfed._encode import encode_run_data
     from ldpfed._simulate import warn
-    from strategies.app import _public_check, _warning_section
+    from ldpfed.strategies.app import _public_check, _warning_section
 
     data = write_review_folder(tmp_path, {"train": 40, "dev": 10}, "r", seed=0)
     (data / "labels.txt").write_text("0\tnegative\n1\tpositive\n")
@@ -198,7 +198,7 @@ def test_a_node_reads_no_folder_that_the_run_config_names_to_resolve_a_default(t
     the node's answer (an error text, a refusal, its timing) whether the folder exists and what its files hold."""
     from types import SimpleNamespace
 
-    from clients.app import _spec
+    from ldpfed.clients.app import _spec
 
     folder = tmp_path / "device-private"
     folder.mkdir()

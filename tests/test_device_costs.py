@@ -1,4 +1,4 @@
-"""simulations.benchmarks.device_costs without a SuperLink: latency per release and bytes per report, through
+"""ldpfed.simulations.benchmarks.device_costs without a SuperLink: latency per release and bytes per report, through
 the real device path (outside the simulation engine, durable ledger), with a handful of releases."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fed.privacy.noise import ENGINE_SAMPLER
-from simulations.benchmarks.device_costs import benchmark
+from ldpfed.fed.privacy.noise import ENGINE_SAMPLER
+from ldpfed.simulations.benchmarks.device_costs import benchmark
 
 RELEASES = 3
 PARTS = ("encode", "clip_noise", "charge", "commit", "message", "encode_plus_message")

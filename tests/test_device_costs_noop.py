@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from flwr.app import Context, RecordDict
 
-from simulations.benchmarks.device_costs import benchmark
-from simulations.benchmarks.device_costs.compare import GOALS, compare, comparison_lines
-from simulations.benchmarks.device_costs.supernode import MESSAGES
-from simulations.benchmarks.noop_flower import APP_DIR
-from simulations.benchmarks.noop_flower import noop_flower_apps as noop
-from simulations.local_grid import LocalGrid
+from ldpfed.simulations.benchmarks.device_costs import benchmark
+from ldpfed.simulations.benchmarks.device_costs.compare import GOALS, compare, comparison_lines
+from ldpfed.simulations.benchmarks.device_costs.supernode import MESSAGES
+from ldpfed.simulations.benchmarks.noop_flower import APP_DIR
+from ldpfed.simulations.benchmarks.noop_flower import noop_flower_apps as noop
+from ldpfed.simulations.local_grid import LocalGrid
 
 ROUNDS = 3
 
@@ -48,7 +48,7 @@ def test_the_noop_app_answers_ldpfeds_message_sequence_at_once(tmp_path: Path) -
 
 
 def test_the_noop_fab_holds_only_the_noop_app() -> None:
-    from simulations.commands.device import build_fab
+    from ldpfed.simulations.commands.device import build_fab
 
     names = set(zipfile.ZipFile(BytesIO(build_fab(APP_DIR))).namelist())
     assert {"noop_flower_apps.py", "pyproject.toml"} <= names

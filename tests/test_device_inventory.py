@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
-from fed import protocol
-from fed.protocol.inventory import INVENTORY, unlisted
-from simulations.checks import fuzz_benchmark
+from ldpfed.fed import protocol
+from ldpfed.fed.protocol.inventory import INVENTORY, unlisted
+from ldpfed.simulations.checks import fuzz_benchmark
 
 MESSAGES = 300
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "device.md"

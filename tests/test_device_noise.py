@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.privacy import noise
-from fed.device.entropy import generator, simulation_engine
-from fed.privacy.noise import SecureGenerator, add_gaussian, add_laplace
-from fed.device.policy import default_mechanisms
-from fed.privacy.float_attack import float_attack_epsilon, is_numpy_laplace_draw
-from fed.randomizers import RANDOMIZERS, make_randomizer
-from fed.randomizers.auditing import audit, build_for_audit
-from fed.randomizers.base import Randomizer
+from ldpfed.fed.privacy import noise
+from ldpfed.fed.device.entropy import generator, simulation_engine
+from ldpfed.fed.privacy.noise import SecureGenerator, add_gaussian, add_laplace
+from ldpfed.fed.device.policy import default_mechanisms
+from ldpfed.fed.privacy.float_attack import float_attack_epsilon, is_numpy_laplace_draw
+from ldpfed.fed.randomizers import RANDOMIZERS, make_randomizer
+from ldpfed.fed.randomizers.auditing import audit, build_for_audit
+from ldpfed.fed.randomizers.base import Randomizer
 
 DELTA = 1e-5
 
@@ -139,7 +139,7 @@ def test_every_default_device_mechanism_has_a_float_safe_sampler() -> None:
 
 
 def test_the_sampler_timing_script_prints_both_samplers(capsys: pytest.CaptureFixture[str]) -> None:
-    from simulations.benchmarks import noise_speed
+    from ldpfed.simulations.benchmarks import noise_speed
 
     assert noise_speed.main(["--repeats", "1"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| device") or line.startswith("| engine")]

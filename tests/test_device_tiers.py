@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import clients.app
-from clients.app import app as client_app
-from fed.runtime.assets import Assets, default_cache_dir
-from fed.spec.run_spec import RunSpec
-from fed.heterogeneity.device_tiers import DeviceTiers
-from fed.encoders.factory import make_encoder
-from fed.data.population import Population
-from strategies.app import app as server_app
+import ldpfed.clients.app as client_module
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.runtime.assets import Assets, default_cache_dir
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.heterogeneity.device_tiers import DeviceTiers
+from ldpfed.fed.encoders.factory import make_encoder
+from ldpfed.fed.data.population import Population
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import run_local
 
 
@@ -60,7 +60,7 @@ def test_each_device_tier_encodes_with_its_setting_and_is_reported(tmp_path: Pat
     assert "device tier" in (out / "groups.md").read_text()
 
     # The node's clean records: each user's rows are its own tier's encodings of its sentences.
-    (records,) = [records for key, (records, _, _) in clients.app._RECORDS.items() if key[0] == config]
+    (records,) = [records for key, (records, _, _) in client_module._RECORDS.items() if key[0] == config]
     population = Population.build(config.data, config.seed)
     assets = Assets(make_encoder("minilm"), None)
     full, short = (assets.features(population.train, default_cache_dir(config), max_tokens=k) for k in (None, 4))

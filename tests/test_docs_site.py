@@ -29,7 +29,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_mkdocs_build_strict(site: Path) -> None:
-    for package, member in (("privacy", "fed.privacy.ledger"), ("randomizers", "fed.randomizers.gaussian"), ("encoders", "fed.encoders.cache"), ("ldpfed", "ldpfed.simulate")):
+    for package, member in (("privacy", "ldpfed.fed.privacy.ledger"), ("randomizers", "ldpfed.fed.randomizers.gaussian"), ("encoders", "ldpfed.fed.encoders.cache"), ("ldpfed", "ldpfed.simulate")):
         assert f'id="{member}"' in (site / "api" / package / "index.html").read_text(), member
     assert not (site / "hooks").exists()
 
@@ -39,8 +39,8 @@ def test_the_api_reference_documents_the_run_spec_and_the_extension_points(site:
     members = (
         "ldpfed.RunSpec", "ldpfed.RunSpec.data", "ldpfed.RunSpec.from_mapping", "ldpfed.register_randomizer",
         "ldpfed.register_encoder", "ldpfed.register_axis", "ldpfed.register_classifier",
-        "fed.heterogeneity.axis.HeterogeneityAxis", "fed.heterogeneity.axis.HeterogeneityAxis.parse",
-        "fed.spec.option.Option", "fed.spec.option.Option.coerce", "fed.spec.sections.DataSpec.users",
+        "ldpfed.fed.heterogeneity.axis.HeterogeneityAxis", "ldpfed.fed.heterogeneity.axis.HeterogeneityAxis.parse",
+        "ldpfed.fed.configuration.option.Option", "ldpfed.fed.configuration.option.Option.coerce", "ldpfed.fed.configuration.sections.DataSpec.users",
     )
     assert [m for m in members if f'id="{m}"' not in page] == []
 
@@ -67,7 +67,7 @@ def test_sphinx_roles_become_the_code_a_reader_expects() -> None:
     assert plain("see :class:`~fed.encoders.base.Encoder` and :meth:`RunSpec.from_mapping`") == (
         "see `Encoder` and `RunSpec.from_mapping`"
     )
-    assert plain(":func:`the parser <fed.spec.sections.parse_dim>`, :py:data:`__all__`") == "`the parser`, `__all__`"
+    assert plain(":func:`the parser <fed.configuration.sections.parse_dim>`, :py:data:`__all__`") == "`the parser`, `__all__`"
     assert plain("a dict: {'a': 1}, ``code`` and :math:`x`") == "a dict: {'a': 1}, ``code`` and :math:`x`"
 
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.data.corpus import generate_corpus, generate_public_corpus
-from fed.data.dataset import TextDataset
-from fed.encoders.base import Encoder
-from fed.encoders.bilstm import BiLSTMEncoder, train_bilstm
-from fed.encoders.cache import encode_cached, store_dir
-from fed.encoders.factory import make_encoder
-from fed.encoders.projected import ProjectedEncoder
-from fed.encoders.projection import PCAProjection
-from fed.encoders.vocab import Vocab, tokenize
+from ldpfed.fed.data.corpus import generate_corpus, generate_public_corpus
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.encoders.base import Encoder
+from ldpfed.fed.encoders.bilstm import BiLSTMEncoder, train_bilstm
+from ldpfed.fed.encoders.cache import encode_cached, store_dir
+from ldpfed.fed.encoders.factory import make_encoder
+from ldpfed.fed.encoders.projected import ProjectedEncoder
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.encoders.vocab import Vocab, tokenize
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -150,7 +150,7 @@ def test_cache_concurrent_writers(tmp_path: Path) -> None:
 
 
 def test_bench_encoding_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from simulations.benchmarks import bench_encoding
+    from ldpfed.simulations.benchmarks import bench_encoding
 
     assert bench_encoding.main(["--sentences", "8", "--no-progress", "--out", str(tmp_path / "bench.json")]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line]

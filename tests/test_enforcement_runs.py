@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.app import app as client_app
-from fed.spec.run_spec import RunSpec
-from strategies.app import app as server_app
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import run_local
 
 ACCOUNTANT_KEYS = {

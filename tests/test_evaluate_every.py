@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from clients.app import app as client_app
-from fed.spec.run_spec import RunSpec
-from strategies.app import app as server_app
-from strategies.strategy import LdpStrategy
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.strategies.app import app as server_app
+from ldpfed.strategies.strategy import LdpStrategy
 from tests.local_grid import run_local
 
 

@@ -12,17 +12,17 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.common.serde import recorddict_to_proto
 
-from fed import protocol
-from clients.app import app as client_app
-from fed.runtime.assets import default_cache_dir
-from fed.spec.run_spec import RunSpec
-from fed.encoders.cache import encode_cached
-from fed.encoders.factory import make_encoder
-from fed.data.loaders import load_dataset
-from fed.data.population import Population
-from fed.privacy.ledger import Ledger
-from fed.runtime.requests import Refusal
-from strategies.app import app as server_app
+from ldpfed.fed import protocol
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.runtime.assets import default_cache_dir
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.encoders.cache import encode_cached
+from ldpfed.fed.encoders.factory import make_encoder
+from ldpfed.fed.data.loaders import load_dataset
+from ldpfed.fed.data.population import Population
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.fed.runtime.requests import Refusal
+from ldpfed.strategies.app import app as server_app
 from tests.conftest import write_review_folder
 from tests.local_grid import LocalGrid, run_local
 
@@ -117,7 +117,7 @@ def test_no_raw_text_or_clean_vector_leaves_a_client(canary_data: Path, tmp_path
 def _node(canary_data: Path, tmp_path: Path) -> tuple[LocalGrid, dict]:
     config = _config(canary_data, tmp_path / "run")
     grid = LocalGrid(client_app, 1, {**config, "nodes": 1})
-    from fed.runtime.assets import build_bundle
+    from ldpfed.fed.runtime.assets import build_bundle
 
     bundle = build_bundle(RunSpec.from_mapping(config), None, Path(tmp_path))
     setup = Message(RecordDict({"assets": ArrayRecord({"bundle": Array(bundle)})}), dst_node_id=1000, message_type="query.setup")

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
-from fed import protocol
-from simulations.checks import fuzz_benchmark
-from simulations.checks.fuzz_benchmark import MESSAGE_TYPES, NODE
+from ldpfed.fed import protocol
+from ldpfed.simulations.checks import fuzz_benchmark
+from ldpfed.simulations.checks.fuzz_benchmark import MESSAGE_TYPES, NODE
 
 PER_RUN = 1000
 """Hostile messages of every type per test run, summed over the node kinds (issue 9, item 4)."""

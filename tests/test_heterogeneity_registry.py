@@ -23,16 +23,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from clients.app import app as client_app
-from fed.reporting.groups import heterogeneity_axes, participation
-from fed.heterogeneity import registry
-from fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
-from fed.privacy.ledger import Ledger
-from fed.device.site import Site
-from fed.spec.option import Option
-from fed.spec.run_spec import RunSpec
-from simulations.commands.simulate import add_arguments
-from strategies.app import app as server_app
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.reporting.groups import heterogeneity_axes, participation
+from ldpfed.fed.heterogeneity import registry
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.fed.device.site import Site
+from ldpfed.fed.configuration.option import Option
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.simulations.commands.simulate import add_arguments
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import run_local
 
 BUDGET = 1000.0
@@ -168,7 +168,7 @@ def test_no_module_outside_an_axis_names_the_axis() -> None:
     fed/heterogeneity imports an axis's module or asks for one axis's option or setting by name."""
     root = Path(__file__).resolve().parents[1]
     axis_modules = {type(axis).__module__ for axis in registry.AXES}
-    assert "fed.heterogeneity.tiers" in axis_modules
+    assert "ldpfed.fed.heterogeneity.tiers" in axis_modules
     found = []
     for top in ("fed", "strategies", "clients", "simulations"):
         for path in (root / top).rglob("*.py"):

@@ -44,8 +44,15 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _repo_name(name: str) -> str:
+    """The checkout's name for an installed module name (``ldpfed.fed.x`` is fed/x.py)."""
+    rest = name.removeprefix("ldpfed.")
+    return rest if rest.split(".")[0] in FIRST_PARTY else name
+
+
 def _imported(tree: ast.Module, modules: set[str]) -> set[str]:
-    """Dotted names a module imports at run time (``from a import b`` names ``a.b`` when that is a module)."""
+    """Dotted names a module imports at run time (``from a import b`` names ``a.b`` when that is a module), by
+    their names in the checkout."""
     skipped = set()
     for node in ast.walk(tree):
         test = getattr(node, "test", None)
@@ -56,11 +63,12 @@ def _imported(tree: ast.Module, modules: set[str]) -> set[str]:
         if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+            found |= {_repo_name(alias.name) for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            module = _repo_name(node.module)
             for alias in node.names:
-                name = f"{node.module}.{alias.name}"
-                found.add(name if name in modules else node.module)
+                name = f"{module}.{alias.name}"
+                found.add(name if name in modules else module)
     return found
 
 
@@ -250,5 +258,5 @@ def test_a_module_outside_every_table_is_reported() -> None:
 
 
 def test_type_checking_imports_are_not_run_time_imports() -> None:
-    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fed.spec.config import RunConfig\nimport fed.privacy.events\n")
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fed.configuration.config import RunConfig\nimport fed.privacy.events\n")
     assert _imported(tree, {"fed.privacy.events"}) == {"typing", "fed.privacy.events"}

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.encoders.factory import make_encoder
-from fed.randomizers.token_level import TokenLevelRandomizer
-from fed.attacks.inversion import (
+from ldpfed.fed.encoders.factory import make_encoder
+from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer
+from ldpfed.fed.attacks.inversion import (
     STOPWORDS,
     attack_tokens,
     learned_inversion,
@@ -20,8 +20,8 @@ from fed.attacks.inversion import (
     tokenize_for_attack,
     words_of,
 )
-from fed.data.loaders import read_tsv
-from fed.randomizers import make_randomizer
+from ldpfed.fed.data.loaders import read_tsv
+from ldpfed.fed.randomizers import make_randomizer
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import fed
+import ldpfed.fed as fed
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_fed_does_not_import_flwr() -> None:
-    modules = [m.name for m in pkgutil.walk_packages(fed.__path__, "fed.")]
+    modules = [m.name for m in pkgutil.walk_packages(fed.__path__, "ldpfed.fed.")]
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.privacy.ledger import Budget
-from fed.privacy.store import LedgerStore
-from simulations.checks.crash_test import CHECKS, EVENTS, CrashConfig, run_crash_test
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.privacy.store import LedgerStore
+from ldpfed.simulations.checks.crash_test import CHECKS, EVENTS, CrashConfig, run_crash_test
 
 
 def test_kill_9_at_random_points_never_loses_a_charge_nor_overruns(tmp_path: Path) -> None:

@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clients.app import app as client_app
-from fed.spec.config import MECHANISMS
-from fed.spec.run_spec import RunSpec
-from fed.spec.sections import parse_mechanism_options
-from fed.spec.plan import make_plan
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.ledger import Ledger
-from fed.randomizers import RANDOMIZERS
-from strategies.app import app as server_app
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.configuration.config import MECHANISMS
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.sections import parse_mechanism_options
+from ldpfed.fed.configuration.plan import make_plan
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.fed.randomizers import RANDOMIZERS
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import run_local
 from tests.true_cost import true_epsilon
 

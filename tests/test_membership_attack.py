@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fed.learning.aggregation import fit_clean
-from fed.attacks.membership import losses, membership_attack, membership_game
-from fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.learning.aggregation import fit_clean
+from ldpfed.fed.attacks.membership import losses, membership_attack, membership_game
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
 
 DIM = 64
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from simulations.checks.mutation_check import CAUGHT, RottenMutation, apply, check_one, rot, select
-from simulations.checks.mutations import MUTATIONS, Mutation
+from ldpfed.simulations.checks.mutation_check import CAUGHT, RottenMutation, apply, check_one, rot, select
+from ldpfed.simulations.checks.mutations import MUTATIONS, Mutation
 
 SLICE_SEED = 26
 SLICE_SIZE = 2

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fed.privacy.audit import gaussian_llr, lr_epsilon_lower_bound
-from fed.randomizers.auditing import audit, build_for_audit
-from fed.randomizers.gaussian_variants import AnalyticGaussianRandomizer
+from ldpfed.fed.privacy.audit import gaussian_llr, lr_epsilon_lower_bound
+from ldpfed.fed.randomizers.auditing import audit, build_for_audit
+from ldpfed.fed.randomizers.gaussian_variants import AnalyticGaussianRandomizer
 from tests.randomizer_helpers import fast_audit
 from tests.test_device_noise import DEVICE_AUDITS
 
@@ -43,7 +43,7 @@ def test_the_device_sampler_audit_settings_catch_half_the_noise(mechanism: str) 
     [("gaussian-analytic", {}), ("dpie-laplace", {"k": 2, "max_coefficient": 0.5, "masks": 0})],
 )
 def test_the_audit_of_other_clip_and_noise_mechanisms_catches_half_the_noise(mechanism: str, options: dict) -> None:
-    """fed.randomizers.auditing's worst pairs and fed.privacy.audit's bound, at epsilon 3, delta 1e-2, 10,000 draws."""
+    """ldpfed.fed.randomizers.auditing's worst pairs and fed.privacy.audit's bound, at epsilon 3, delta 1e-2, 10,000 draws."""
     honest = audit(build_for_audit(mechanism, 3.0, 1e-2, 2, {"clip": 1.0, **options}), 1e-2, 10_000, np.random.default_rng(1), CONFIDENCE)
     assert 1.2 <= honest.lower_bound <= 3.0, honest
     caught = audit(_mutant(mechanism, 3.0, 1e-2, options), 1e-2, 10_000, np.random.default_rng(2), CONFIDENCE)

@@ -18,15 +18,15 @@ import math
 import numpy as np
 import pytest
 
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.ledger import Budget, Ledger
-from fed.randomizers.bits import OMERandomizer, OUERandomizer, SUERandomizer
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.instance_encoding import DPInstanceEncodingLaplace
-from fed.randomizers.labels import PublicLabels
-from fed.randomizers.laplace import LaplaceRandomizer
-from fed.runtime.requests import ReleaseRequest
-from fed.runtime.user import BudgetExhausted, User, UserRecords, UserState
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.ledger import Budget, Ledger
+from ldpfed.fed.randomizers.bits import OMERandomizer, OUERandomizer, SUERandomizer
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.instance_encoding import DPInstanceEncodingLaplace
+from ldpfed.fed.randomizers.labels import PublicLabels
+from ldpfed.fed.randomizers.laplace import LaplaceRandomizer
+from ldpfed.fed.runtime.requests import ReleaseRequest
+from ldpfed.fed.runtime.user import BudgetExhausted, User, UserRecords, UserState
 
 DELTA = 1e-5
 
@@ -108,9 +108,9 @@ def test_bit_flip_true_epsilon_is_the_worst_log_ratio_over_every_output(randomiz
 def test_a_calibration_with_the_labels_cost_meets_the_target_with_it(mechanism: str, options: dict) -> None:
     """Mechanisms solved for a privacy parameter (fed.privacy.calibration.calibrate_parameter) count the label
     releases charged beside them."""
-    from fed.privacy.composition import compose_epsilon
-    from fed.privacy.events import RandomizedResponseEvent
-    from fed.randomizers import RANDOMIZERS
+    from ldpfed.fed.privacy.composition import compose_epsilon
+    from ldpfed.fed.privacy.events import RandomizedResponseEvent
+    from ldpfed.fed.randomizers import RANDOMIZERS
 
     labels = RandomizedResponseEvent(1.0, 2)
     randomizer = RANDOMIZERS[mechanism].calibrated(3.0, DELTA, 2, options, {labels: 2})

@@ -15,17 +15,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fed.learning.classifier import LinearModel
-from fed.runtime.node import NodeHost
-from fed.spec.plan import PrivacyPlan
-from fed.device.policy import DevicePolicy
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.ledger import Budget
-from fed.privacy.store import LedgerStore
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.labels import PublicLabels
-from fed.runtime.requests import Refusal, RequestRefused
-from fed.runtime.user import UserRecords
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.runtime.node import NodeHost
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.privacy.store import LedgerStore
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.labels import PublicLabels
+from ldpfed.fed.runtime.requests import Refusal, RequestRefused
+from ldpfed.fed.runtime.user import UserRecords
 
 DELTA = 1e-5
 DIM = 4
@@ -153,10 +153,10 @@ def _write_policy(path: Path, **values: Any) -> Path:
 
 def _device(data: Path, folder: Path, policy: Path) -> Any:
     """A one-user device whose run (the server's) names MiniLM, not yet set up."""
-    from clients.app import app
-    from fed.spec.run_spec import RunSpec
-    from fed.device.state import init_state
-    from simulations.local_grid import LocalGrid
+    from ldpfed.clients.app import app
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.device.state import init_state
+    from ldpfed.simulations.local_grid import LocalGrid
 
     run = RunSpec.from_mapping(dict(data="generated:400", public="none", dim=0, clip=1.0, users=1, nodes=1, rounds=1, epsilon=3.0))
     node_config = {"data": str(data), "state-dir": str(init_state(folder / "state")), "policy": str(policy)}
@@ -166,8 +166,8 @@ def _device(data: Path, folder: Path, policy: Path) -> Any:
 def _send(grid: Any, message_type: str, content: Any) -> tuple[str, str] | None:
     from flwr.app import Message
 
-    from clients.app import FLOWER
-    from fed import protocol
+    from ldpfed.clients.app import FLOWER
+    from ldpfed.fed import protocol
 
     (reply,) = grid.send_and_receive([Message(FLOWER(content), dst_node_id=1000, message_type=message_type)])
     assert not reply.has_error(), reply.error.reason
@@ -175,7 +175,7 @@ def _send(grid: Any, message_type: str, content: Any) -> tuple[str, str] | None:
 
 
 def _minilm_bundle(folder: Path) -> np.ndarray:
-    from fed.runtime.assets import pack
+    from ldpfed.fed.runtime.assets import pack
 
     folder.mkdir()
     (folder / "encoder.txt").write_text("minilm")
@@ -185,7 +185,7 @@ def _minilm_bundle(folder: Path) -> np.ndarray:
 def test_policy_encoders_allow_list_alone_refuses_the_runs_own_encoder(data: Path, tmp_path: Path) -> None:
     """The bundle names the run's encoder (so the bundle-against-run check passes); only the owner's
     list refuses it: at setup, and (the owner narrowing the list later) at the next release."""
-    from fed import protocol
+    from ldpfed.fed import protocol
 
     bundle = _minilm_bundle(tmp_path / "bundle")
     policy = _write_policy(tmp_path / "allowed.toml", encoders=["minilm"])
@@ -206,7 +206,7 @@ def test_policy_encoders_allow_list_alone_refuses_the_runs_own_encoder(data: Pat
 
 
 def test_policy_max_bundle_bytes_alone_refuses_a_larger_bundle(data: Path, tmp_path: Path) -> None:
-    from fed import protocol
+    from ldpfed.fed import protocol
 
     bundle = _minilm_bundle(tmp_path / "bundle")
     size = int(bundle.nbytes)

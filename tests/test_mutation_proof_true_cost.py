@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.device.entropy import simulation_engine
-from fed.privacy.noise import SecureGenerator
-from fed.privacy.ledger import Budget
-from fed.randomizers import RANDOMIZERS
-from fed.randomizers.base import make_randomizer
-from fed.randomizers.labels import PublicLabels
-from fed.runtime.requests import ClientLimits, parse_release_request
-from fed.runtime.user import User, UserRecords
+from ldpfed.fed.device.entropy import simulation_engine
+from ldpfed.fed.privacy.noise import SecureGenerator
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.randomizers import RANDOMIZERS
+from ldpfed.fed.randomizers.base import make_randomizer
+from ldpfed.fed.randomizers.labels import PublicLabels
+from ldpfed.fed.runtime.requests import ClientLimits, parse_release_request
+from ldpfed.fed.runtime.user import User, UserRecords
 from tests.true_cost import true_epsilon
 
 DELTA = 1e-5

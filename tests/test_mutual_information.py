@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from fed.attacks.mutual_information import (
+from ldpfed.fed.attacks.mutual_information import (
     gaussian_mutual_information,
     knn_entropy,
     knn_mutual_information,
     randomizer_mutual_information,
 )
-from fed.randomizers import make_randomizer
+from ldpfed.fed.randomizers import make_randomizer
 
 N = 2000
 

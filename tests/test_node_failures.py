@@ -21,11 +21,11 @@ from flwr.app import Context, Error, Message, RecordDict
 from flwr.common.constant import ErrorCode
 
 from tests.conftest import device_node_configs
-from clients.app import app as client_app
-from fed.spec.run_spec import RunSpec
-from fed.privacy.ledger import DEVICE_VIEW
-from simulations.flower_runner import cluster, restart_supernode, run_status, start_run
-from strategies.app import app as server_app
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.privacy.ledger import DEVICE_VIEW
+from ldpfed.simulations.flower_runner import cluster, restart_supernode, run_status, start_run
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import LocalGrid
 
 SMALL = dict(data="generated:240", public="generated:120", users=4, nodes=2, epsilon=8.0, nonprivate_baseline=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from flwr.app import ConfigRecord, Message, RecordDict
 
-from simulations.checks import noninterference
+from ldpfed.simulations.checks import noninterference
 
 MESSAGES = 200
 """Hostile messages per pair in CI (each goes to every device)."""

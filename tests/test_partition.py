@@ -11,10 +11,10 @@ import pytest
 from datasets import Dataset
 from flwr_datasets.partitioner import IidPartitioner
 
-from fed.spec.run_spec import RunSpec
-from fed.spec.sections import DataSpec
-from fed.data.partition import partition, split_train_query
-from fed.data.population import Population
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.sections import DataSpec
+from ldpfed.fed.data.partition import partition, split_train_query
+from ldpfed.fed.data.population import Population
 
 LABELS = np.random.default_rng(0).integers(0, 4, size=1200)
 

@@ -1,4 +1,4 @@
-"""simulations.benchmarks.peer_pfl's plumbing on canned figures: options, torch's pin, the report's lines.
+"""ldpfed.simulations.benchmarks.peer_pfl's plumbing on canned figures: options, torch's pin, the report's lines.
 
 Nothing is built or run here (the benchmark builds pfl's environment and runs both simulators by hand).
 """
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from simulations.benchmarks import peer_pfl, peer_pfl_loop
-from simulations.benchmarks.peer_pfl import (
+from ldpfed.simulations.benchmarks import peer_pfl, peer_pfl_loop
+from ldpfed.simulations.benchmarks.peer_pfl import (
     build_parser,
     default_venv,
     format_lines,
@@ -29,7 +29,7 @@ def _canned(ldpfed: float = 7_481.0, before: float = 1_849.0, after: float = 1_7
 
     return {
         "created": "2026-11-28T23:00:00+00:00",
-        "command": ["python", "-m", "simulations.benchmarks.peer_pfl"],
+        "command": ["python", "-m", "ldpfed.simulations.benchmarks.peer_pfl"],
         "machine": {"cpus": 2, "platform": "Linux", "python": "3.11.7"},
         "settings": {"users": 5000, "rounds": 10, "warmup": 2, "evaluate_every": 1, "records": 16, "dims": 384},
         "pfl_version": "0.6.0",
@@ -119,7 +119,7 @@ def test_several_checkouts_each_get_their_ratio_and_the_last_meets_the_goals(tmp
 def test_report_only_rewrites_the_markdown_from_the_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "peer.json"
     report = _canned()
-    report["command"] = ["python", "-m", "simulations.benchmarks.peer_pfl", "--checkout", "before (abc)=/tmp/x"]
+    report["command"] = ["python", "-m", "ldpfed.simulations.benchmarks.peer_pfl", "--checkout", "before (abc)=/tmp/x"]
     report["pfl_before"]["round_ends_s"] = [3.0, 5.5, 8.25]
     report["ldpfed"][0]["round_seconds"] = [1.5, 0.61, 0.7]
     out.write_text(json.dumps(report))

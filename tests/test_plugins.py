@@ -25,22 +25,22 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from fed.device.policy import DevicePolicy, default_mechanisms
-from fed.encoders import registry as encoders
-from fed.heterogeneity import registry as axes
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.plugins.entry_points import PluginError
-from fed.randomizers import RANDOMIZERS, Randomizer, register_randomizer
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.spec import config
-from fed.spec.option import Option
-from fed.spec.run_spec import RunSpec
+from ldpfed.fed.device.policy import DevicePolicy, default_mechanisms
+from ldpfed.fed.encoders import registry as encoders
+from ldpfed.fed.heterogeneity import registry as axes
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.plugins.entry_points import PluginError
+from ldpfed.fed.randomizers import RANDOMIZERS, Randomizer, register_randomizer
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.configuration import config
+from ldpfed.fed.configuration.option import Option
+from ldpfed.fed.configuration.run_spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "simulations" / "examples" / "plugin"
 DELTA = 1e-5
 UNDERCOUNTED = '''
-from fed.privacy.events import GaussianEvent
+from ldpfed.fed.privacy.events import GaussianEvent
 from ldpfed_sphere import SphereGaussian
 
 
@@ -103,14 +103,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _install(root / "site", example, _package(root / "undercounted", "ldpfed-undercounted", UNDERCOUNTED, points))
 
 
-@pytest.mark.parametrize("first", ["fed.encoders.registry", "fed.randomizers", "fed.heterogeneity.registry", "ldpfed"])
+@pytest.mark.parametrize("first", ["ldpfed.fed.encoders.registry", "ldpfed.fed.randomizers", "ldpfed.fed.heterogeneity.registry", "ldpfed"])
 def test_one_plugin_module_loads_whichever_registry_is_imported_first(site: Path, first: str) -> None:
     """The example module holds a randomizer, an encoder and an axis; importing it imports the registries
     again, so a registry imported then must not read the module half-loaded (a circular import)."""
     code = (
         f"import {first}\n"
-        "from fed.randomizers import RANDOMIZERS\nfrom fed.encoders.registry import ENCODERS\n"
-        "from fed.heterogeneity import registry\n"
+        "from ldpfed.fed.randomizers import RANDOMIZERS\nfrom ldpfed.fed.encoders.registry import ENCODERS\n"
+        "from ldpfed.fed.heterogeneity import registry\n"
         "assert 'sphere-gaussian' in RANDOMIZERS and 'hashed-words' in ENCODERS\n"
         "assert 'cohorts' in [axis.name for axis in registry.AXES]\n"
     )
@@ -133,7 +133,7 @@ def test_a_simulation_runs_the_plugins_and_its_ledgers_charge_the_randomizers_tr
     ``ldpfed attack`` then reads the run."""
     out = tmp_path / "run"
     done = _run(
-        site, "-m", "simulations.cli", "simulate", "--quiet", "--data", "generated:200", "--users", "4", "--nodes", "2",
+        site, "-m", "ldpfed.simulations.cli", "simulate", "--quiet", "--data", "generated:200", "--users", "4", "--nodes", "2",
         "--rounds", "2", "--releases-per-record", "0", "--mechanism", "sphere-gaussian", "--epsilon", "8",
         "--clip", "2", "--labels", "public", "--encoder", "hashed-words:32", "--cohorts", "2", "--save-reports",
         "--no-nonprivate-baseline", "--out", str(out),
@@ -163,7 +163,7 @@ def test_a_simulation_runs_the_plugins_and_its_ledgers_charge_the_randomizers_tr
         assert float(row["epsilon_user"]) == pytest.approx(gdp_epsilon(math.sqrt(reported["reports"]) * 2 * clip / sigma, DELTA), rel=1e-4)
     assert max(float(row["epsilon_sentence"]) for row in users.values()) == pytest.approx(8.0, rel=1e-3)
     # the server's attacks read the finished run, the plugin's randomizer rebuilt from config.json
-    done = _run(site, "-m", "simulations.cli", "attack", str(out), "--kind", "mutual-information")
+    done = _run(site, "-m", "ldpfed.simulations.cli", "attack", str(out), "--kind", "mutual-information")
     assert done.returncode == 0, done.stderr[-3000:]
     attack = json.loads((out / "attack_mutual-information.json").read_text())
     assert attack["mechanism"] == "sphere-gaussian" and attack["records"] > 0 and math.isfinite(attack["success"])
@@ -172,7 +172,7 @@ def test_a_simulation_runs_the_plugins_and_its_ledgers_charge_the_randomizers_tr
 def test_the_audit_finds_the_plugin_within_its_claim_and_catches_one_that_under_reports(site: Path) -> None:
     rows = {}
     for mechanism in ("sphere-gaussian", "sphere-gaussian-undercounted"):
-        done = _run(site, "-m", "simulations.cli", "audit", "--mechanism", mechanism, "--epsilon", "3", "--dim", "8",
+        done = _run(site, "-m", "ldpfed.simulations.cli", "audit", "--mechanism", mechanism, "--epsilon", "3", "--dim", "8",
                     "--samples", "200000", "--json")
         (rows[mechanism],) = json.loads(done.stdout)
         assert done.returncode == (1 if rows[mechanism]["verdict"] == "claim violated" else 0), done.stderr[-3000:]
@@ -225,10 +225,10 @@ BROKEN = {
 def test_a_bad_plugin_stops_the_import_with_an_error_naming_its_distribution(site: Path, tmp_path: Path, case: str) -> None:
     source, points, expected = BROKEN[case]
     bad = _install(shutil.copytree(site, tmp_path / "site"), _package(tmp_path / "case", "ldpfed-case", source, points))
-    done = _run(bad, "-c", "import fed.spec.run_spec, fed.encoders.factory")
+    done = _run(bad, "-c", "import ldpfed.fed.configuration.run_spec, ldpfed.fed.encoders.factory")
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("fed.plugins.entry_points.PluginError") and all(part in last for part in expected), last
+    assert last.startswith("ldpfed.fed.plugins.entry_points.PluginError") and all(part in last for part in expected), last
 
 
 # -- within one process --------------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ class Constant:
 
 
 def test_an_encoder_registered_in_process_builds_from_its_spec_and_a_device_needs_it_listed(restored: None) -> None:
-    from fed.encoders.factory import make_encoder
+    from ldpfed.fed.encoders.factory import make_encoder
 
     encoders.register_encoder("constant", Constant)
     assert make_encoder("constant").dim == 4 and make_encoder("constant:7").encode(["a"]).shape == (1, 7)

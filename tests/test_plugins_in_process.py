@@ -19,18 +19,18 @@ from pathlib import Path
 import pytest
 
 import ldpfed
-from fed.plugins.entry_points import ENVIRONMENT, PARENT, PluginError, environment
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.spec.run_spec import RunSpec
+from ldpfed.fed.plugins.entry_points import ENVIRONMENT, PARENT, PluginError, environment
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.configuration.run_spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = '''
 """Plugins of a researcher's own module, beside their script."""
 import numpy as np
 
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.spec.option import Option
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.configuration.option import Option
 
 
 class Twice(GaussianRandomizer):
@@ -130,7 +130,7 @@ def test_a_plugin_no_other_process_can_import_is_refused_before_anything_runs(re
     script = tmp_path / "cell.py"
     script.write_text(textwrap.dedent("""
         import ldpfed
-        from fed.randomizers.gaussian import GaussianRandomizer
+        from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
 
         @ldpfed.register_randomizer
         class Mine(GaussianRandomizer):
@@ -162,9 +162,9 @@ def test_each_kind_of_plugin_is_handed_down_and_loads_in_a_child(restored: None,
     }
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path / "lib")
     code = (
-        "import json\nfrom fed.randomizers import RANDOMIZERS\nfrom fed.encoders.registry import ENCODERS\n"
-        "from fed.learning.classifiers import CLASSIFIERS\nfrom fed.heterogeneity import registry\n"
-        "from fed.plugins.entry_points import PLUGINS\nfrom fed.spec.run_spec import RunSpec\n"
+        "import json\nfrom ldpfed.fed.randomizers import RANDOMIZERS\nfrom ldpfed.fed.encoders.registry import ENCODERS\n"
+        "from ldpfed.fed.learning.classifiers import CLASSIFIERS\nfrom ldpfed.fed.heterogeneity import registry\n"
+        "from ldpfed.fed.plugins.entry_points import PLUGINS\nfrom ldpfed.fed.configuration.run_spec import RunSpec\n"
         f"spec = RunSpec.from_mapping({values!r})\n"
         "print(json.dumps([RANDOMIZERS['twice-gaussian'].name, 'constant' in ENCODERS, 'nearest' in CLASSIFIERS,\n"
         "    [a.name for a in registry.AXES][-1], spec.privacy.mechanism, PLUGINS['ldpfed.axes']['teams']]))\n"

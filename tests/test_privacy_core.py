@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.privacy import gdp
-from fed.privacy.audit import epsilon_lower_bound
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.composition import PLD_DISCRETIZATION, PLD_FINE_RELEASES, compose_epsilon
-from fed.privacy.events import GaussianEvent, LaplaceEvent, RandomizedResponseEvent, event_from_json
-from fed.privacy.ledger import Budget, Ledger
-from fed.randomizers.gaussian import GaussianRandomizer, clip_l2
-from fed.randomizers.labels import RandomizedResponse
+from ldpfed.fed.privacy import gdp
+from ldpfed.fed.privacy.audit import epsilon_lower_bound
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.composition import PLD_DISCRETIZATION, PLD_FINE_RELEASES, compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, LaplaceEvent, RandomizedResponseEvent, event_from_json
+from ldpfed.fed.privacy.ledger import Budget, Ledger
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer, clip_l2
+from ldpfed.fed.randomizers.labels import RandomizedResponse
 
 DELTA = 1e-5
 
@@ -186,7 +186,7 @@ def test_pure_composition_past_dp_accounting_overflow_falls_back_to_basic_compos
 
 def test_gdp_conversions_survive_absurd_noise_levels() -> None:
     """Hostile sigmas (1e-12, 1e-300) give an infinite or huge epsilon, never an exception (fuzzing, issue 9)."""
-    from fed.privacy.composition import gaussian_mu
+    from ldpfed.fed.privacy.composition import gaussian_mu
 
     assert gdp.epsilon_for_delta(2e12, 1e-5) > 1e20
     assert gdp.epsilon_for_delta(1e200, 1e-5) == float("inf")

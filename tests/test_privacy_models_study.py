@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fed.privacy.gdp import epsilon_for_delta, mu_for_epsilon
-from fed.privacy.shuffle import shuffled_epsilon
-from simulations.study import load_study
+from ldpfed.fed.privacy.gdp import epsilon_for_delta, mu_for_epsilon
+from ldpfed.fed.privacy.shuffle import shuffled_epsilon
+from ldpfed.simulations.study import load_study
 
 CONFIG = Path(__file__).resolve().parents[1] / "simulations" / "configs" / "studies" / "privacy_models.toml"
 MATCH = 1e-3

@@ -1,4 +1,4 @@
-"""fed.protocol: plain content that each app hands to Flower through its record classes, read the same either way."""
+"""ldpfed.fed.protocol: plain content that each app hands to Flower through its record classes, read the same either way."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
 
-from clients.app import FLOWER as NODE_SIDE
-from fed import protocol
-from fed.learning.classifier import LinearModel
-from fed.learning.evaluation import Outcomes, UserOutcomes
-from fed.learning.mlp import MLPModel
-from fed.learning.report_sums import ReportSums
-from fed.runtime.node import NodeReply
-from fed.runtime.requests import RequestRefused
-from strategies.strategy import FLOWER as SERVER_SIDE
+from ldpfed.clients.app import FLOWER as NODE_SIDE
+from ldpfed.fed import protocol
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.learning.evaluation import Outcomes, UserOutcomes
+from ldpfed.fed.learning.mlp import MLPModel
+from ldpfed.fed.learning.report_sums import ReportSums
+from ldpfed.fed.runtime.node import NodeReply
+from ldpfed.fed.runtime.requests import RequestRefused
+from ldpfed.strategies.strategy import FLOWER as SERVER_SIDE
 
 RNG = np.random.default_rng(0)
 LINEAR = LinearModel(RNG.normal(size=(4, 2)), RNG.normal(size=2))

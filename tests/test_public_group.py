@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fed.learning.classifier import NoiseAwareLDA, domain_shift
+from ldpfed.fed.learning.classifier import NoiseAwareLDA, domain_shift
 
 DIM, SIGMA, REPORTS, PUBLIC = 8, 6.0, 20_000, 2_000
 MEANS = np.array([[0.3] * DIM, [-0.3] * DIM])

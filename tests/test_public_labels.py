@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.data.corpus import LABEL_NAMES, generate_public_corpus
-from fed.data.population import Population
-from fed.runtime.assets import check_public
-from fed.spec.run_spec import RunSpec
+from ldpfed.fed.data.corpus import LABEL_NAMES, generate_public_corpus
+from ldpfed.fed.data.population import Population
+from ldpfed.fed.runtime.assets import check_public
+from ldpfed.fed.configuration.run_spec import RunSpec
 
 
 def _four_class_folder(folder: Path, train: int = 120, dev: int = 40, dev_label: int | None = None) -> Path:
@@ -60,7 +60,7 @@ def test_unnamed_task_labels_never_match_the_generated_topics_whatever_their_cou
 def test_the_server_uses_unnamed_public_labels_for_nothing_and_named_ones_from_the_tasks_schema(tmp_path: Path) -> None:
     """The ServerApp's check, without the non-private baseline (it reads no task record): the nodes tell the
     label count, the task's labels.txt (its schema) names them."""
-    from strategies.app import _public_check
+    from ldpfed.strategies.app import _public_check
 
     data = _four_class_folder(tmp_path / "task")
     config = RunSpec.of(data=str(data), public="generated:60", nonprivate_baseline=False)
@@ -74,8 +74,8 @@ def test_the_server_uses_unnamed_public_labels_for_nothing_and_named_ones_from_t
 def test_a_run_on_unnamed_labels_reports_no_public_only_figure(tmp_path: Path) -> None:
     """A whole run (ServerApp and ClientApp in one process): no public-only accuracy, labels_match false,
     the warning in the summary; the projection still fitted on the public data."""
-    from clients.app import app as client_app
-    from strategies.app import app as server_app
+    from ldpfed.clients.app import app as client_app
+    from ldpfed.strategies.app import app as server_app
     from tests.local_grid import run_local
 
     data = _four_class_folder(tmp_path / "task")

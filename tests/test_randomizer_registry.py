@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed.spec.config import MECHANISMS
-from fed.device.policy import DevicePolicy, default_mechanisms
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.ledger import Budget, Ledger
-from fed.randomizers import RANDOMIZERS, make_randomizer
-from fed.randomizers.auditing import audit, auditable, build_for_audit, case_for, dimension_free
+from ldpfed.fed.configuration.config import MECHANISMS
+from ldpfed.fed.device.policy import DevicePolicy, default_mechanisms
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.ledger import Budget, Ledger
+from ldpfed.fed.randomizers import RANDOMIZERS, make_randomizer
+from ldpfed.fed.randomizers.auditing import audit, auditable, build_for_audit, case_for, dimension_free
 
 BOX_GAUSSIAN = '''
 """A Gaussian on an L-infinity box: clip each coordinate to [-C, C], add N(0, sigma^2 I)."""
@@ -31,10 +31,10 @@ import math
 
 import numpy as np
 
-from fed.privacy.noise import add_gaussian
-from fed.privacy.events import GaussianEvent
-from fed.randomizers.audit_pairs import pair_scores
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
+from ldpfed.fed.privacy.noise import add_gaussian
+from ldpfed.fed.privacy.events import GaussianEvent
+from ldpfed.fed.randomizers.audit_pairs import pair_scores
+from ldpfed.fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
 
 
 @register
@@ -79,7 +79,7 @@ class BoxGaussian(Randomizer):
         return True
 
     def audit_scores(self, dim):
-        from fed.privacy.audit import gaussian_llr
+        from ldpfed.fed.privacy.audit import gaussian_llr
 
         x0 = np.full((1, dim), self.clip)
         x1 = -x0
@@ -138,7 +138,7 @@ def test_a_randomizer_in_one_file_is_calibrated_charged_allowed_and_audited(box_
     assert not dimension_free(name)
 
     # the mutual-information estimate takes it: its noise is additive
-    from fed.attacks.mutual_information import randomizer_mutual_information
+    from ldpfed.fed.attacks.mutual_information import randomizer_mutual_information
 
     x = np.random.default_rng(2).normal(size=(300, 4))
     assert math.isfinite(randomizer_mutual_information(x, randomizer, np.random.default_rng(3)))
@@ -184,8 +184,8 @@ def test_only_the_classical_gaussian_refuses_some_claims() -> None:
 
 def test_token_level_randomizers_are_registered_classes() -> None:
     """Each token-level kind is a class filed by ``@register`` (no switch over kinds): its noise key and event on it."""
-    from fed.privacy.events import GaussianEvent, MetricDPEvent
-    from fed.randomizers.token_level import TOKEN_RANDOMIZERS, TokenLevelRandomizer
+    from ldpfed.fed.privacy.events import GaussianEvent, MetricDPEvent
+    from ldpfed.fed.randomizers.token_level import TOKEN_RANDOMIZERS, TokenLevelRandomizer
 
     assert set(TOKEN_RANDOMIZERS) == {"token-gaussian", "token-dchi", "text2text"}
     assert {name: cls.noise_key for name, cls in TOKEN_RANDOMIZERS.items()} == {

@@ -10,10 +10,10 @@ from dp_accounting.pld import privacy_loss_distribution as pld
 from dp_accounting.pld.common import DifferentialPrivacyParameters
 from scipy import stats
 
-from fed.privacy.composition import PLD_DISCRETIZATION, compose_epsilon
-from fed.privacy.events import PURE_PLD_CAP, BitFlipEvent, event_from_json
-from fed.randomizers import make_randomizer
-from fed.randomizers.bits import (
+from ldpfed.fed.privacy.composition import PLD_DISCRETIZATION, compose_epsilon
+from ldpfed.fed.privacy.events import PURE_PLD_CAP, BitFlipEvent, event_from_json
+from ldpfed.fed.randomizers import make_randomizer
+from ldpfed.fed.randomizers.bits import (
     OMERandomizer,
     OUERandomizer,
     SUERandomizer,

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent, event_from_json
-from fed.randomizers import make_randomizer
-from fed.randomizers.metric import DChiRandomizer, dchi_coordinate_variance, dchi_noise
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent, event_from_json
+from ldpfed.fed.randomizers import make_randomizer
+from ldpfed.fed.randomizers.metric import DChiRandomizer, dchi_coordinate_variance, dchi_noise
 from tests.randomizer_helpers import DELTA, fast_audit
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import PureEpsilonEvent, RandomizedResponseEvent
-from fed.randomizers.exponential import ExponentialMechanism, make_label_channel
-from fed.randomizers.labels import RandomizedResponse
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import PureEpsilonEvent, RandomizedResponseEvent
+from ldpfed.fed.randomizers.exponential import ExponentialMechanism, make_label_channel
+from ldpfed.fed.randomizers.labels import RandomizedResponse
 from tests.randomizer_helpers import DELTA, fast_audit
 
 

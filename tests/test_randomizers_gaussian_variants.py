@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, RandomizedResponseEvent
-from fed.randomizers import make_randomizer
-from fed.randomizers.gaussian_variants import (
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, RandomizedResponseEvent
+from ldpfed.fed.randomizers import make_randomizer
+from ldpfed.fed.randomizers.gaussian_variants import (
     AnalyticGaussianRandomizer,
     ClassicalGaussianRandomizer,
     analytic_sigma,

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.learning.classifier import NoiseAwareLDA
-from fed.privacy.composition import compose_epsilon, gaussian_mu
-from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent
-from fed.privacy.ledger import Budget, Ledger
-from fed.randomizers import make_randomizer
-from fed.randomizers.instance_encoding import (
+from ldpfed.fed.learning.classifier import NoiseAwareLDA
+from ldpfed.fed.privacy.composition import compose_epsilon, gaussian_mu
+from ldpfed.fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent
+from ldpfed.fed.privacy.ledger import Budget, Ledger
+from ldpfed.fed.randomizers import make_randomizer
+from ldpfed.fed.randomizers.instance_encoding import (
     DPInstanceEncodingGaussian,
     DPInstanceEncodingLaplace,
     Mixup,

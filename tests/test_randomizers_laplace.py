@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import LaplaceEvent, event_from_json
-from fed.randomizers import make_randomizer
-from fed.randomizers.laplace import LaplaceRandomizer, Seed002LaplaceRandomizer, clip_l1
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import LaplaceEvent, event_from_json
+from ldpfed.fed.randomizers import make_randomizer
+from ldpfed.fed.randomizers.laplace import LaplaceRandomizer, Seed002LaplaceRandomizer, clip_l1
 from tests.randomizer_helpers import DELTA, fast_audit
 
 

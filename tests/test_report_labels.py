@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fed.spec.run_spec import RunSpec
-from fed.spec.plan import PrivacyPlan, make_plan
-from fed.privacy.ledger import Ledger
-from fed.randomizers.labels import PublicLabels
-from fed.reporting.report import LedgerFigures, privacy_report, summary
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.plan import PrivacyPlan, make_plan
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.fed.randomizers.labels import PublicLabels
+from ldpfed.fed.reporting.report import LedgerFigures, privacy_report, summary
 
 NUM_LABELS = 4
 EPSILON = 4.0

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed import protocol
-from fed.learning.aggregation import ReportAggregator
-from fed.device.entropy import simulation_engine
-from fed.randomizers import RANDOMIZERS
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.learning.report_sums import ReportSums
-from fed.runtime.requests import RequestRefused
+from ldpfed.fed import protocol
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.device.entropy import simulation_engine
+from ldpfed.fed.randomizers import RANDOMIZERS
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.learning.report_sums import ReportSums
+from ldpfed.fed.runtime.requests import RequestRefused
 from tests.test_cohort import PATHS, _host, _request
 
 

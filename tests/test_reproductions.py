@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from simulations import reproductions
-from simulations.cli import main
-from simulations.reproductions._cells import Results, fmt_spread, run_cells
+from ldpfed.simulations import reproductions
+from ldpfed.simulations.cli import main
+from ldpfed.simulations.reproductions._cells import Results, fmt_spread, run_cells
 
 
 def test_list_names_every_reproduction(capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,7 +55,7 @@ def test_cells_of_another_setup_are_refused(tmp_path) -> None:  # noqa: ANN001
 def test_seed004_paper_accounting_states_its_true_cost() -> None:
     import numpy as np
 
-    from simulations.reproductions.seed004_bits import build
+    from ldpfed.simulations.reproductions.seed004_bits import build
 
     mean, std = np.zeros(8), np.ones(8)
     # The paper's Delta f = 2r gives SUE a per-bit budget l/2 = 5 times the strict one.
@@ -69,8 +69,8 @@ def test_seed004_paper_accounting_states_its_true_cost() -> None:
 
 
 def test_seed002_paper_laplace_costs_sqrt_d_times_k_more() -> None:
-    from fed.privacy.composition import compose_epsilon
-    from simulations.reproductions.seed002_dpie import DELTA, K, build
+    from ldpfed.fed.privacy.composition import compose_epsilon
+    from ldpfed.simulations.reproductions.seed002_dpie import DELTA, K, build
 
     dim = 384
     paper = build("dpie-laplace", "paper", 1.0, dim)
@@ -85,9 +85,9 @@ def test_seed000_learners_take_batches_as_one_release() -> None:
     """The LDA fed batch by batch (no rows kept) fits as the LDA fed all the batches' rows at once."""
     import numpy as np
 
-    from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
-    from fed.randomizers.gaussian import clip_l2
-    from simulations.reproductions.seed000_tables import Learners
+    from ldpfed.fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
+    from ldpfed.fed.randomizers.gaussian import clip_l2
+    from ldpfed.simulations.reproductions.seed000_tables import Learners
 
     rng = np.random.default_rng(0)
     own, y_own = rng.normal(size=(60, 4)), rng.integers(0, 2, 60)
@@ -110,8 +110,8 @@ def test_snd_report_sets_the_seeds_schedule_beside_a_longer_one(tmp_path) -> Non
     import json
     from pathlib import Path
 
-    from simulations.reproductions._seed003_snd_report import write_report
-    from simulations.reproductions.seed003_snd import REPORT_DIR, main as snd_main
+    from ldpfed.simulations.reproductions._seed003_snd_report import write_report
+    from ldpfed.simulations.reproductions.seed003_snd import REPORT_DIR, main as snd_main
 
     main_run, longer = REPORT_DIR / "full" / "results.json", REPORT_DIR / "full_epochs16" / "results.json"
     steps = {json.loads(p.read_text())["denoisers"]["coordinate-50,100/with_output"]["steps"] for p in (main_run, longer)}
@@ -129,9 +129,9 @@ def test_snd_report_sets_the_seeds_schedule_beside_a_longer_one(tmp_path) -> Non
 @pytest.mark.parametrize("sampler", ["dchi", "coordinate"])
 def test_snd_strict_eta_is_the_largest_the_strict_ledger_allows(sampler: str) -> None:
     """The strict rows' eta: a record of the longest pair's tokens costs at most the budget, and 1% more eta exceeds it."""
-    from fed.privacy.composition import compose_epsilon
-    from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
-    from simulations.reproductions._seed003_strict import round_down, strict_eta
+    from ldpfed.fed.privacy.composition import compose_epsilon
+    from ldpfed.fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
+    from ldpfed.simulations.reproductions._seed003_strict import round_down, strict_eta
 
     kind, diameter, tokens = (MetricDPEvent, 3.39, 194) if sampler == "dchi" else (CoordinateMetricDPEvent, 52.2, 194)
     eta = round_down(strict_eta(10.0, tokens, diameter, sampler))
@@ -144,8 +144,8 @@ def test_snd_report_adds_the_strict_rows_only_when_run(tmp_path) -> None:  # noq
     """The strict section renders each sampler's eta, its composed per-record epsilon and every method's row."""
     import json
 
-    from simulations.reproductions._seed003_snd_report import write_report
-    from simulations.reproductions.seed003_snd import REPORT_DIR
+    from ldpfed.simulations.reproductions._seed003_snd_report import write_report
+    from ldpfed.simulations.reproductions.seed003_snd import REPORT_DIR
 
     main_run = REPORT_DIR / "full" / "results.json"
     strict = json.loads(main_run.read_text())

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import clients.app
-from fed.spec.run_spec import RunSpec, options
-from fed.heterogeneity.tiers import Tiers
+import ldpfed.clients.app as client_app
+from ldpfed.fed.configuration.run_spec import RunSpec, options
+from ldpfed.fed.heterogeneity.tiers import Tiers
 
 SAMPLE = {
     "data": "generated:300", "users": 10, "dim": 8, "mechanism": "laplace", "epsilon": 2.0, "tiers": "0.5:1,0.5:4",
@@ -48,9 +48,9 @@ def test_an_axis_spec_is_parsed_once() -> None:
 
 def test_a_node_parses_a_run_config_once_and_refuses_a_bad_one_every_time() -> None:
     run_config = RunSpec.of(**SAMPLE).to_mapping()
-    first = clients.app._spec(SimpleNamespace(run_config=run_config))
-    assert clients.app._spec(SimpleNamespace(run_config=dict(run_config))) is first
+    first = client_app._spec(SimpleNamespace(run_config=run_config))
+    assert client_app._spec(SimpleNamespace(run_config=dict(run_config))) is first
     hostile = {**run_config, "delta": 0.5}
     for _ in range(2):
         with pytest.raises(ValueError, match="--delta must be at most"):
-            clients.app._spec(SimpleNamespace(run_config=hostile))
+            client_app._spec(SimpleNamespace(run_config=hostile))

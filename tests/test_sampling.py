@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest
 
-from fed.spec.run_spec import RunSpec
-from fed.spec.plan import make_plan
-from fed.privacy.accountants import amplified, clt, enforced, worst_case
-from fed.privacy.accountants.base import Schedule
-from fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent
-from fed.privacy.ledger import Budget, Ledger
-from fed.randomizers.labels import PublicLabels
-from fed.runtime.requests import ClientLimits, RequestRefused, parse_release_request
-from fed.privacy.sampling import TrainSampling, UpSampling
-from fed.runtime.user import BudgetExhausted, User, UserRecords
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.plan import make_plan
+from ldpfed.fed.privacy.accountants import amplified, clt, enforced, worst_case
+from ldpfed.fed.privacy.accountants.base import Schedule
+from ldpfed.fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent
+from ldpfed.fed.privacy.ledger import Budget, Ledger
+from ldpfed.fed.randomizers.labels import PublicLabels
+from ldpfed.fed.runtime.requests import ClientLimits, RequestRefused, parse_release_request
+from ldpfed.fed.privacy.sampling import TrainSampling, UpSampling
+from ldpfed.fed.runtime.user import BudgetExhausted, User, UserRecords
 
 DELTA = 1e-5
 CLIP = 1.0

@@ -1,6 +1,6 @@
 """Issue 27: nodes read only the sections of the run spec they need.
 
-Each reader below is given an object holding only the sections its signature names (fed.spec.sections'
+Each reader below is given an object holding only the sections its signature names (fed.configuration.sections'
 protocols) and must answer as it does for the whole RunSpec: a reader that reached for another section
 would fail here. The plan is cached by its sections alone, so runs that differ elsewhere share it.
 """
@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from fed.device.policy import DevicePolicy
-from fed.runtime.assets import build_bundle, check_public, default_cache_dir, load_public
-from fed.spec.plan import encoder_spec, make_plan
-from fed.spec.run_spec import RunSpec
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.runtime.assets import build_bundle, check_public, default_cache_dir, load_public
+from ldpfed.fed.configuration.plan import encoder_spec, make_plan
+from ldpfed.fed.configuration.run_spec import RunSpec
 
 SPECS = [
     RunSpec(),

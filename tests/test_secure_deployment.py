@@ -17,17 +17,17 @@ import zipfile
 from pathlib import Path
 
 from tests.conftest import device_node_configs
-from fed.spec.run_spec import RunSpec
-from simulations.commands.device import DeviceFiles, build_fab, init_device, sign_fab
-from simulations.commands.superlink import SuperLinkFiles, publish_app
-from simulations.flower_runner import APP_DIR, Secure, cluster, run_status, start_run
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.simulations.commands.device import DeviceFiles, build_fab, init_device, sign_fab
+from ldpfed.simulations.commands.superlink import SuperLinkFiles, publish_app
+from ldpfed.simulations.flower_runner import APP_DIR, Secure, cluster, run_status, start_run
 
 SMALL = dict(data="generated:240", public="generated:120", users=2, nodes=2, rounds=1, epsilon=8.0, users_per_round=0)
 REFUSED = "FAB verification failed"
 
 
 def ldpfed(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "simulations.cli", *args], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "ldpfed.simulations.cli", *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

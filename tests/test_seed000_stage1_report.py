@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from simulations.reproductions import seed000_stage1 as repro
+from ldpfed.simulations.reproductions import seed000_stage1 as repro
 
 
 def _row(public: float, private: float, combined: float) -> dict:
@@ -42,8 +42,8 @@ def test_report_from_results(tmp_path: Path) -> None:
 
 
 def test_noise_multipliers_are_ldpfed_calibrations() -> None:
-    from fed.privacy.composition import compose_epsilon
-    from fed.randomizers.gaussian import GaussianRandomizer
+    from ldpfed.fed.privacy.composition import compose_epsilon
+    from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
 
     for eps, z in repro.noise_multipliers().items():
         randomizer = GaussianRandomizer(1.0, z * 2.0)  # clip 1: sensitivity 2

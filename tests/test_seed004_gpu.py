@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simulations.reproductions import _seed004_gpu, seed004_bits
+from ldpfed.simulations.reproductions import _seed004_gpu, seed004_bits
 
 
 def test_the_stored_strict_rows_are_what_ldpfed_calibrates_now() -> None:
@@ -112,7 +112,7 @@ def _cell(results: Any, dataset: str, epochs: int, seed: int, accuracy: float) -
 
 
 def test_merging_a_device_run_replaces_every_cpu_cell_of_its_datasets(tmp_path: Path) -> None:
-    from simulations.reproductions._cells import Results
+    from ldpfed.simulations.reproductions._cells import Results
 
     report, device = tmp_path / "report", tmp_path / "device"
     cpu = Results(report, seed004_bits.SETUP)

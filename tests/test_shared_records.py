@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.device.shared_records import KEEP_SECONDS, shared_records
-from fed.runtime.user import UserRecords
+from ldpfed.fed.device.shared_records import KEEP_SECONDS, shared_records
+from ldpfed.fed.runtime.user import UserRecords
 
 
 def _records() -> dict[int, UserRecords]:

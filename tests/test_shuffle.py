@@ -13,14 +13,14 @@ import pytest
 from flwr.app import Context, RecordDict
 from scipy import stats
 
-from fed import protocol
-from clients.app import app as client_app
-from fed.learning.aggregation import ReportAggregator
-from fed.spec.run_spec import RunSpec
-from fed.runtime.node import NodeReply
-from fed.privacy.shuffle import composed, shuffled_delta, shuffled_epsilon
-from fed.runtime.shuffler import ShuffledBatch, Shuffler
-from strategies.app import app as server_app
+from ldpfed.fed import protocol
+from ldpfed.clients.app import app as client_app
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.runtime.node import NodeReply
+from ldpfed.fed.privacy.shuffle import composed, shuffled_delta, shuffled_epsilon
+from ldpfed.fed.runtime.shuffler import ShuffledBatch, Shuffler
+from ldpfed.strategies.app import app as server_app
 from tests.conftest import write_review_folder
 from tests.local_grid import LocalGrid
 

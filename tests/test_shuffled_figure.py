@@ -12,14 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from fed.privacy.ledger import Budget
-from fed.privacy.shuffle import shuffled_epsilon
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.randomizers.laplace import LaplaceRandomizer
-from fed.spec.plan import PrivacyPlan
-from fed.spec.run_spec import RunSpec
-from strategies.app import shuffled_figure
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.privacy.shuffle import shuffled_epsilon
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.labels import PublicLabels, RandomizedResponse
+from ldpfed.fed.randomizers.laplace import LaplaceRandomizer
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.strategies.app import shuffled_figure
 
 DELTA = 1e-5
 BATCHES = [400, 300]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ldpfed._simulate import absolute_paths, flower_failure, resolve
-from simulations.cli import main
+from ldpfed.simulations.cli import main
 from tests.conftest import write_review_folder
 
 

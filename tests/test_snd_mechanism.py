@@ -15,17 +15,17 @@ from dp_accounting.pld import common
 from dp_accounting.pld import privacy_loss_distribution
 from scipy import stats
 
-from fed.runtime.assets import build_bundle, load_assets, pack, unpack
-from fed.spec.run_spec import RunSpec
-from fed.learning.denoiser import Denoiser
-from fed.device.state import init_state
-from fed.spec.plan import encoder_spec, make_plan
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import MetricDPEvent
-from fed.randomizers import split_denoise
-from fed.randomizers.auditing import audit, build_for_audit
-from fed.randomizers.split_denoise import DENOISER_FILE, SplitDenoiseRandomizer
-from fed.runtime.requests import Refusal, RequestRefused, parse_release_request
+from ldpfed.fed.runtime.assets import build_bundle, load_assets, pack, unpack
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.learning.denoiser import Denoiser
+from ldpfed.fed.device.state import init_state
+from ldpfed.fed.configuration.plan import encoder_spec, make_plan
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import MetricDPEvent
+from ldpfed.fed.randomizers import split_denoise
+from ldpfed.fed.randomizers.auditing import audit, build_for_audit
+from ldpfed.fed.randomizers.split_denoise import DENOISER_FILE, SplitDenoiseRandomizer
+from ldpfed.fed.runtime.requests import Refusal, RequestRefused, parse_release_request
 
 TEXTS = ["the film was wonderful indeed", "an awful, boring evening", "what a lovely day it is"]
 
@@ -79,8 +79,8 @@ def test_the_run_releases_token_matrices_and_refuses_a_projection() -> None:
 
 
 def test_the_mechanism_is_the_token_dchi_split_release_and_decodes_like_the_server_half() -> None:
-    from fed.encoders.factory import make_encoder
-    from fed.randomizers.token_level import TokenLevelRandomizer
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer
 
     rows = make_encoder("tokens:16:minilm").encode(TEXTS)
     assert rows.shape == (3, 16 * 384)
@@ -104,7 +104,7 @@ def _snd_config(tmp_path: Path, **extra: object) -> RunSpec:
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
-    from fed.runtime.assets import load_public
+    from ldpfed.fed.runtime.assets import load_public
 
     tmp = tmp_path_factory.mktemp("snd-bundle")
     config = _snd_config(tmp)
@@ -186,9 +186,9 @@ def test_public_data_is_needed_to_train_the_denoiser(tmp_path: Path) -> None:
 def test_a_device_refuses_a_bundle_that_does_not_fit_its_snd_run(tmp_path: Path) -> None:
     from flwr.app import Message
 
-    from fed import protocol
-    from clients.app import FLOWER, app as client_app
-    from simulations.local_grid import LocalGrid
+    from ldpfed.fed import protocol
+    from ldpfed.clients.app import FLOWER, app as client_app
+    from ldpfed.simulations.local_grid import LocalGrid
     from tests.conftest import write_review_folder
 
     (tmp_path / "data").mkdir()

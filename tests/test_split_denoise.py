@@ -9,20 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-from fed.learning.denoiser import Denoiser, DenoiserShape, train_denoiser
+from ldpfed.fed.learning.denoiser import Denoiser, DenoiserShape, train_denoiser
 
 TEXTS = ["the film was wonderful indeed", "an awful, boring evening", "what a lovely day it is"]
 
 
 @pytest.fixture(scope="module")
 def minilm():  # noqa: ANN201
-    from fed.encoders.factory import make_encoder
+    from ldpfed.fed.encoders.factory import make_encoder
 
     return make_encoder("minilm")
 
 
 def test_the_split_release_is_token_dchi_and_the_server_half_gives_the_same_vector(minilm) -> None:  # noqa: ANN001
-    from fed.randomizers.token_level import TokenLevelRandomizer
+    from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer
 
     snd = TokenLevelRandomizer(minilm, "token-dchi", 16, 50.0, clip=12.3, post_clip=12.3)
     clean, released = snd.split_release(TEXTS, None, np.random.default_rng(7))

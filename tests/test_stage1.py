@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from fed.runtime import assets
-from fed.runtime.assets import build_bundle, load_assets, pack, unpack
-from fed.spec.run_spec import RunSpec
-from fed.encoders.hf import HFEncoder, minilm_path
-from fed.encoders.tuned import (
+from ldpfed.fed.runtime import assets
+from ldpfed.fed.runtime.assets import build_bundle, load_assets, pack, unpack
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.encoders.hf import HFEncoder, minilm_path
+from ldpfed.fed.encoders.tuned import (
     FORMAT, MAX_FILE_BYTES, TUNED_FILE, TUNED_SPEC, TunedEncoder, finetune, read_tuned, tuned_bytes, weights_fingerprint,
 )
-from fed.data.loaders import load_dataset
-from fed.device.policy import DevicePolicy
+from ldpfed.fed.data.loaders import load_dataset
+from ldpfed.fed.device.policy import DevicePolicy
 from tests.conftest import write_review_folder
 
 SENTENCES = ["a great film, truly", "an awful film, sadly", "lovely acting and story", "boring and terrible plot"]

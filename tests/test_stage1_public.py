@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulations.reproductions import _seed000_stage1_run as runner
+from ldpfed.simulations.reproductions import _seed000_stage1_run as runner
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 pytestmark = pytest.mark.skipif(not (DATA / "tweeteval" / "sentiment").is_dir(), reason="needs ../shared/data")
 
 
 def test_public_tweets_are_positive_and_negative_tweets_only() -> None:
-    from fed.data.loaders import load_dataset
+    from ldpfed.fed.data.loaders import load_dataset
 
     base = runner.public_set(DATA, "sentiment_labelled_sentences")
     both = runner.public_set(DATA, "sentiment_labelled_sentences", 500)
@@ -33,7 +33,7 @@ def test_public_tweets_are_positive_and_negative_tweets_only() -> None:
 
 
 def test_seed000_tables_qqp_uses_its_epsilons_and_pairs() -> None:
-    from simulations.reproductions import seed000_tables as tables
+    from ldpfed.simulations.reproductions import seed000_tables as tables
 
     context = tables.Context(DATA, 0.1, 10, 1, "qqp")
     own, users, dev = context.splits()

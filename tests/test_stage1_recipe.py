@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulations.experiments import stage1_recipe as search
+from ldpfed.simulations.experiments import stage1_recipe as search
 
 
 def _blobs(n: int, gap: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -25,8 +25,8 @@ def test_simulated_private_falls_to_chance_under_large_noise(monkeypatch: pytest
 
 
 def test_run_and_report_on_public_sentences(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import fed.encoders.tuned as tuned
-    from fed.data.loaders import load_dataset
+    import ldpfed.fed.encoders.tuned as tuned
+    from ldpfed.fed.data.loaders import load_dataset
 
     if not (search.DATA / search.SLS).is_dir():
         pytest.skip("needs ../shared/data")

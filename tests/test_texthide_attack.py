@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.instance_encoding import DPInstanceEncodingGaussian, TextHideRandomizer
-from fed.attacks.texthide import mixture_prior, reconstruction_game, texthide_attack, unmask
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.instance_encoding import DPInstanceEncodingGaussian, TextHideRandomizer
+from ldpfed.fed.attacks.texthide import mixture_prior, reconstruction_game, texthide_attack, unmask
 
 DIM = 64
 

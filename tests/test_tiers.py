@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
-from fed import protocol
-from clients.app import FLOWER, app as client_app
-from fed.runtime.assets import build_bundle
-from fed.spec.run_spec import RunSpec
-from fed.spec.plan import make_plan
-from fed.privacy.ledger import Ledger
-from fed.runtime.requests import Refusal
-from fed.heterogeneity.registry import spec_groups
-from fed.heterogeneity.tiers import Tiers
-from strategies.app import app as server_app
+from ldpfed.fed import protocol
+from ldpfed.clients.app import FLOWER, app as client_app
+from ldpfed.fed.runtime.assets import build_bundle
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.plan import make_plan
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.fed.runtime.requests import Refusal
+from ldpfed.fed.heterogeneity.registry import spec_groups
+from ldpfed.fed.heterogeneity.tiers import Tiers
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import LocalGrid, run_local
 
 TIERS = "0.5:1,0.3:3,0.2:8"

@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 from scipy.stats import ks_2samp, kstest
 
-from fed.spec.plan import PrivacyPlan
-from fed.device.policy import DevicePolicy
-from fed.privacy.store import LedgerStore
-from fed.privacy.accountants.calibration import calibrate_noise_multiplier
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent
-from fed.privacy.ledger import Budget
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.labels import PublicLabels
-from fed.runtime.requests import ClientLimits, RequestRefused, parse_release_request
-from fed.privacy.sampling import UpSampling
-from fed.runtime.node import NodeHost
-from fed.runtime.user import PENDING_FICTITIOUS, BudgetExhausted, QueriesDone, User, UserRecords
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.privacy.store import LedgerStore
+from ldpfed.fed.privacy.accountants.calibration import calibrate_noise_multiplier
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.labels import PublicLabels
+from ldpfed.fed.runtime.requests import ClientLimits, RequestRefused, parse_release_request
+from ldpfed.fed.privacy.sampling import UpSampling
+from ldpfed.fed.runtime.node import NodeHost
+from ldpfed.fed.runtime.user import PENDING_FICTITIOUS, BudgetExhausted, QueriesDone, User, UserRecords
 
 DELTA = 1e-5
 CLIP = 1.0

@@ -14,14 +14,14 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from fed.device.entropy import simulation_engine
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent
-from fed.privacy.ledger import Budget
-from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.runtime.requests import ClientLimits, ReleaseRequest, RequestRefused, parse_release_request
-from fed.runtime.user import BudgetExhausted, User, UserRecords
+from ldpfed.fed.device.entropy import simulation_engine
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.randomizers.labels import PublicLabels, RandomizedResponse
+from ldpfed.fed.runtime.requests import ClientLimits, ReleaseRequest, RequestRefused, parse_release_request
+from ldpfed.fed.runtime.user import BudgetExhausted, User, UserRecords
 
 DELTA = 1e-5
 SIGMA = calibrate_gaussian_sigma(3.0, DELTA, 1, 2.0)

@@ -10,22 +10,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fed import protocol
-from fed.learning.classifier import LinearModel
-from fed.runtime.cohort import Cohort
-from fed.data.dataset import TextDataset
-from fed.learning.evaluation import Outcomes, UserOutcomes
-from fed.reporting.groups import SIZE, TIER, UserAttributes, label_skew, quartiles, tiers
-from fed.runtime.node import NodeHost
-from fed.spec.plan import PrivacyPlan
-from fed.device.policy import DevicePolicy
-from fed.data.population import Population
-from fed.privacy.ledger import Budget
-from fed.privacy.store import LedgerStore
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.labels import PublicLabels
-from fed.runtime.user import UserRecords
-from fed.reporting.user_results import UserResults, group_summary, round_metrics, spread, tier_gap
+from ldpfed.fed import protocol
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.runtime.cohort import Cohort
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.learning.evaluation import Outcomes, UserOutcomes
+from ldpfed.fed.reporting.groups import SIZE, TIER, UserAttributes, label_skew, quartiles, tiers
+from ldpfed.fed.runtime.node import NodeHost
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.data.population import Population
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.privacy.store import LedgerStore
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.labels import PublicLabels
+from ldpfed.fed.runtime.user import UserRecords
+from ldpfed.fed.reporting.user_results import UserResults, group_summary, round_metrics, spread, tier_gap
 
 DELTA = 1e-5
 MODELS = {name: LinearModel(np.random.default_rng(i).normal(size=(4, 2)), np.zeros(2)) for i, name in enumerate(("private", "public_only"))}

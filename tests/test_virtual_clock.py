@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, Message, RecordDict
 
-from fed import protocol
-from clients.app import FLOWER, app as client_app
-from fed.runtime.assets import build_bundle
-from fed.heterogeneity.behavior_trace import BehaviorTrace
-from fed.spec.run_spec import RunSpec
-from fed.heterogeneity.device_speed import DeviceSpeed, round_duration
-from fed.spec.plan import make_plan
-from fed.privacy.ledger import Ledger
-from fed.heterogeneity import registry
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.heterogeneity.virtual_clock import ClockPart, VirtualClock
-from fed.spec.option import Option
-from strategies.app import app as server_app
+from ldpfed.fed import protocol
+from ldpfed.clients.app import FLOWER, app as client_app
+from ldpfed.fed.runtime.assets import build_bundle
+from ldpfed.fed.heterogeneity.behavior_trace import BehaviorTrace
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.heterogeneity.device_speed import DeviceSpeed, round_duration
+from ldpfed.fed.configuration.plan import make_plan
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.fed.heterogeneity import registry
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.heterogeneity.virtual_clock import ClockPart, VirtualClock
+from ldpfed.fed.configuration.option import Option
+from ldpfed.strategies.app import app as server_app
 from tests.local_grid import LocalGrid, run_local
 
 CAPACITY = {101: {"computation": 20.0, "communication": 800.0}, 7: {"computation": 300.0, "communication": 50.0}}
@@ -76,7 +76,7 @@ def test_bad_trace_files_are_refused_by_name_and_code_in_one_never_runs(tmp_path
 
 
 def test_the_cli_refuses_a_bad_trace_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from simulations.cli import main
+    from ldpfed.simulations.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["simulate", "--device-speed", str(tmp_path / "missing.pkl"), "--out", str(tmp_path / "run")])
@@ -88,7 +88,7 @@ def test_a_node_never_opens_the_trace_files_a_server_names(tmp_path: Path, monke
     """Run options reach nodes too: a hostile server naming files on the device (to probe whether they
     exist, or to have them parsed) gets a node that serves as usual and reads none of them."""
     opened: list[str] = []
-    for module in ("fed.heterogeneity.device_speed", "fed.heterogeneity.behavior_trace"):
+    for module in ("ldpfed.fed.heterogeneity.device_speed", "ldpfed.fed.heterogeneity.behavior_trace"):
         monkeypatch.setattr(f"{module}.read_trace", lambda path: opened.append(str(path)) or CAPACITY)
     secret = tmp_path / "secret.pkl"
     secret.write_bytes(pickle.dumps(CAPACITY))

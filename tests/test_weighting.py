@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fed.learning.aggregation import ReportAggregator
-from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.labels import RandomizedResponse
-from fed.learning.report_sums import ReportSums
-from simulations.experiments.weighting_study import SKEWED, accuracy, evaluation_set, tiers
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.labels import RandomizedResponse
+from ldpfed.fed.learning.report_sums import ReportSums
+from ldpfed.simulations.experiments.weighting_study import SKEWED, accuracy, evaluation_set, tiers
 
 
 def test_adding_the_noisiest_tier_never_lowers_accuracy_under_inverse_variance_weighting() -> None:

@@ -10,9 +10,9 @@ import torch
 from scipy import special, stats
 from transformers import BertConfig, BertModel
 
-from fed.privacy.audit import dchi_llr, lr_epsilon_lower_bound
-from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent, event_from_json
-from fed.encoders.word_split import TableBounds, WordSplit, coordinate_rows, dchi_rows, server_pass, standard_gamma
+from ldpfed.fed.privacy.audit import dchi_llr, lr_epsilon_lower_bound
+from ldpfed.fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent, event_from_json
+from ldpfed.fed.encoders.word_split import TableBounds, WordSplit, coordinate_rows, dchi_rows, server_pass, standard_gamma
 from tests.randomizer_helpers import DELTA
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fed.learning.aggregation import ReportAggregator
-from fed.randomizers import Randomizer
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.randomizers import Randomizer
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.randomizers import Randomizer
+from ldpfed.fed.randomizers import Randomizer
 
 STOPWORDS = frozenset(
     """a an the and or but if of to in on at by for with from as is are was were be been being it its
@@ -227,7 +227,7 @@ def token_inversion_sweep(
     The epsilon is the randomizer's own MetricDPEvent: eta * 2C per token, composed over the
     L tokens of one release (``event.epsilon``). Every eta attacks a fresh release of ``texts``.
     """
-    from fed.randomizers.token_level import TokenLevelRandomizer
+    from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer
 
     if len(etas) == 0:
         raise ValueError("no eta to sweep")

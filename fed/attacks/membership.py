@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from fed.learning.aggregation import ReportAggregator
-from fed.learning.classifier import LinearModel
-from fed.randomizers import Randomizer
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.randomizers import Randomizer
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.special import digamma, gammaln
 
-from fed.randomizers import Randomizer
-from fed.randomizers.base import check_finite_matrix
+from ldpfed.fed.randomizers import Randomizer
+from ldpfed.fed.randomizers.base import check_finite_matrix
 
 
 def knn_entropy(samples: np.ndarray, k: int = 3) -> float:

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fed.randomizers import Randomizer
-from fed.randomizers.instance_encoding import Mixup
+from ldpfed.fed.randomizers import Randomizer
+from ldpfed.fed.randomizers.instance_encoding import Mixup
 
 RIDGE = 1e-3
 """Ridge added to the covariances the attack inverts, relative to their mean variance."""

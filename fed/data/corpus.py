@@ -18,7 +18,7 @@ import hashlib
 
 import numpy as np
 
-from fed.data.dataset import TextDataset
+from ldpfed.fed.data.dataset import TextDataset
 
 LABEL_NAMES = ("sports", "technology", "food", "finance")
 STYLE_NAMES = ("review", "tweet", "news", "question")

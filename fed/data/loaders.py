@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.data.corpus import LABEL_NAMES, generate_corpus
-from fed.data.dataset import TextDataset
+from ldpfed.fed.data.corpus import LABEL_NAMES, generate_corpus
+from ldpfed.fed.data.dataset import TextDataset
 
 GENERATED_SIZES = {"train": 2_000, "dev": 400, "test": 400}
 """Records of the generated corpus per split when the spec gives no size (others: 400)."""

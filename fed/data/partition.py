@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.heterogeneity.shares import share_counts
+from ldpfed.fed.heterogeneity.shares import share_counts
 
 if TYPE_CHECKING:  # imported where used: Flower Datasets brings seaborn and matplotlib, seconds of a device's setup
     from datasets import Dataset

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fed.data.dataset import TextDataset
-from fed.spec.sections import DataSpec
-from fed.data.loaders import load_dataset
-from fed.device.record_ids import record_ids
-from fed.runtime.user import UserRecords
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.configuration.sections import DataSpec
+from ldpfed.fed.data.loaders import load_dataset
+from ldpfed.fed.device.record_ids import record_ids
+from ldpfed.fed.runtime.user import UserRecords
 
 
 def hosted_users(num_users: int, partition_id: int, num_partitions: int) -> list[int]:
@@ -46,7 +46,7 @@ class Population:
     @classmethod
     def build(cls, data: DataSpec, seed: int) -> "Population":
         """Load the run's data (its data section) and partition it among ``data.users`` users with the run ``seed``."""
-        from fed.data.partition import natural_partition, partition  # Flower Datasets: only where records are built
+        from ldpfed.fed.data.partition import natural_partition, partition  # Flower Datasets: only where records are built
 
         train = load_dataset(data.data, "train")
         dev = load_dataset(data.data, "dev")

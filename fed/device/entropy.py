@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from fed.privacy.noise import SecureGenerator
+from ldpfed.fed.privacy.noise import SecureGenerator
 
 _IN_PROCESS_ENGINE: contextvars.ContextVar[bool] = contextvars.ContextVar("ldpfed_in_process_engine", default=False)
 

@@ -76,12 +76,12 @@ from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from fed.randomizers import BUILTIN, RANDOMIZERS
-from fed.randomizers.labels import PublicLabels, RandomizedResponse
+from ldpfed.fed.randomizers import BUILTIN, RANDOMIZERS
+from ldpfed.fed.randomizers.labels import PublicLabels, RandomizedResponse
 
 if TYPE_CHECKING:
-    from fed.spec.plan import PrivacyPlan
-    from fed.spec.sections import EncodingSections
+    from ldpfed.fed.configuration.plan import PrivacyPlan
+    from ldpfed.fed.configuration.sections import EncodingSections
 
 
 def default_mechanisms() -> tuple[str, ...]:
@@ -306,7 +306,7 @@ class DevicePolicy:
         encoder names (fed.encoders.resolver): a built-in name needs its base name in ``encoders``, any other
         name must be listed exactly (an absolute path or a Hub id); ``tokens:<L>:<encoder>`` (the embedding
         layer of an encoder) is allowed where the encoder is, and is a transformer."""
-        from fed.encoders.resolver import refusal
+        from ldpfed.fed.encoders.resolver import refusal
 
         return refusal(spec, self)
 
@@ -314,7 +314,7 @@ class DevicePolicy:
         """Why this policy refuses a bundle whose encoder is ``spec`` and whose files have these SHA-256
         ``digests`` (by name), before any file is read (None: allowed). Shipped transformer weights must
         be listed in ``tuned_encoders`` by fingerprint (fed.encoders.resolver.refusal)."""
-        from fed.encoders.resolver import refusal
+        from ldpfed.fed.encoders.resolver import refusal
 
         return refusal(spec, self, digests)
 

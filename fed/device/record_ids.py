@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.data.dataset import TextDataset
+from ldpfed.fed.data.dataset import TextDataset
 
 SECRET_BYTES = 32
 KEY_FILE = "record-id.key"

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.device.state import owner_only_dir
-from fed.runtime.user import UserRecords
+from ldpfed.fed.device.state import owner_only_dir
+from ldpfed.fed.runtime.user import UserRecords
 
 RECORDS_FOLDER = "records"
 """The store's folder inside the device's state folder."""

@@ -20,11 +20,11 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fed.device.records import RECORDS_FOLDER
-from fed.runtime.assets import default_cache_dir
+from ldpfed.fed.device.records import RECORDS_FOLDER
+from ldpfed.fed.runtime.assets import default_cache_dir
 
 if TYPE_CHECKING:
-    from fed.device.site import Site
+    from ldpfed.fed.device.site import Site
 
 ASSETS_FOLDER = "assets"
 ENCODINGS_FOLDER = "encodings"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.runtime.user import UserRecords
+from ldpfed.fed.runtime.user import UserRecords
 
 Built = tuple[dict[int, UserRecords], int, int]
 """Records by user id, the number of labels, the largest query count of the run."""

@@ -35,18 +35,18 @@ from typing import Any
 
 import numpy as np
 
-from fed.runtime.assets import default_cache_dir
-from fed.spec.run_spec import RunSpec
-from fed.device.state import DEVICE_UMASK, LEDGER_FILE, open_state
-from fed.device.entropy import in_simulation_engine
-from fed.heterogeneity.registry import encoding_groups, spec_groups
-from fed.spec.plan import PrivacyPlan
-from fed.device.policy import DevicePolicy
-from fed.privacy.figure_cache import FIGURES_FILE, stop_store, use_store
-from fed.privacy.store import LedgerStore
-from fed.data.loaders import label_schema
-from fed.runtime import refusals as texts
-from fed.runtime.requests import Refusal, RequestRefused
+from ldpfed.fed.runtime.assets import default_cache_dir
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.device.state import DEVICE_UMASK, LEDGER_FILE, open_state
+from ldpfed.fed.device.entropy import in_simulation_engine
+from ldpfed.fed.heterogeneity.registry import encoding_groups, spec_groups
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.privacy.figure_cache import FIGURES_FILE, stop_store, use_store
+from ldpfed.fed.privacy.store import LedgerStore
+from ldpfed.fed.data.loaders import label_schema
+from ldpfed.fed.runtime import refusals as texts
+from ldpfed.fed.runtime.requests import Refusal, RequestRefused
 
 DEVICE_OWNER = "device"
 HUB_OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")

@@ -19,7 +19,7 @@ import os
 import stat
 from pathlib import Path
 
-from fed.device.record_ids import KEY_FILE, create_secret, device_secret, key_fingerprint
+from ldpfed.fed.device.record_ids import KEY_FILE, create_secret, device_secret, key_fingerprint
 
 LEDGER_FILE = "ledger.sqlite"
 DEVICE_UMASK = 0o077
@@ -88,7 +88,7 @@ def init_state(path: Path, rebind: bool = False) -> Path:
     every budget again, is refused (:func:`open_state`). A copied or restored folder raises ValueError
     unless ``rebind`` (``ldpfed device init DIR --rebind``): the owner's word that this folder alone serves.
     """
-    from fed.privacy.store import LedgerStore  # here: `ldpfed device` stays light to import
+    from ldpfed.fed.privacy.store import LedgerStore  # here: `ldpfed device` stays light to import
 
     state = owner_only_dir(Path(path))
     key, ledger = state / KEY_FILE, state / LEDGER_FILE
@@ -118,7 +118,7 @@ def open_state(path: Path) -> bytes:
 
     ValueError naming what is missing or foreign, and how the owner starts over, otherwise.
     """
-    from fed.privacy.store import LedgerStore
+    from ldpfed.fed.privacy.store import LedgerStore
 
     state = Path(path)
     key, ledger = state / KEY_FILE, state / LEDGER_FILE

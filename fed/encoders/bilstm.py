@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fed.data.dataset import TextDataset
-from fed.encoders.base import check_pairs
-from fed.encoders.vocab import Vocab
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.encoders.base import check_pairs
+from ldpfed.fed.encoders.vocab import Vocab
 
 if TYPE_CHECKING:  # torch is imported where a network is built or run, not with this module
     import torch
 
-    from fed.encoders.bilstm_net import BiLSTMNet
+    from ldpfed.fed.encoders.bilstm_net import BiLSTMNet
 
 SAVED_FILES = ("config.json", "vocab.json", "weights.pt")
 """What ``BiLSTMEncoder.save`` writes."""
@@ -157,7 +157,7 @@ class BiLSTMEncoder:
         """
         import torch
 
-        from fed.encoders.bilstm_net import BiLSTMNet
+        from ldpfed.fed.encoders.bilstm_net import BiLSTMNet
 
         config = _read_config(files["config.json"])
         tokens = json.loads(files["vocab.json"].decode("utf-8"))
@@ -252,7 +252,7 @@ def train_bilstm(
     from torch import nn
     from tqdm.auto import tqdm
 
-    from fed.encoders.bilstm_net import BiLSTMNet
+    from ldpfed.fed.encoders.bilstm_net import BiLSTMNet
 
     if dim < 2 or dim % 2:
         raise ValueError(f"dim must be a positive even number, got {dim}")

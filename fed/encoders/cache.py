@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from fed.data.dataset import TextDataset
-from fed.encoders.base import Encoder
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.encoders.base import Encoder
 
 CHUNK_RECORDS = 1024
 """Records encoded and written together (length-sorted, so batches pad little)."""

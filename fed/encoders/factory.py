@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fed.encoders import registry  # noqa: F401 - loads the installed plugin encoders where make_encoder is imported
-from fed.encoders import resolver
-from fed.encoders.base import Encoder
-from fed.encoders.projected import ProjectedEncoder
-from fed.encoders.projection import PCAProjection
+from ldpfed.fed.encoders import registry  # noqa: F401 - loads the installed plugin encoders where make_encoder is imported
+from ldpfed.fed.encoders import resolver
+from ldpfed.fed.encoders.base import Encoder
+from ldpfed.fed.encoders.projected import ProjectedEncoder
+from ldpfed.fed.encoders.projection import PCAProjection
 
 
 def make_encoder(spec: str = "minilm", projection: str | Path | None = None, device: str = "cpu") -> Encoder:

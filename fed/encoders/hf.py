@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.encoders.base import EncoderRefused, check_pairs
+from ldpfed.fed.encoders.base import EncoderRefused, check_pairs
 
 MINILM_MAX_LENGTH = 256
 """all-MiniLM-L6-v2 was trained with inputs truncated to 256 word pieces."""

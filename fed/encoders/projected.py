@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fed.encoders.base import Encoder
-from fed.encoders.projection import PCAProjection
+from ldpfed.fed.encoders.base import Encoder
+from ldpfed.fed.encoders.projection import PCAProjection
 
 
 class ProjectedEncoder:

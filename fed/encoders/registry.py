@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fed.encoders.base import Encoder
-from fed.encoders.token_matrix import PREFIX
-from fed.encoders.tuned import TUNED_SPEC
-from fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
+from ldpfed.fed.encoders.base import Encoder
+from ldpfed.fed.encoders.token_matrix import PREFIX
+from ldpfed.fed.encoders.tuned import TUNED_SPEC
+from ldpfed.fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
 
 GROUP = "ldpfed.encoders"
 ENCODERS: dict[str, Callable[..., Encoder]] = {}

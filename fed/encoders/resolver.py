@@ -49,9 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from fed.encoders.base import Encoder, EncoderRefused
-from fed.encoders.token_matrix import PREFIX, split_spec
-from fed.encoders.tuned import TUNED_FILE, TUNED_SPEC
+from ldpfed.fed.encoders.base import Encoder, EncoderRefused
+from ldpfed.fed.encoders.token_matrix import PREFIX, split_spec
+from ldpfed.fed.encoders.tuned import TUNED_FILE, TUNED_SPEC
 
 MINILM = "minilm"
 BILSTM = "bilstm"
@@ -209,7 +209,7 @@ def _absolute(spec: str, path: str) -> None:
 
 def _plugin(name: str) -> bool:
     """Whether ``name`` names a registered plugin (importing the registry loads the installed plugins)."""
-    from fed.encoders.registry import ENCODERS
+    from ldpfed.fed.encoders.registry import ENCODERS
 
     return name.partition(":")[0] in ENCODERS
 
@@ -248,8 +248,8 @@ def load(source: Source, bundle: Path | None = None, device: str = "cpu") -> Enc
             raise
         raise _unavailable(source, error) from None
     if source.tokens:
-        from fed.encoders.hf import HFEncoder
-        from fed.encoders.token_matrix import TokenMatrixEncoder
+        from ldpfed.fed.encoders.hf import HFEncoder
+        from ldpfed.fed.encoders.token_matrix import TokenMatrixEncoder
 
         if not isinstance(encoder, HFEncoder):
             raise EncoderRefused(f"token matrices need a Hugging Face transformer encoder, not {source.name[:100]!r}")
@@ -271,12 +271,12 @@ def _unavailable(source: Source, error: BaseException | str) -> EncoderRefused:
 
 
 def _build(source: Source, bundle: Path | None, device: str) -> Encoder:
-    from fed.encoders.hf import HFEncoder, minilm_path
+    from ldpfed.fed.encoders.hf import HFEncoder, minilm_path
 
     if source.kind == "minilm":
         return HFEncoder(_model_folder(source, minilm_path()), device=device, name=MINILM)
     if source.kind == "tuned":
-        from fed.encoders.tuned import TunedEncoder
+        from ldpfed.fed.encoders.tuned import TunedEncoder
 
         weights = _shipped(source, bundle) / TUNED_FILE
         if source.digests is not None:
@@ -290,11 +290,11 @@ def _build(source: Source, bundle: Path | None, device: str) -> Encoder:
                 )
         return TunedEncoder(_model_folder(source, minilm_path()), weights, device=device)
     if source.kind == "bilstm":
-        from fed.encoders.bilstm import BiLSTMEncoder
+        from ldpfed.fed.encoders.bilstm import BiLSTMEncoder
 
         return BiLSTMEncoder.load(Path(source.location) if source.location else _shipped(source, bundle) / BILSTM)
     if source.kind == "plugin":
-        from fed.encoders.registry import plugin_encoder
+        from ldpfed.fed.encoders.registry import plugin_encoder
 
         encoder = plugin_encoder(source.location)
         if encoder is None:

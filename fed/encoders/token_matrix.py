@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fed.encoders.base import check_pairs
-from fed.encoders.hf import HFEncoder
+from ldpfed.fed.encoders.base import check_pairs
+from ldpfed.fed.encoders.hf import HFEncoder
 
 PREFIX = "tokens:"
 MAX_LENGTH = 512

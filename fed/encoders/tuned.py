@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from fed.encoders.hf import HFEncoder, masked_mean
-from fed.encoders.weights_file import read_weights
+from ldpfed.fed.encoders.hf import HFEncoder, masked_mean
+from ldpfed.fed.encoders.weights_file import read_weights
 
 TUNED_SPEC = "minilm-tuned"
 """encoder.txt of a bundle that ships stage-1 weights (the base: the device's own MiniLM)."""
@@ -110,7 +110,7 @@ class TunedEncoder(HFEncoder):
     """
 
     def __init__(self, base: str | Path, weights: str | Path, device: str = "cpu", max_length: int | None = None) -> None:
-        from fed.encoders.hf import MINILM_MAX_LENGTH
+        from ldpfed.fed.encoders.hf import MINILM_MAX_LENGTH
 
         super().__init__(base, MINILM_MAX_LENGTH if max_length is None else max_length, device, name=TUNED_SPEC)
         self.weights = Path(weights)

@@ -41,9 +41,9 @@ from typing import Any
 
 import torch
 
-from fed.encoders.hf import masked_mean
-from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
-from fed.privacy.validators import check_positive
+from ldpfed.fed.encoders.hf import masked_mean
+from ldpfed.fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
+from ldpfed.fed.privacy.validators import check_positive
 
 SAMPLERS = ("dchi", "coordinate")
 

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.spec.option import Option
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.configuration.option import Option
 
 if TYPE_CHECKING:
-    from fed.spec.run_spec import RunSpec
-    from fed.heterogeneity.virtual_clock import VirtualClock
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.heterogeneity.virtual_clock import VirtualClock
 
 PROBABILITY_STREAM, ONLINE_STREAM, DROPOUT_STREAM = 11, 12, 13
 """Seed tags of the per-user probabilities, the per-round coins and the dropout rounds."""

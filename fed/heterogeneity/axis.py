@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.spec.option import Option
+from ldpfed.fed.configuration.option import Option
 
 if TYPE_CHECKING:
-    from fed.spec.plan import PrivacyPlan
-    from fed.spec.run_spec import RunSpec
-    from fed.heterogeneity.virtual_clock import ClockPart, VirtualClock
+    from ldpfed.fed.configuration.plan import PrivacyPlan
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.heterogeneity.virtual_clock import ClockPart, VirtualClock
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.heterogeneity.device_speed import VIRTUAL_CLOCK_NEEDED, DeviceSpeedAxis
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.spec.option import Option
-from fed.heterogeneity.trace_files import read_trace
-from fed.heterogeneity.virtual_clock import ClockPart
+from ldpfed.fed.heterogeneity.device_speed import VIRTUAL_CLOCK_NEEDED, DeviceSpeedAxis
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.configuration.option import Option
+from ldpfed.fed.heterogeneity.trace_files import read_trace
+from ldpfed.fed.heterogeneity.virtual_clock import ClockPart
 
 if TYPE_CHECKING:
-    from fed.spec.run_spec import RunSpec
-    from fed.heterogeneity.virtual_clock import VirtualClock
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.heterogeneity.virtual_clock import VirtualClock
 
 BEHAVIOR_STREAM = 15
 """Seed tag of the users' trace clients."""

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.spec.option import Option
-from fed.heterogeneity.trace_files import read_trace
-from fed.heterogeneity.virtual_clock import ClockPart
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.configuration.option import Option
+from ldpfed.fed.heterogeneity.trace_files import read_trace
+from ldpfed.fed.heterogeneity.virtual_clock import ClockPart
 
 if TYPE_CHECKING:
-    from fed.spec.run_spec import RunSpec
+    from ldpfed.fed.configuration.run_spec import RunSpec
 
 SPEED_STREAM = 14
 """Seed tag of the per-user speed draws."""

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.heterogeneity.shares import assign_shares, parse_shares
-from fed.spec.option import Option
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.heterogeneity.shares import assign_shares, parse_shares
+from ldpfed.fed.configuration.option import Option
 
 DEVICE_STREAM = 16
 """Seed tag of the device-tier assignment."""

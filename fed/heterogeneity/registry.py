@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.heterogeneity.availability import AvailabilityAxis
-from fed.heterogeneity.behavior_trace import BehaviorTraceAxis
-from fed.heterogeneity.device_speed import DeviceSpeedAxis
-from fed.heterogeneity.device_tiers import DeviceTierAxis
-from fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
-from fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
-from fed.spec.option import Option
-from fed.heterogeneity.tiers import PrivacyTiers
+from ldpfed.fed.heterogeneity.availability import AvailabilityAxis
+from ldpfed.fed.heterogeneity.behavior_trace import BehaviorTraceAxis
+from ldpfed.fed.heterogeneity.device_speed import DeviceSpeedAxis
+from ldpfed.fed.heterogeneity.device_tiers import DeviceTierAxis
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
+from ldpfed.fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
+from ldpfed.fed.configuration.option import Option
+from ldpfed.fed.heterogeneity.tiers import PrivacyTiers
 
 if TYPE_CHECKING:
-    from fed.spec.run_spec import RunSpec
-    from fed.heterogeneity.virtual_clock import VirtualClock
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.heterogeneity.virtual_clock import VirtualClock
 
 AXES: tuple[HeterogeneityAxis, ...] = (
     PrivacyTiers(),
@@ -67,7 +67,7 @@ def load_plugins() -> None:
 
 
 def plugin_option_names() -> set[str]:
-    """The names of the plugin axes' options (they travel in one run-config key, fed.spec.run_spec.PLUGIN_OPTIONS)."""
+    """The names of the plugin axes' options (they travel in one run-config key, fed.configuration.run_spec.PLUGIN_OPTIONS)."""
     return {option.name for axis in _PLUGINS.values() for option in axis.options}
 
 
@@ -86,7 +86,7 @@ def _entry_point(name: str, loaded: object, source: str) -> HeterogeneityAxis:
 
 def _checked(axis: object, source: str) -> HeterogeneityAxis:
     """``axis`` if a plugin may add it, else a PluginError naming ``source``."""
-    from fed.spec.config import HELP  # the run options' names; here: fed.spec imports this module
+    from ldpfed.fed.configuration.config import HELP  # the run options' names; here: fed.configuration imports this module
 
     where = f"axis plugin {getattr(axis, 'name', axis)!r} from {source}"
     if not isinstance(axis, HeterogeneityAxis):

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
-from fed.heterogeneity.shares import assign_shares, parse_shares, share_counts
-from fed.spec.option import Option
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis, ServedGroups
+from ldpfed.fed.heterogeneity.shares import assign_shares, parse_shares, share_counts
+from ldpfed.fed.configuration.option import Option
 
 if TYPE_CHECKING:
-    from fed.spec.plan import PrivacyPlan
-    from fed.spec.run_spec import RunSpec
+    from ldpfed.fed.configuration.plan import PrivacyPlan
+    from ldpfed.fed.configuration.run_spec import RunSpec
 
 TIER_STREAM = 7
 """Seed tag of the tier assignment, apart from the run's other seeded draws."""
@@ -89,7 +89,7 @@ class PrivacyTiers(HeterogeneityAxis):
 
     def check(self, setting: Tiers, spec: "RunSpec") -> None:
         """A tier's noise is calibrated to its epsilon: the run must calibrate, not take --sigma or fixed parameters."""
-        from fed.randomizers import RANDOMIZERS  # here: importing the registry stays light
+        from ldpfed.fed.randomizers import RANDOMIZERS  # here: importing the registry stays light
 
         privacy = spec.privacy
         if privacy.sigma > 0:

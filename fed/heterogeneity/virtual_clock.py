@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from fed.spec.run_spec import RunSpec
+    from ldpfed.fed.configuration.run_spec import RunSpec
 
 
 class ClockPart:

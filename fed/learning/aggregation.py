@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from fed.learning.classifier import LinearModel, NoiseAwareLDA
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.validators import check_delta
-from fed.randomizers import Randomizer, make_randomizer
-from fed.learning.report_sums import ReportSums
-from fed.learning.server_classifier import ServerClassifier
+from ldpfed.fed.learning.classifier import LinearModel, NoiseAwareLDA
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.validators import check_delta
+from ldpfed.fed.randomizers import Randomizer, make_randomizer
+from ldpfed.fed.learning.report_sums import ReportSums
+from ldpfed.fed.learning.server_classifier import ServerClassifier
 
 
 class ReportAggregator(ServerClassifier):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fed.learning.report_sums import ReportSums, soft_labels
+from ldpfed.fed.learning.report_sums import ReportSums, soft_labels
 
 
 @dataclass(frozen=True)

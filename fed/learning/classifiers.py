@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from fed.learning.aggregation import ReportAggregator
-from fed.learning.classifier import LinearModel
-from fed.learning.mlp import MLPModel
-from fed.learning.mlp_head import MLPHead
-from fed.learning.server_classifier import ClassifierContext, Model, ServerClassifier
-from fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.learning.mlp import MLPModel
+from ldpfed.fed.learning.mlp_head import MLPHead
+from ldpfed.fed.learning.server_classifier import ClassifierContext, Model, ServerClassifier
+from ldpfed.fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
 
 Factory = Callable[[ClassifierContext], ServerClassifier]
 """What a classifier is registered as: a class or function from the context to a classifier."""

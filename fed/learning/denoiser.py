@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fed.encoders.weights_file import read_weights
+from ldpfed.fed.encoders.weights_file import read_weights
 
 LAYOUTS = ("joint", "paper")
 MAX_FILE_BYTES = 64 * 2**20

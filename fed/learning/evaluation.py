@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fed.learning.server_classifier import Model
+from ldpfed.fed.learning.server_classifier import Model
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from fed.learning.mlp import MLPModel, MLPRecipe, train_mlp
-from fed.learning.server_classifier import ClassifierContext, ServerClassifier
-from fed.randomizers import make_randomizer
+from ldpfed.fed.learning.mlp import MLPModel, MLPRecipe, train_mlp
+from ldpfed.fed.learning.server_classifier import ClassifierContext, ServerClassifier
+from ldpfed.fed.randomizers import make_randomizer
 
 RECIPE = MLPRecipe(hidden=(128,), epochs=20, batch_size=64, lr=0.01, momentum=0.9, decay=1e-6, shrink=True)
 """One hidden layer of 128 ReLU units, 20 epochs of SGD with momentum (seed 004's schedule), rows drawn toward

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from fed.randomizers.base import Randomizer
+    from ldpfed.fed.randomizers.base import Randomizer
 
 GRAM_BLOCK = 8192
 """Rows per float32 block of a second moment; blocks are summed in float64 (see :meth:`ReportSums.of`)."""

@@ -16,9 +16,9 @@ from typing import Any, ClassVar, Union
 
 import numpy as np
 
-from fed.learning.classifier import LinearModel
-from fed.learning.mlp import MLPModel
-from fed.learning.report_sums import ReportSums
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.learning.mlp import MLPModel
+from ldpfed.fed.learning.report_sums import ReportSums
 
 Model = Union[LinearModel, MLPModel]
 """The model forms users run: linear scores, or dense ReLU layers."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fed.learning.classifier import LinearModel
+from ldpfed.fed.learning.classifier import LinearModel
 
 BATCH = 32
 """Records per local SGD step."""

@@ -173,7 +173,10 @@ def import_path(plugin: object, group: str, name: str) -> tuple[str, str | None]
 
 
 def _folder(module_name: str) -> str | None:
-    """The folder on sys.path that the top-level package or module of ``module_name`` was imported from."""
+    """The folder on sys.path that the top-level package or module of ``module_name`` was imported from (None for
+    ldpfed's own modules: every process imports those already)."""
+    if module_name.partition(".")[0] == "ldpfed":
+        return None
     top = sys.modules.get(module_name.partition(".")[0])
     file = getattr(top, "__file__", None)
     if file is None:

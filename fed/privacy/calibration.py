@@ -11,12 +11,12 @@ import json
 import math
 from collections.abc import Callable, Mapping
 
-from fed.privacy import gdp
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, PrivacyEvent
-from fed.privacy.figure_cache import cached_figure
-from fed.privacy.solver import nudge, within
-from fed.privacy.validators import check_int, check_target
+from ldpfed.fed.privacy import gdp
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, PrivacyEvent
+from ldpfed.fed.privacy.figure_cache import cached_figure
+from ldpfed.fed.privacy.solver import nudge, within
+from ldpfed.fed.privacy.validators import check_int, check_target
 
 
 def calibrate_gaussian_sigma(

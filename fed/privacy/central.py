@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from fed.privacy.accountants import amplified
-from fed.privacy.accountants.base import Schedule
-from fed.privacy.accountants.calibration import calibrate_noise_multiplier
+from ldpfed.fed.privacy.accountants import amplified
+from ldpfed.fed.privacy.accountants.base import Schedule
+from ldpfed.fed.privacy.accountants.calibration import calibrate_noise_multiplier
 
 ACCOUNTANT = (
     "dp_accounting RdpAccountant (REPLACE_ONE): rounds x SampledWithoutReplacementDpEvent(users, users per round, "

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import PrivacyEvent
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import PrivacyEvent
 
 if TYPE_CHECKING:
-    from fed.privacy.ledger import Budget
+    from ldpfed.fed.privacy.ledger import Budget
 
 LABELS, EVALUATION, REPORTS = "labels", "evaluate", "reports"
 """Step-log kinds beside "train" and "query": a training step's label release, one model's randomized

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy import gdp
-from fed.privacy.events import GaussianEvent, PrivacyEvent, PureEvent
-from fed.privacy import figure_cache
+from ldpfed.fed.privacy import gdp
+from ldpfed.fed.privacy.events import GaussianEvent, PrivacyEvent, PureEvent
+from ldpfed.fed.privacy import figure_cache
 
 Multiset = frozenset[tuple[PrivacyEvent, int]]
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fed.privacy.validators import check_int, check_positive
+from ldpfed.fed.privacy.validators import check_int, check_positive
 
 if TYPE_CHECKING:
     import dp_accounting

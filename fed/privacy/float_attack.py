@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from fed.privacy.noise import add_laplace
-from fed.privacy.audit import epsilon_lower_bound
+from ldpfed.fed.privacy.noise import add_laplace
+from ldpfed.fed.privacy.audit import epsilon_lower_bound
 
 GRID = 2.0**53
 """numpy draws doubles in [0, 1) as k / 2^53 (``next_double``)."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from fed.privacy.solver import within
-from fed.privacy.validators import check_delta, check_epsilon
+from ldpfed.fed.privacy.solver import within
+from ldpfed.fed.privacy.validators import check_delta, check_epsilon
 
 _LARGEST = 2.0**1023
 """The largest power of two a float holds: an epsilon not reached below it is infinite."""

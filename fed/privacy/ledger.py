@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.cohort_ledger import EVALUATION, LABELS, REPORTS, CohortLedger
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import PrivacyEvent, event_from_json
-from fed.privacy.validators import check_delta
+from ldpfed.fed.privacy.cohort_ledger import EVALUATION, LABELS, REPORTS, CohortLedger
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import PrivacyEvent, event_from_json
+from ldpfed.fed.privacy.validators import check_delta
 
 __all__ = ["DEVICE_VIEW", "EVALUATION", "FULL_VIEW", "LABELS", "REPORTS", "Budget", "Ledger"]
 

@@ -18,8 +18,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from fed.privacy.solver import least_integer
-from fed.privacy.validators import check_int
+from ldpfed.fed.privacy.solver import least_integer
+from ldpfed.fed.privacy.validators import check_int
 
 # Planned inference steps: every true query of the largest user gets k answers with at least
 # this probability (the rest of the time a user runs past the plan and its budget stops it).

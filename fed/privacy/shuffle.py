@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from fed.privacy.solver import within
-from fed.privacy.validators import check_delta, check_int
+from ldpfed.fed.privacy.solver import within
+from ldpfed.fed.privacy.validators import check_delta, check_int
 
 TOLERANCE = 2.0**-40
 """The solve's tolerance on epsilon, relative to eps0 (as 40 bisection steps on [0, eps0])."""

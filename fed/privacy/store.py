@@ -45,9 +45,9 @@ from urllib.parse import quote
 
 import numpy as np
 
-from fed.privacy.cohort_ledger import CohortKeys, CohortLedger
-from fed.privacy.events import PrivacyEvent, event_from_json
-from fed.privacy.ledger import Budget, Ledger
+from ldpfed.fed.privacy.cohort_ledger import CohortKeys, CohortLedger
+from ldpfed.fed.privacy.events import PrivacyEvent, event_from_json
+from ldpfed.fed.privacy.ledger import Budget, Ledger
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);

@@ -25,8 +25,8 @@ reason); per-user refusals inside a release reply carry the same codes.
 May import: fed.learning, fed.runtime.
 """
 
-from fed.protocol.content import Arrays, Config, Content, Metrics, Readable, Records
-from fed.protocol.messages import (
+from ldpfed.fed.protocol.content import Arrays, Config, Content, Metrics, Readable, Records
+from ldpfed.fed.protocol.messages import (
     ANSWER,
     CENTRAL_TRAIN,
     CENTRAL_TRAIN_ADAPTIVE,
@@ -51,7 +51,7 @@ from fed.protocol.messages import (
     setup_reply,
     setup_request,
 )
-from fed.protocol.models import (
+from ldpfed.fed.protocol.models import (
     CENTRAL_HEAD,
     CENTRAL_NORM,
     CENTRAL_ROUND,
@@ -68,7 +68,7 @@ from fed.protocol.models import (
     read_evaluate_request,
     read_outcomes_reply,
 )
-from fed.protocol.releases import (
+from ldpfed.fed.protocol.releases import (
     read_release_replies,
     read_release_reply,
     read_release_request,

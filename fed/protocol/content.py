@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from fed.runtime.requests import RequestRefused
+from ldpfed.fed.runtime.requests import RequestRefused
 
 
 class Arrays(dict[str, Any]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from fed.protocol.messages import ANSWER, EVALUATE, LEDGER, RELEASE, SCORE, SETUP, TRAIN
+from ldpfed.fed.protocol.messages import ANSWER, EVALUATE, LEDGER, RELEASE, SCORE, SETUP, TRAIN
 
 _RELEASE = {
     "request*.*": "copied whole; fed.runtime.requests.parse_release_request reads users, randomizer, records, sampling and "

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from fed.protocol.content import Arrays, Config, Content, Readable, array
-from fed.runtime.requests import RequestRefused
+from ldpfed.fed.protocol.content import Arrays, Config, Content, Readable, array
+from ldpfed.fed.runtime.requests import RequestRefused
 
 SETUP = "query.setup"
 TRAIN = "train"

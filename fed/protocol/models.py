@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from fed.learning.classifier import LinearModel
-from fed.learning.evaluation import Outcomes, UserOutcomes
-from fed.learning.mlp import MAX_LAYERS, MAX_PARAMETERS, MLPModel
-from fed.learning.server_classifier import Model
-from fed.protocol.content import Arrays, Content, Metrics, Readable, numpy, value
-from fed.runtime.requests import RequestRefused
+from ldpfed.fed.learning.classifier import LinearModel
+from ldpfed.fed.learning.evaluation import Outcomes, UserOutcomes
+from ldpfed.fed.learning.mlp import MAX_LAYERS, MAX_PARAMETERS, MLPModel
+from ldpfed.fed.learning.server_classifier import Model
+from ldpfed.fed.protocol.content import Arrays, Content, Metrics, Readable, numpy, value
+from ldpfed.fed.runtime.requests import RequestRefused
 
 MLP_LAYER = re.compile(r"layer(\d+)\.(weights|bias)")
 """The key of an MLP layer's part inside a model's arrays ("<name>.layer<i>.weights" or ".bias")."""

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from fed.learning.report_sums import ReportSums
-from fed.protocol.content import Arrays, Config, Content, Readable, value
-from fed.runtime.hosts import MAX_PARTS
-from fed.runtime.node import NodeReply
-from fed.runtime.requests import RequestRefused
+from ldpfed.fed.learning.report_sums import ReportSums
+from ldpfed.fed.protocol.content import Arrays, Config, Content, Readable, value
+from ldpfed.fed.runtime.hosts import MAX_PARTS
+from ldpfed.fed.runtime.node import NodeReply
+from ldpfed.fed.runtime.requests import RequestRefused
 
 
 def release_request(

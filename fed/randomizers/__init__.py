@@ -7,10 +7,10 @@ list derived from :data:`RANDOMIZERS` sees them.
 May import: fed.privacy, fed.encoders, fed.learning, fed.runtime, fed.plugins.
 """
 
-from fed.randomizers import gaussian  # noqa: F401  (registers)
-from fed.randomizers import bits, gaussian_variants, instance_encoding, laplace, metric, split_denoise  # noqa: F401  (register)
-from fed.randomizers.base import RANDOMIZERS, Randomizer, make_randomizer
-from fed.randomizers.plugins import BUILTIN, load_plugins, register_randomizer
+from ldpfed.fed.randomizers import gaussian  # noqa: F401  (registers)
+from ldpfed.fed.randomizers import bits, gaussian_variants, instance_encoding, laplace, metric, split_denoise  # noqa: F401  (register)
+from ldpfed.fed.randomizers.base import RANDOMIZERS, Randomizer, make_randomizer
+from ldpfed.fed.randomizers.plugins import BUILTIN, load_plugins, register_randomizer
 
 load_plugins()
 

@@ -37,14 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.audit import AuditResult, lr_epsilon_lower_bound
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import PrivacyEvent
-from fed.randomizers import RANDOMIZERS
-from fed.randomizers.audit_pairs import Scores
-from fed.randomizers.clip_and_noise import ClipAndNoise
-from fed.randomizers.exponential import ExponentialMechanism
-from fed.randomizers.labels import RandomizedResponse
+from ldpfed.fed.privacy.audit import AuditResult, lr_epsilon_lower_bound
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import PrivacyEvent
+from ldpfed.fed.randomizers import RANDOMIZERS
+from ldpfed.fed.randomizers.audit_pairs import Scores
+from ldpfed.fed.randomizers.clip_and_noise import ClipAndNoise
+from ldpfed.fed.randomizers.exponential import ExponentialMechanism
+from ldpfed.fed.randomizers.labels import RandomizedResponse
 
 CONVENTION = (
     "an audit score's convention (docs/plugins.md): audit_scores(dim) returns a function (n, rng) -> (scores of n "

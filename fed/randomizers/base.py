@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.privacy.events import PrivacyEvent
-from fed.randomizers.audit_pairs import Scores
-from fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.privacy.events import PrivacyEvent
+from ldpfed.fed.randomizers.audit_pairs import Scores
+from ldpfed.fed.randomizers.target import CalibrationTarget
 
 
 RANDOMIZERS: dict[str, type[Randomizer]] = {}

@@ -31,11 +31,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.privacy.events import BitFlipEvent
-from fed.privacy.validators import check_int, check_positive
-from fed.randomizers.audit_pairs import Scores, pair_scores
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
-from fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.privacy.events import BitFlipEvent
+from ldpfed.fed.privacy.validators import check_int, check_positive
+from ldpfed.fed.randomizers.audit_pairs import Scores, pair_scores
+from ldpfed.fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
+from ldpfed.fed.randomizers.target import CalibrationTarget
 
 PUBLISHED_INTEGER_BITS = 4
 PUBLISHED_FRACTION_BITS = 5
@@ -220,7 +220,7 @@ class BitEncodingRandomizer(Randomizer):
     def audit_scores(self, dim: int) -> Scores:
         """The inputs whose bit vectors are all 0 and all 1 (z = 0 and the most negative representable
         value), which differ in every bit; scored by the bit-flip log-likelihood ratio."""
-        from fed.privacy.audit import bitflip_llr  # SciPy on use: device messages audit nothing
+        from ldpfed.fed.privacy.audit import bitflip_llr  # SciPy on use: device messages audit nothing
 
         x0 = self.mean[None, :].copy()
         x1 = (self.mean - self.std * 2.0**self.integer_bits)[None, :]

@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.privacy.noise import add_gaussian, add_laplace
-from fed.privacy.validators import check_positive
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_params
+from ldpfed.fed.privacy.noise import add_gaussian, add_laplace
+from ldpfed.fed.privacy.validators import check_positive
+from ldpfed.fed.randomizers.base import Randomizer, check_finite_matrix, check_params
 
 
 def clip_l2(x: np.ndarray, clip: float) -> np.ndarray:

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import PrivacyEvent, PureEpsilonEvent, RandomizedResponseEvent
-from fed.privacy.validators import check_int, check_positive
-from fed.randomizers.audit_pairs import Scores, label_scores
-from fed.randomizers.labels import PublicLabels, RandomizedResponse, check_labels, make_label_release
+from ldpfed.fed.privacy.events import PrivacyEvent, PureEpsilonEvent, RandomizedResponseEvent
+from ldpfed.fed.privacy.validators import check_int, check_positive
+from ldpfed.fed.randomizers.audit_pairs import Scores, label_scores
+from ldpfed.fed.randomizers.labels import PublicLabels, RandomizedResponse, check_labels, make_label_release
 
 
 class ExponentialMechanism:

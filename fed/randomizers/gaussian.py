@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from fed.privacy.events import GaussianEvent
-from fed.privacy.validators import check_positive
-from fed.randomizers.audit_pairs import Scores, antipodal_scores
-from fed.randomizers.base import register
-from fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, ClipAndNoise, clip_l2
-from fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.privacy.events import GaussianEvent
+from ldpfed.fed.privacy.validators import check_positive
+from ldpfed.fed.randomizers.audit_pairs import Scores, antipodal_scores
+from ldpfed.fed.randomizers.base import register
+from ldpfed.fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, ClipAndNoise, clip_l2
+from ldpfed.fed.randomizers.target import CalibrationTarget
 
 __all__ = ["GaussianRandomizer", "clip_l2"]
 
@@ -82,6 +82,6 @@ class GaussianRandomizer(ClipAndNoise):
 
     def audit_scores(self, dim: int) -> Scores:
         """+-C e_1 (L2 distance 2C), scored by the Gaussian log-likelihood ratio."""
-        from fed.privacy.audit import gaussian_llr  # SciPy on use: device messages audit nothing
+        from ldpfed.fed.privacy.audit import gaussian_llr  # SciPy on use: device messages audit nothing
 
         return antipodal_scores(self, dim, lambda y, x0, x1: gaussian_llr(y, x0, x1, self.sigma))

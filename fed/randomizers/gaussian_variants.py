@@ -19,13 +19,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import PrivacyEvent
-from fed.privacy.solver import within
-from fed.privacy.validators import check_positive, check_target
-from fed.randomizers.base import register
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import PrivacyEvent
+from ldpfed.fed.privacy.solver import within
+from ldpfed.fed.privacy.validators import check_positive, check_target
+from ldpfed.fed.randomizers.base import register
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.target import CalibrationTarget
 
 
 _TOL = {"xtol": 1e-14, "rel_tol": 1e-14}

@@ -50,12 +50,12 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent, PrivacyEvent
-from fed.privacy.validators import check_int
-from fed.randomizers.audit_pairs import CHUNK_ELEMENTS, Scores
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
-from fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, LAPLACE_NOISE, ClipAndNoise
-from fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.privacy.events import GaussianEvent, LaplaceEvent, NoPrivacyEvent, PrivacyEvent
+from ldpfed.fed.privacy.validators import check_int
+from ldpfed.fed.randomizers.audit_pairs import CHUNK_ELEMENTS, Scores
+from ldpfed.fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
+from ldpfed.fed.randomizers.clip_and_noise import GAUSSIAN_NOISE, LAPLACE_NOISE, ClipAndNoise
+from ldpfed.fed.randomizers.target import CalibrationTarget
 
 PUBLISHED_K = 4
 """Records per report of (m, k)-TextHide as published (Huang et al. 2020)."""

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from fed.privacy.events import RandomizedResponseEvent
-from fed.randomizers.audit_pairs import Scores, label_scores
+from ldpfed.fed.privacy.events import RandomizedResponseEvent
+from ldpfed.fed.randomizers.audit_pairs import Scores, label_scores
 
 
 def check_labels(labels: np.ndarray, num_values: int) -> np.ndarray:

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.noise import add_laplace
-from fed.privacy.events import LaplaceEvent
-from fed.privacy.validators import check_int, check_positive
-from fed.randomizers.audit_pairs import Scores, antipodal_scores, pair_scores
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
-from fed.randomizers.clip_and_noise import LAPLACE_NOISE, ClipAndNoise, clip_l1, clip_l2
-from fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.privacy.noise import add_laplace
+from ldpfed.fed.privacy.events import LaplaceEvent
+from ldpfed.fed.privacy.validators import check_int, check_positive
+from ldpfed.fed.randomizers.audit_pairs import Scores, antipodal_scores, pair_scores
+from ldpfed.fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
+from ldpfed.fed.randomizers.clip_and_noise import LAPLACE_NOISE, ClipAndNoise, clip_l1, clip_l2
+from ldpfed.fed.randomizers.target import CalibrationTarget
 
 __all__ = ["LaplaceRandomizer", "Seed002LaplaceRandomizer", "clip_l1"]
 
@@ -55,7 +55,7 @@ class LaplaceRandomizer(ClipAndNoise):
 
     def audit_scores(self, dim: int) -> Scores:
         """+-C1 e_1 (L1 distance 2 C1), scored by the Laplace log-likelihood ratio."""
-        from fed.privacy.audit import laplace_llr  # SciPy on use: device messages audit nothing
+        from ldpfed.fed.privacy.audit import laplace_llr  # SciPy on use: device messages audit nothing
 
         return antipodal_scores(self, dim, lambda y, x0, x1: laplace_llr(y, x0, x1, self.scale))
 
@@ -144,7 +144,7 @@ class Seed002LaplaceRandomizer(Randomizer):
 
     def audit_scores(self, dim: int) -> Scores:
         """+-(C / sqrt d) (1, ..., 1): the L1 diameter 2 C sqrt(d) of the L2 ball, scored by the Laplace ratio."""
-        from fed.privacy.audit import laplace_llr  # SciPy on use: device messages audit nothing
+        from ldpfed.fed.privacy.audit import laplace_llr  # SciPy on use: device messages audit nothing
 
         if dim != self.dim:
             raise ValueError(f"laplace-seed002 was built for dim {self.dim}, audit asks for {dim}")

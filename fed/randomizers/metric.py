@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import MetricDPEvent
-from fed.privacy.validators import check_positive
-from fed.randomizers.audit_pairs import Scores, antipodal_scores
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
-from fed.randomizers.clip_and_noise import clip_l2
-from fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.privacy.events import MetricDPEvent
+from ldpfed.fed.privacy.validators import check_positive
+from ldpfed.fed.randomizers.audit_pairs import Scores, antipodal_scores
+from ldpfed.fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
+from ldpfed.fed.randomizers.clip_and_noise import clip_l2
+from ldpfed.fed.randomizers.target import CalibrationTarget
 
 
 def dchi_noise(rows: int, dim: int, eta: float, rng: np.random.Generator) -> np.ndarray:
@@ -99,7 +99,7 @@ class DChiRandomizer(Randomizer):
 
     def audit_scores(self, dim: int) -> Scores:
         """+-C e_1 (distance 2C), scored by the d_chi log-likelihood ratio."""
-        from fed.privacy.audit import dchi_llr  # SciPy on use: device messages audit nothing
+        from ldpfed.fed.privacy.audit import dchi_llr  # SciPy on use: device messages audit nothing
 
         return antipodal_scores(self, dim, lambda y, x0, x1: dchi_llr(y, x0, x1, self.eta))
 

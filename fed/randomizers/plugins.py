@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import inspect
 
-from fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
-from fed.randomizers.base import RANDOMIZERS, Randomizer
+from ldpfed.fed.plugins.entry_points import IN_PROCESS, PluginError, install, load_into
+from ldpfed.fed.randomizers.base import RANDOMIZERS, Randomizer
 
 GROUP = "ldpfed.randomizers"
 BUILTIN: frozenset[str] = frozenset(RANDOMIZERS)
@@ -58,11 +58,11 @@ def checked(cls: object, source: str) -> type[Randomizer]:
         raise PluginError(f"{where}: belongs to another registry (token-level randomizers take no plugins)")
     if cls.audit_scores is Randomizer.audit_scores:
         raise PluginError(f"{where}: states no audit pair; implement audit_scores(dim) (docs/plugins.md)")
-    own = [k for k in cls.__mro__ if not k.__module__.startswith("fed.")]
+    own = [k for k in cls.__mro__ if not k.__module__.startswith("ldpfed.fed.")]
     if not any("float_safe" in vars(k) for k in own):
         raise PluginError(
             f"{where}: must state float_safe in its own class (True only if its noise comes from "
-            "fed.privacy.noise's OpenDP samplers or coins on a device)"
+            "ldpfed.fed.privacy.noise's OpenDP samplers or coins on a device)"
         )
     if cls.shipped_files:
         raise PluginError(f"{where}: ships bundle files {list(cls.shipped_files)}; plugins cannot (docs/plugins.md)")

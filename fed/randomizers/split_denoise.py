@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from fed.privacy.events import MetricDPEvent
-from fed.privacy.validators import check_int, check_positive
-from fed.randomizers.audit_pairs import Scores, pair_scores
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
-from fed.randomizers.clip_and_noise import clip_l2
-from fed.randomizers.metric import dchi_noise
-from fed.randomizers.target import CalibrationTarget
-from fed.runtime.threads import one_torch_thread
+from ldpfed.fed.privacy.events import MetricDPEvent
+from ldpfed.fed.privacy.validators import check_int, check_positive
+from ldpfed.fed.randomizers.audit_pairs import Scores, pair_scores
+from ldpfed.fed.randomizers.base import Randomizer, check_finite_matrix, check_params, register
+from ldpfed.fed.randomizers.clip_and_noise import clip_l2
+from ldpfed.fed.randomizers.metric import dchi_noise
+from ldpfed.fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.runtime.threads import one_torch_thread
 
 DENOISER_FILE = "denoiser.safetensors"
 
@@ -41,15 +41,15 @@ def _transformer(spec: str) -> Any:
     """The Hugging Face encoder ``spec`` names, by the one resolver of encoder names under the policy in scope
     (fed.encoders.resolver: on a device its owner's, so an encoder the options name loads as the bundle's would);
     loaded once per process and source (its weights are large)."""
-    from fed.encoders import resolver
+    from ldpfed.fed.encoders import resolver
 
     return _loaded(resolver.resolve(spec))
 
 
 @lru_cache(maxsize=2)
 def _loaded(source: Any) -> Any:
-    from fed.encoders import resolver
-    from fed.encoders.hf import HFEncoder
+    from ldpfed.fed.encoders import resolver
+    from ldpfed.fed.encoders.hf import HFEncoder
 
     encoder = resolver.load(source)
     if not isinstance(encoder, HFEncoder):
@@ -158,7 +158,7 @@ class SplitDenoiseRandomizer(Randomizer):
     def audit_scores(self, dim: int) -> Scores:
         """Every one of the L token vectors (``dim``: a token's width) at +-C e_1; the score sums the d_chi
         log-likelihood ratio over tokens (optimal without the post-noise clip, valid with it)."""
-        from fed.privacy.audit import dchi_llr  # SciPy on use: device messages audit nothing
+        from ldpfed.fed.privacy.audit import dchi_llr  # SciPy on use: device messages audit nothing
 
         tokens = self.length
         x0 = np.zeros((1, dim * tokens))
@@ -176,7 +176,7 @@ class SplitDenoiseRandomizer(Randomizer):
     def _server(self) -> Any:
         """The token-level pipeline of fed.randomizers.token_level around the pinned encoder (its server_pass),
         built once per transformer the encoder resolves to where it is used."""
-        from fed.randomizers.token_level import TokenLevelRandomizer
+        from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer
 
         transformer = _transformer(self.encoder)
         servers = self.__dict__.setdefault("_servers", {})
@@ -215,7 +215,7 @@ class SplitDenoiseRandomizer(Randomizer):
 
     def bundle_files(self, public: np.ndarray, seed: int, progress: bool = False) -> dict[str, bytes]:
         """The denoiser, trained on the public records released with this randomizer's noise."""
-        from fed.learning.denoiser import DenoiserShape, train_denoiser
+        from ldpfed.fed.learning.denoiser import DenoiserShape, train_denoiser
 
         rng = np.random.default_rng([seed, 3])
         clean = self.preprocess(public)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from fed.privacy.calibration import calibrate_gaussian_sigma, calibrate_parameter
-from fed.privacy.events import PrivacyEvent
-from fed.privacy.validators import check_int, check_target
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma, calibrate_parameter
+from ldpfed.fed.privacy.events import PrivacyEvent
+from ldpfed.fed.privacy.validators import check_int, check_target
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fed.encoders.base import check_pairs
-from fed.encoders.hf import HFEncoder
-from fed.privacy.noise import add_gaussian
-from fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent
-from fed.privacy.validators import check_int, check_positive
-from fed.randomizers.base import check_params, register
-from fed.randomizers.metric import dchi_noise
-from fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.encoders.base import check_pairs
+from ldpfed.fed.encoders.hf import HFEncoder
+from ldpfed.fed.privacy.noise import add_gaussian
+from ldpfed.fed.privacy.events import GaussianEvent, MetricDPEvent, PrivacyEvent
+from ldpfed.fed.privacy.validators import check_int, check_positive
+from ldpfed.fed.randomizers.base import check_params, register
+from ldpfed.fed.randomizers.metric import dchi_noise
+from ldpfed.fed.randomizers.target import CalibrationTarget
 
 TOKEN_RANDOMIZERS: dict[str, type[TokenLevelRandomizer]] = {}
 """The token-level randomizers by name, filled by ``@register``."""

@@ -1,4 +1,4 @@
 """What a run writes: the run record, summary and privacy report, user results, groups and plots.
 
-May import: fed.privacy, fed.spec, fed.data, fed.heterogeneity, fed.learning.
+May import: fed.privacy, fed.configuration, fed.data, fed.heterogeneity, fed.learning.
 """

@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fed.heterogeneity.registry import participation_groups, reported_groups
-from fed.spec.plan import PrivacyPlan
-from fed.data.population import Population
-from fed.spec.run_spec import RunSpec
+from ldpfed.fed.heterogeneity.registry import participation_groups, reported_groups
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.data.population import Population
+from ldpfed.fed.configuration.run_spec import RunSpec
 
 TIER, SIZE, SKEW = "tier", "size quantile", "label-skew quantile"
 

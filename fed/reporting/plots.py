@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.reporting.groups import Axis
+from ldpfed.fed.reporting.groups import Axis
 
 
 def _figure(rows: int = 1, cols: int = 1) -> tuple[Any, Any]:

@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from fed.heterogeneity.registry import report_lines
-from fed.spec.run_spec import RunSpec
-from fed.spec.plan import PrivacyPlan
-from fed.privacy.accountants import all_figures, clt, enforced
-from fed.privacy.accountants.base import SHORT_ASSUMPTION, AccountantFigure, Schedule
-from fed.privacy.events import GaussianEvent, PrivacyEvent
-from fed.privacy.ledger import DEVICE_VIEW, Ledger
-from fed.privacy.sampling import amplified_rate
+from ldpfed.fed.heterogeneity.registry import report_lines
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.privacy.accountants import all_figures, clt, enforced
+from ldpfed.fed.privacy.accountants.base import SHORT_ASSUMPTION, AccountantFigure, Schedule
+from ldpfed.fed.privacy.events import GaussianEvent, PrivacyEvent
+from ldpfed.fed.privacy.ledger import DEVICE_VIEW, Ledger
+from ldpfed.fed.privacy.sampling import amplified_rate
 
 ENFORCED_KEY = {"worst-case": "worst_case_actual", "amplified": "pld"}
 

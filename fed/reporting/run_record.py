@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.spec.run_spec import RunSpec
+from ldpfed.fed.configuration.run_spec import RunSpec
 
 
 def _clean(value: Any) -> Any:

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from fed.learning.evaluation import UserOutcomes
-from fed.reporting.groups import TIER, Axis
+from ldpfed.fed.learning.evaluation import UserOutcomes
+from ldpfed.fed.reporting.groups import TIER, Axis
 
 WORST_SHARE = 0.1
 """Share of users whose mean accuracy is the worst-users figure (q-FFL: the worst 10%)."""

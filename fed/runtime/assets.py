@@ -25,28 +25,28 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fed.spec.sections import DIM_AUTO, BundleSections, OutputSections, PublicSections
-from fed.data.corpus import generate_public_corpus
-from fed.data.dataset import TextDataset
-from fed.encoders import resolver
-from fed.encoders.base import Encoder, EncoderRefused
-from fed.encoders.bilstm import SAVED_FILES, BiLSTMEncoder, train_bilstm
-from fed.encoders.cache import encode_cached
-from fed.encoders.hf import minilm_path
-from fed.encoders.projection import PCAProjection
-from fed.encoders.token_matrix import TokenMatrixEncoder, split_spec
-from fed.encoders.tuned import (
+from ldpfed.fed.configuration.sections import DIM_AUTO, BundleSections, OutputSections, PublicSections
+from ldpfed.fed.data.corpus import generate_public_corpus
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.encoders import resolver
+from ldpfed.fed.encoders.base import Encoder, EncoderRefused
+from ldpfed.fed.encoders.bilstm import SAVED_FILES, BiLSTMEncoder, train_bilstm
+from ldpfed.fed.encoders.cache import encode_cached
+from ldpfed.fed.encoders.hf import minilm_path
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.encoders.token_matrix import TokenMatrixEncoder, split_spec
+from ldpfed.fed.encoders.tuned import (
     TUNED_FILE, TUNED_LAYERS, TUNED_SPEC, finetune, read_tuned, tuned_bytes, weights_fingerprint,
 )
-from fed.data.loaders import load_dataset
-from fed.spec.plan import encoder_spec, make_plan
-from fed.device.policy import MAX_BUNDLE_BYTES, DevicePolicy
-from fed.randomizers import RANDOMIZERS
-from fed.randomizers.split_denoise import DENOISER_FILE
-from fed.runtime.refusals import Refusal, RequestRefused
+from ldpfed.fed.data.loaders import load_dataset
+from ldpfed.fed.configuration.plan import encoder_spec, make_plan
+from ldpfed.fed.device.policy import MAX_BUNDLE_BYTES, DevicePolicy
+from ldpfed.fed.randomizers import RANDOMIZERS
+from ldpfed.fed.randomizers.split_denoise import DENOISER_FILE
+from ldpfed.fed.runtime.refusals import Refusal, RequestRefused
 
 if TYPE_CHECKING:
-    from fed.learning.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
+    from ldpfed.fed.learning.denoiser import Denoiser  # imports torch: loaded only where a bundle ships a denoiser
 
 PUBLIC_GENERATED_SIZE = 1000
 MAX_UNPACKED_BYTES = 64 * 2**20
@@ -438,7 +438,7 @@ def load_assets(folder: Path) -> Assets:
     path = folder / DENOISER_FILE
     denoiser = None
     if path.is_file():
-        from fed.learning.denoiser import Denoiser
+        from ldpfed.fed.learning.denoiser import Denoiser
 
         denoiser = Denoiser.load(path)
         shape = denoiser.shape
@@ -546,7 +546,7 @@ def _check_files(files: dict[str, bytes]) -> None:
             if dim is not None and projection.input_dim != dim:
                 raise ValueError(f"projection expects {projection.input_dim} dims, the shipped BiLSTM gives {dim}")
     if DENOISER_FILE in files:
-        from fed.learning.denoiser import Denoiser
+        from ldpfed.fed.learning.denoiser import Denoiser
 
         with _refusing(DENOISER_FILE):
             shape = Denoiser.from_bytes(files[DENOISER_FILE], DENOISER_FILE).shape

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fed.learning.aggregation import ReportAggregator
-from fed.encoders.projection import PCAProjection
-from fed.randomizers.base import Randomizer
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.randomizers.base import Randomizer
 
 if TYPE_CHECKING:
-    from fed.spec.run_spec import RunSpec
+    from ldpfed.fed.configuration.run_spec import RunSpec
 
 CANDIDATES = (8, 16, 32, 64, 128)
 """Projected dimensions tried besides 0 (no projection); those above the encoder's are skipped."""
@@ -182,8 +182,8 @@ def choose_for_run(
     count is known, as the nodes tell it); ``train_records`` is the number of training records the
     nodes hold (public, design.md section 2). Reports = records x the planned releases per record.
     """
-    from fed.runtime.assets import same_labels
-    from fed.spec.plan import make_plan, planned_train_releases
+    from ldpfed.fed.runtime.assets import same_labels
+    from ldpfed.fed.configuration.plan import make_plan, planned_train_releases
 
     plan = make_plan(config.with_options(dim=0), len(task_labels))
     related = same_labels(public_label_names, task_labels)

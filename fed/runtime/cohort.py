@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fed.privacy.cohort_ledger import CohortKeys, CohortLedger
-from fed.randomizers.base import Randomizer
+from ldpfed.fed.privacy.cohort_ledger import CohortKeys, CohortLedger
+from ldpfed.fed.randomizers.base import Randomizer
 
 if TYPE_CHECKING:
-    from fed.runtime.user import UserRecords
+    from ldpfed.fed.runtime.user import UserRecords
 
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

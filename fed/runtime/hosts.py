@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from fed.learning.server_classifier import Model
-from fed.learning.evaluation import Outcomes, UserOutcomes
-from fed.runtime.node import NodeHost, NodeReply
-from fed.privacy.ledger import Ledger
-from fed.runtime.requests import RequestRefused
-from fed.runtime.user import Kind
+from ldpfed.fed.learning.server_classifier import Model
+from ldpfed.fed.learning.evaluation import Outcomes, UserOutcomes
+from ldpfed.fed.runtime.node import NodeHost, NodeReply
+from ldpfed.fed.privacy.ledger import Ledger
+from ldpfed.fed.runtime.requests import RequestRefused
+from ldpfed.fed.runtime.user import Kind
 
 MAX_PARTS = 64
 """Most release requests one message may carry (one per privacy tier in practice)."""

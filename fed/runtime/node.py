@@ -22,23 +22,23 @@ from typing import Any
 
 import numpy as np
 
-from fed.learning.server_classifier import Model
-from fed.runtime.cohort import Cohort, summaries
-from fed.device.entropy import generator
-from fed.learning.evaluation import Outcomes, local_outcomes
-from fed.spec.plan import PrivacyPlan
-from fed.device.policy import DevicePolicy
-from fed.privacy.events import PrivacyEvent
-from fed.privacy.sampling import UpSampling
-from fed.privacy.ledger import EVALUATION, FULL_VIEW, ONE, Budget, Ledger
-from fed.privacy.store import LedgerStore, LedgerTransaction
-from fed.randomizers.base import Randomizer
-from fed.learning.report_sums import ReportSums
-from fed.runtime.requests import ClientLimits, ReleaseRequest, parse_release_request
-from fed.runtime import refusals as texts
-from fed.runtime.refusals import Refusal, RequestRefused, USER_REFUSALS
-from fed.runtime.release import CohortDraws, charge, refuse_past_cap, train_step
-from fed.runtime.user import Kind, MemoBook, User, UserRecords, UserState
+from ldpfed.fed.learning.server_classifier import Model
+from ldpfed.fed.runtime.cohort import Cohort, summaries
+from ldpfed.fed.device.entropy import generator
+from ldpfed.fed.learning.evaluation import Outcomes, local_outcomes
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.privacy.events import PrivacyEvent
+from ldpfed.fed.privacy.sampling import UpSampling
+from ldpfed.fed.privacy.ledger import EVALUATION, FULL_VIEW, ONE, Budget, Ledger
+from ldpfed.fed.privacy.store import LedgerStore, LedgerTransaction
+from ldpfed.fed.randomizers.base import Randomizer
+from ldpfed.fed.learning.report_sums import ReportSums
+from ldpfed.fed.runtime.requests import ClientLimits, ReleaseRequest, parse_release_request
+from ldpfed.fed.runtime import refusals as texts
+from ldpfed.fed.runtime.refusals import Refusal, RequestRefused, USER_REFUSALS
+from ldpfed.fed.runtime.release import CohortDraws, charge, refuse_past_cap, train_step
+from ldpfed.fed.runtime.user import Kind, MemoBook, User, UserRecords, UserState
 
 MAX_SCORES = 10_000_000
 COHORT_STREAM = 2

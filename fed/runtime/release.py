@@ -23,16 +23,16 @@ from functools import reduce
 
 import numpy as np
 
-from fed.runtime.cohort import Cohort, ranges
-from fed.privacy.cohort_ledger import LABELS, REPORTS, CohortLedger
-from fed.privacy.events import PrivacyEvent
-from fed.randomizers.base import Randomizer
-from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.learning.report_sums import GRAM_BLOCK, ReportSums
-from fed.runtime.requests import ReleaseRequest
-from fed.runtime import refusals as texts
-from fed.runtime.refusals import BudgetExhausted, EventCapReached
-from fed.privacy.sampling import TrainSampling
+from ldpfed.fed.runtime.cohort import Cohort, ranges
+from ldpfed.fed.privacy.cohort_ledger import LABELS, REPORTS, CohortLedger
+from ldpfed.fed.privacy.events import PrivacyEvent
+from ldpfed.fed.randomizers.base import Randomizer
+from ldpfed.fed.randomizers.labels import PublicLabels, RandomizedResponse
+from ldpfed.fed.learning.report_sums import GRAM_BLOCK, ReportSums
+from ldpfed.fed.runtime.requests import ReleaseRequest
+from ldpfed.fed.runtime import refusals as texts
+from ldpfed.fed.runtime.refusals import BudgetExhausted, EventCapReached
+from ldpfed.fed.privacy.sampling import TrainSampling
 
 Refusals = dict[int, tuple[str, str]]
 """User id -> (refusal code, reason text)."""

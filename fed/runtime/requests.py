@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fed.privacy.composition import compose_epsilon
-from fed.randomizers.base import RANDOMIZERS, Randomizer, make_randomizer
-from fed.runtime import refusals as texts
-from fed.runtime.refusals import Refusal, RequestRefused
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.randomizers.base import RANDOMIZERS, Randomizer, make_randomizer
+from ldpfed.fed.runtime import refusals as texts
+from ldpfed.fed.runtime.refusals import Refusal, RequestRefused
 
 __all__ = ["ClientLimits", "Refusal", "ReleaseRequest", "RequestRefused", "parse_release_request"]
 

@@ -1,6 +1,6 @@
 """What a setup checks before the node's state changes: that every later message can build and serve its plans.
 
-A node builds the run's plan (fed.spec.plan.make_plan) in every message after setup, from the server's run config.
+A node builds the run's plan (fed.configuration.plan.make_plan) in every message after setup, from the server's run config.
 A plan that cannot be built (``gaussian`` given mixup options ``k=2,masks=4``) or whose randomizers do not take the
 node's records (``sue`` set up for 5 dimensions on 384-value records) made every later message fail (issue 39,
 finding 8); setup accepted it. :func:`check_plans` builds each plan the node will serve, as fed.runtime.node does,
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fed.runtime import refusals as texts
-from fed.runtime.assets import bundle_encoder
-from fed.runtime.refusals import Refusal, RequestRefused
-from fed.spec.plan import make_plan, plan_refusal
+from ldpfed.fed.runtime import refusals as texts
+from ldpfed.fed.runtime.assets import bundle_encoder
+from ldpfed.fed.runtime.refusals import Refusal, RequestRefused
+from ldpfed.fed.configuration.plan import make_plan, plan_refusal
 
 if TYPE_CHECKING:
-    from fed.device.records import StoredRecords
-    from fed.device.site import Site
+    from ldpfed.fed.device.records import StoredRecords
+    from ldpfed.fed.device.site import Site
 
 PLAN_ERRORS = (KeyError, TypeError, ValueError, OverflowError, ZeroDivisionError)
 """What building a plan from a hostile run config may raise (each a refusal, never a crash)."""
@@ -32,7 +32,7 @@ def check_plans(site: Site, stored: StoredRecords, folder: Path | str) -> Stored
     the node will serve on them is built, allowed with the bundle in ``folder``, and takes the records.
 
     RequestRefused otherwise: ``malformed`` for a plan that cannot be built or does not take the records, ``policy``
-    for one the node must not serve on this bundle (fed.spec.plan.plan_refusal).
+    for one the node must not serve on this bundle (fed.configuration.plan.plan_refusal).
     """
     records, num_labels, max_queries = stored
     dim = next(iter(records.values())).train.shape[1] if records else None

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.runtime.node import NodeReply
+from ldpfed.fed.runtime.node import NodeReply
 
 
 @dataclass(frozen=True)

@@ -28,19 +28,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fed.runtime.cohort import Cohort, summaries
-from fed.device.entropy import generator
-from fed.privacy.noise import SecureGenerator
-from fed.privacy.events import PrivacyEvent
-from fed.privacy.ledger import ONE, Budget, Ledger
-from fed.privacy.store import Memo
-from fed.randomizers.base import Randomizer
-from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.runtime.requests import ReleaseRequest
-from fed.runtime import refusals as texts
-from fed.runtime.refusals import BudgetExhausted, QueriesDone, RequestRefused
-from fed.runtime.release import UserDraws, charge, refuse_past_cap, train_step, user_cost
-from fed.privacy.sampling import UpSampling
+from ldpfed.fed.runtime.cohort import Cohort, summaries
+from ldpfed.fed.device.entropy import generator
+from ldpfed.fed.privacy.noise import SecureGenerator
+from ldpfed.fed.privacy.events import PrivacyEvent
+from ldpfed.fed.privacy.ledger import ONE, Budget, Ledger
+from ldpfed.fed.privacy.store import Memo
+from ldpfed.fed.randomizers.base import Randomizer
+from ldpfed.fed.randomizers.labels import PublicLabels, RandomizedResponse
+from ldpfed.fed.runtime.requests import ReleaseRequest
+from ldpfed.fed.runtime import refusals as texts
+from ldpfed.fed.runtime.refusals import BudgetExhausted, QueriesDone, RequestRefused
+from ldpfed.fed.runtime.release import UserDraws, charge, refuse_past_cap, train_step, user_cost
+from ldpfed.fed.privacy.sampling import UpSampling
 
 Kind = Literal["train", "query"]
 
@@ -392,7 +392,7 @@ class User:
 
     def _amplified_refusal(self, kind: str, sampling: str, event: PrivacyEvent) -> str | None:
         """Why one more step would not keep the amplified PLD bound within budget (None: it would)."""
-        from fed.privacy.accountants import enforced  # dp_accounting: only under --enforce amplified
+        from ldpfed.fed.privacy.accountants import enforced  # dp_accounting: only under --enforce amplified
 
         ledger = self.state.ledger
         try:
@@ -405,7 +405,7 @@ class User:
 
     def amplified_epsilon(self) -> float:
         """Sentence-level amplified PLD bound: max over training and query records."""
-        from fed.privacy.accountants import enforced  # dp_accounting: only under --enforce amplified
+        from ldpfed.fed.privacy.accountants import enforced  # dp_accounting: only under --enforce amplified
 
         ledger = self.state.ledger
         return max(

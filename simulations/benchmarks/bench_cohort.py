@@ -21,16 +21,16 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from fed.runtime.cohort import Cohort
-from fed.device.entropy import simulation_engine
-from fed.runtime.node import NodeHost
-from fed.spec.plan import PrivacyPlan
-from fed.device.policy import DevicePolicy
-from fed.privacy.ledger import Budget
-from fed.privacy.store import LedgerStore
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.randomizers.labels import PublicLabels
-from fed.runtime.user import UserRecords
+from ldpfed.fed.runtime.cohort import Cohort
+from ldpfed.fed.device.entropy import simulation_engine
+from ldpfed.fed.runtime.node import NodeHost
+from ldpfed.fed.configuration.plan import PrivacyPlan
+from ldpfed.fed.device.policy import DevicePolicy
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.privacy.store import LedgerStore
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers.labels import PublicLabels
+from ldpfed.fed.runtime.user import UserRecords
 
 
 def _records(users: list[int], per_user: int, dim: int, rng: np.random.Generator) -> dict[int, UserRecords]:

@@ -51,7 +51,7 @@ def load_sentences(spec: str, count: int) -> list[str]:
     if count < 1:
         raise ValueError(f"--sentences must be at least 1, got {count}")
     if spec == "generated":
-        from fed.data.corpus import generate_corpus
+        from ldpfed.fed.data.corpus import generate_corpus
 
         size = count
         while True:
@@ -60,7 +60,7 @@ def load_sentences(spec: str, count: int) -> list[str]:
                 break
             size = min(2 * size, MAX_GENERATED)
     else:
-        from fed.data.loaders import load_dataset
+        from ldpfed.fed.data.loaders import load_dataset
 
         distinct = list(dict.fromkeys(load_dataset(spec, "train").texts))
     if len(distinct) < count:
@@ -72,7 +72,7 @@ def raw_minilm(device: str) -> tuple[Any, Any]:
     """Tokenizer and model of all-MiniLM-L6-v2, loaded with transformers alone."""
     from transformers import AutoModel, AutoTokenizer
 
-    from fed.encoders.hf import minilm_path
+    from ldpfed.fed.encoders.hf import minilm_path
 
     path = minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -82,7 +82,7 @@ def raw_minilm(device: str) -> tuple[Any, Any]:
 
 def token_order(tokenizer: Any, texts: list[str]) -> np.ndarray:
     """Indices of ``texts`` by increasing token count (stable)."""
-    from fed.encoders.hf import MINILM_MAX_LENGTH
+    from ldpfed.fed.encoders.hf import MINILM_MAX_LENGTH
 
     ids = tokenizer(texts, truncation=True, max_length=MINILM_MAX_LENGTH)["input_ids"]
     return np.argsort([len(row) for row in ids], kind="stable")
@@ -92,7 +92,7 @@ def raw_encode(tokenizer: Any, model: Any, texts: list[str], batch_size: int, de
     """Mean-pooled MiniLM encodings (len(texts), 384), batches sorted by token count."""
     import torch
 
-    from fed.encoders.hf import MINILM_MAX_LENGTH, masked_mean
+    from ldpfed.fed.encoders.hf import MINILM_MAX_LENGTH, masked_mean
 
     order = token_order(tokenizer, texts)
     out = np.empty((len(texts), model.config.hidden_size), dtype=np.float32)
@@ -120,10 +120,10 @@ def run_benchmark(
     import torch
     from tqdm.auto import tqdm
 
-    from fed.data.dataset import TextDataset
-    from fed.encoders.cache import encode_cached
-    from fed.encoders.factory import make_encoder
-    from fed.runtime.threads import limit_blas_threads
+    from ldpfed.fed.data.dataset import TextDataset
+    from ldpfed.fed.encoders.cache import encode_cached
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.runtime.threads import limit_blas_threads
 
     limit_blas_threads()  # as in the ClientApps
     if threads is not None:

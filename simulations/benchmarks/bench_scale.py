@@ -71,8 +71,8 @@ from typing import Any
 
 import numpy as np
 
-from simulations.benchmarks.processes import TAG_VARIABLE, TreeMemory, has_tag, memory_kb
-from simulations.flower_runner import BIN
+from ldpfed.simulations.benchmarks.processes import TAG_VARIABLE, TreeMemory, has_tag, memory_kb
+from ldpfed.simulations.flower_runner import BIN
 GOALS = {"16": 15_000.0, "384": 5_000.0}
 """Issue 10, goal 1: user-rounds/s ldpfed must reach on 2 cores, per profile."""
 GIB = 1024**3
@@ -353,7 +353,7 @@ def ldpfed_run(profile: Profile, users: int, nodes: int, rounds: int, work: Path
 def plain_run(nodes: int, rounds: int, work: Path) -> Run:
     """The plain-Flower command at ``nodes`` nodes (one user each)."""
     out = work / f"plain-{nodes}"
-    command = [sys.executable, "-m", "simulations.benchmarks.plain_flower", "--nodes", str(nodes), "--rounds", str(rounds), "--out", str(out)]
+    command = [sys.executable, "-P", "-m", "ldpfed.simulations.benchmarks.plain_flower", "--nodes", str(nodes), "--rounds", str(rounds), "--out", str(out)]
     return Run("plain Flower", nodes, nodes, rounds, str(out), command)
 
 
@@ -561,7 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": ["python", "-m", "simulations.benchmarks.bench_scale", *(argv if argv is not None else sys.argv[1:])],
+        "command": ["python", "-m", "ldpfed.simulations.benchmarks.bench_scale", *(argv if argv is not None else sys.argv[1:])],
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "settings": {
             "rounds": args.rounds, "nodes": args.nodes, "warmup_rounds": args.warmup, "evaluate_every": args.evaluate_every,

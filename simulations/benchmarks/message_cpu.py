@@ -34,11 +34,11 @@ import json, pickle, sys, time
 c0 = time.process_time()
 import flwr.supernode.cli, flwr.supernode.runtime.run_clientapp  # what flwr-clientapp imports before the app
 c1 = time.process_time()
-import clients.app
+import ldpfed.clients.app as client_app
 c2 = time.process_time()
 from flwr.app import Message
 from flwr.supercore.task_identity import TaskIdentity
-from fed import protocol
+from ldpfed.fed import protocol
 path = sys.argv[1]
 saved = pickle.load(open(path, "rb"))
 context = saved["context"]
@@ -46,7 +46,7 @@ TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, context.run
 message = Message(saved["request"], dst_node_id=context.node_id, message_type=protocol.TRAIN)
 message.metadata.__dict__["_message_id"] = "train"
 c3 = time.process_time()
-reply = clients.app.app(message, context)
+reply = client_app.app(message, context)
 c4 = time.process_time()
 assert not reply.has_error() and protocol.read_refusal(reply.content) is None, reply
 pickle.dump(saved, open(path, "wb"))
@@ -57,9 +57,9 @@ print(json.dumps({"flower_import_s": c1 - c0, "app_import_s": c2 - c1, "handler_
 
 def set_up(work: Path, labels: str, dim: int) -> Path:
     """A device of simulations.benchmarks.device_costs (with ``labels`` in both the run and the policy), set up; its saved context."""
-    import simulations.benchmarks.device_costs.device as costs
-    from clients.app import FLOWER
-    from fed import protocol
+    import ldpfed.simulations.benchmarks.device_costs.device as costs
+    from ldpfed.clients.app import FLOWER
+    from ldpfed.fed import protocol
 
     device = costs.make_device(work, "device", costs.DEFAULT_DATA, costs.DEFAULT_PUBLIC, dim, labels=labels)
     request = FLOWER(protocol.release_request([0], device.plan.train.params(), 1, device.plan.train_sampling.spec))

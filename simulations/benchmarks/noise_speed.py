@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from fed.privacy.noise import SecureGenerator, add_gaussian, add_laplace
+from ldpfed.fed.privacy.noise import SecureGenerator, add_gaussian, add_laplace
 
 SHAPES = {"16-d report": (1, 16), "16 x 384": (16, 384)}
 

@@ -39,7 +39,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from simulations.benchmarks.bench_scale import check_rounds
+from ldpfed.simulations.checkout import checkout_env
+from ldpfed.simulations.benchmarks.bench_scale import check_rounds
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP = Path(__file__).with_name("peer_pfl_loop.py")
@@ -162,19 +163,6 @@ def run_pfl(venv: Path, args: argparse.Namespace, out: Path, label: str) -> dict
     report = json.loads(out.read_text())
     report.update(step_load_before=before, step_load_after=load(), command=command)
     return report
-
-
-def checkout_env(root: Path, shims: Path) -> dict[str, str]:
-    """Environment that runs ldpfed from the checkout ``root`` instead of this one: ``root`` first on
-    PYTHONPATH, and a folder where ``ldpfed`` links to ``root``/simulations/ldpfed (the editable install
-    maps the package ``ldpfed`` to this checkout's folder)."""
-    shims.mkdir(parents=True, exist_ok=True)
-    link = shims / "ldpfed"
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(root / "simulations" / "ldpfed", target_is_directory=True)
-    path = os.pathsep.join(filter(None, [str(root), str(shims), os.environ.get("PYTHONPATH", "")]))
-    return dict(os.environ, PYTHONPATH=path)
 
 
 def run_ldpfed(args: argparse.Namespace, label: str, root: Path, out: Path, work: Path) -> dict[str, Any]:
@@ -384,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             done[name] = result
     report = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": ["python", "-m", "simulations.benchmarks.peer_pfl", *(argv if argv is not None else sys.argv[1:])],
+        "command": ["python", "-m", "ldpfed.simulations.benchmarks.peer_pfl", *(argv if argv is not None else sys.argv[1:])],
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "settings": {k: v for k, v in vars(args).items() if k in ("users", "rounds", "warmup", "evaluate_every", "records", "dims")},
         "pfl_version": versions.get("pfl", args.pfl_version), "pfl_torch": versions.get("torch", ""), "venv": str(venv),

@@ -111,8 +111,8 @@ def digest(value: Any) -> str:
 def simulated(name: str, root: Path) -> Any:
     """Run ``name`` on the in-process grid (the real ServerApp and ClientApp); its ledgers and metrics."""
     run_local = _locate("run_local")
-    client_app = importlib.import_module("clients.app").app
-    server_app = importlib.import_module("strategies.app").app
+    client_app = importlib.import_module("ldpfed.clients.app").app
+    server_app = importlib.import_module("ldpfed.strategies.app").app
     out = str(root / name)
     values = {**COMMON, **RUNS[name], "out": out}
     run_local(server_app, client_app, int(values["nodes"]), values)
@@ -146,7 +146,7 @@ def device(root: Path) -> Any:
     setup_request, release_request = _locate("setup_request"), _locate("release_request")
     read_refusal, read_release_reply = _locate("read_refusal"), _locate("read_release_reply")
     types = sys.modules[setup_request.__module__]  # SETUP and TRAIN stand beside setup_request
-    client_module = importlib.import_module("clients.app")
+    client_module = importlib.import_module("ldpfed.clients.app")
     client_app = client_module.app
     flower = getattr(client_module, "FLOWER", lambda content: content)  # before fed.protocol, builders made Flower content
 

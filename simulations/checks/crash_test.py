@@ -69,12 +69,12 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from fed.privacy import gdp
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, event_from_json
-from fed.privacy.ledger import Budget, Ledger
-from fed.privacy.store import LedgerStore, LedgerTransaction
-from simulations.report_file import write_report
+from ldpfed.fed.privacy import gdp
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, event_from_json
+from ldpfed.fed.privacy.ledger import Budget, Ledger
+from ldpfed.fed.privacy.store import LedgerStore, LedgerTransaction
+from ldpfed.simulations.report_file import write_report
 
 DELTA = 1e-5
 EPSILON_SENTENCE = 8.0
@@ -368,7 +368,7 @@ def run_crash_test(
         connection.executescript("CREATE TABLE crash_test (commits INTEGER NOT NULL); INSERT INTO crash_test VALUES (0);")
     root = str(Path(__file__).resolve().parents[2])
     zygote = subprocess.Popen(
-        [sys.executable, "-c", "from simulations.checks.crash_test import _zygote; _zygote()"],
+        [sys.executable, "-c", "from ldpfed.simulations.checks.crash_test import _zygote; _zygote()"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

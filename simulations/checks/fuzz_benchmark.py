@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
-from fed import protocol
-from fed.runtime.assets import pack
-from fed.spec.run_spec import RunSpec
-from fed.privacy.ledger import Ledger
+from ldpfed.fed import protocol
+from ldpfed.fed.runtime.assets import pack
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.fed.privacy.ledger import Ledger
 
 NODE = 1000
 UNKNOWN_TYPES = ("query.nope", "train.x", "evaluate.other", "query")
@@ -92,9 +92,9 @@ def node(folder: Path, memoize: bool = True, engine: bool = False, cache: Path |
     ``cache``: a device's cache folder (encodings, unpacked bundles), which devices may share;
     by default ``<folder>/state/cache``.
     """
-    from clients.app import FLOWER, app
-    from fed.device.state import init_state
-    from simulations.local_grid import LocalGrid
+    from ldpfed.clients.app import FLOWER, app
+    from ldpfed.fed.device.state import init_state
+    from ldpfed.simulations.local_grid import LocalGrid
 
     folder.mkdir(parents=True, exist_ok=True)
     policy = folder / "policy.toml"
@@ -371,8 +371,8 @@ def ledger(grid: Any) -> Ledger:
     """User 0's full ledger, read on the node as its owner would (a device sends only aggregates)."""
     from contextlib import nullcontext
 
-    from clients.app import owner_ledgers
-    from fed.device.entropy import simulation_engine
+    from ldpfed.clients.app import owner_ledgers
+    from ldpfed.fed.device.entropy import simulation_engine
 
     with simulation_engine() if grid.engine else nullcontext():
         return owner_ledgers(grid.node_ctx[NODE])[0]
@@ -389,7 +389,7 @@ def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = Fal
     ``exact``: the node runs in the simulation engine (evaluation outcomes are exact and free).
     ``extremes``: first send :meth:`Hostile.extremes` (counted under their types as well).
     """
-    from clients.app import FLOWER
+    from ldpfed.clients.app import FLOWER
 
     counts = per_type if isinstance(per_type, dict) else dict.fromkeys(MESSAGE_TYPES, per_type)
     rng = np.random.default_rng(seed)
@@ -406,7 +406,7 @@ def fuzz(grid: Any, per_type: int | dict[str, int], seed: int, exact: bool = Fal
 
 def check_messages(grid: Any, hostile: "Hostile", messages: Any, exact: bool) -> dict[str, TypeStats]:
     """Send each ``(message type, content)`` of ``messages`` and check what it did (see :func:`fuzz`)."""
-    from fed.device.policy import DevicePolicy
+    from ldpfed.fed.device.policy import DevicePolicy
 
     policy = DevicePolicy.from_mapping(POLICY)
     stats = {t: TypeStats() for t in MESSAGE_TYPES}
@@ -511,8 +511,8 @@ def ledger_file(grid: Any) -> Path:
     """The node's ledger database, where the node's site puts it."""
     from contextlib import nullcontext
 
-    from fed.device.entropy import simulation_engine
-    from fed.device.site import Site
+    from ldpfed.fed.device.entropy import simulation_engine
+    from ldpfed.fed.device.site import Site
 
     context = grid.node_ctx[NODE]
     with simulation_engine() if grid.engine else nullcontext():

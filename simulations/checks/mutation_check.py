@@ -33,7 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from simulations.checks.mutations import MUTATIONS, Mutation
+from ldpfed.simulations.checkout import checkout_env
+from ldpfed.simulations.checks.mutations import MUTATIONS, Mutation
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTEST = ("-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-n", "0")
@@ -67,17 +68,19 @@ class Outcome:
 
 
 def tracked_files(root: Path) -> list[str]:
-    """The repository's tracked paths (``git ls-files``) that exist in the working tree."""
+    """The repository's tracked paths (``git ls-files``) that exist in the working tree: files and links (the links
+    simulations/ldpfed/fed and so on)."""
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, check=True, capture_output=True).stdout
-    return [path for path in listed.decode().split("\0") if path and (root / path).is_file()]
+    return [path for path in listed.decode().split("\0") if path and ((root / path).is_symlink() or (root / path).is_file())]
 
 
 def copy_tree(root: Path, target: Path) -> None:
-    """Copy the tracked files of ``root`` (their working-tree content) into ``target``."""
+    """Copy the tracked files of ``root`` (their working-tree content) into ``target``; a link stays a link (its
+    relative target then points inside ``target``)."""
     for path in tracked_files(root):
         destination = target / path
         destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(root / path, destination)
+        shutil.copy2(root / path, destination, follow_symlinks=False)
 
 
 def occurrences(mutation: Mutation, root: Path) -> int:
@@ -121,7 +124,7 @@ def rot(mutations: Sequence[Mutation], root: Path = ROOT) -> list[str]:
 
 def run_tests(tree: Path, tests: Sequence[str], timeout: float) -> tuple[int | None, str, float]:
     """Run pytest on ``tests`` in ``tree``: exit status (None: timed out), the output's tail, seconds."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**checkout_env(tree, tree / ".shims"), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_XDIST_WORKER", None)  # the child is its own session, not a worker of ours
     started = time.monotonic()
     process = subprocess.Popen(

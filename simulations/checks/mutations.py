@@ -9,8 +9,8 @@ surviving the suite of its day.
 
 from __future__ import annotations
 
-from simulations.checks.mutation import Mutation
-from simulations.checks.mutations_device import DEVICE_MUTATIONS
+from ldpfed.simulations.checks.mutation import Mutation
+from ldpfed.simulations.checks.mutations_device import DEVICE_MUTATIONS
 
 ADV = "tests/test_adversarial_server.py::"
 UR = "tests/test_user_requests.py::"

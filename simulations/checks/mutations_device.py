@@ -6,7 +6,7 @@ Listed in :data:`simulations.checks.mutations.MUTATIONS` with the others; see th
 
 from __future__ import annotations
 
-from simulations.checks.mutation import Mutation
+from ldpfed.simulations.checks.mutation import Mutation
 
 AE = "tests/test_accounting_edges.py::"
 SF = "tests/test_shuffled_figure.py::"
@@ -103,7 +103,7 @@ DEVICE_MUTATIONS: tuple[Mutation, ...] = (
         "        per_report.append(event.epsilon + (config.privacy.label_epsilon or 0.0))",
         "        if plan.train.records_per_report != 1:\n"
         "            return composed(strategy.shuffled, None, config.privacy.delta)\n"
-        "        from fed.privacy.composition import compose_epsilon\n"
+        "        from ldpfed.fed.privacy.composition import compose_epsilon\n"
         "        local = event.epsilon if isinstance(event, PureEvent) else compose_epsilon({event: 1}, config.privacy.delta)\n"
         "        per_report.append(local + (config.privacy.label_epsilon or 0.0))",
         (f"{SF}test_a_gaussian_report_gets_no_shuffled_figure",),

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 from flwr.app import Message, RecordDict
 
-from fed import protocol
-from simulations.checks import fuzz_benchmark
-from simulations.checks.fuzz_benchmark import MESSAGE_TYPES, NODE
+from ldpfed.fed import protocol
+from ldpfed.simulations.checks import fuzz_benchmark
+from ldpfed.simulations.checks.fuzz_benchmark import MESSAGE_TYPES, NODE
 
 TRAIN = [
     ("the film was great and the cast was lovely", 0),
@@ -160,10 +160,10 @@ def write_data(folder: Path, train: list[tuple[str, int]]) -> Path:
 
 def devices(folder: Path, memoize: bool, cache: Path, pairs: tuple[str, ...] = (*PAIRS, COINS)) -> dict[str, Any]:
     """The base device and one per pair, each in its own folder (data, state, policy), set up with one bundle."""
-    from clients.app import FLOWER, app
-    from fed.device.state import init_state
-    from fed.spec.run_spec import RunSpec
-    from simulations.local_grid import LocalGrid
+    from ldpfed.clients.app import FLOWER, app
+    from ldpfed.fed.device.state import init_state
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.simulations.local_grid import LocalGrid
 
     setup = fuzz_benchmark.bundle(folder / "bundle")
     grids = {}
@@ -189,7 +189,7 @@ def same_coins() -> Iterator[Callable[..., None]]:
     """Test mode: every SecureGenerator keyed from a counter instead of the OS. ``start(i)`` rewinds the
     counter to message ``i``'s first key, so two nodes that draw alike draw the same coins (``start(i, offset)``:
     other keys)."""
-    from fed.privacy.noise import SecureGenerator
+    from ldpfed.fed.privacy.noise import SecureGenerator
 
     keys: list[Iterator[int]] = [itertools.count()]
     original = SecureGenerator.__dict__["from_os"]
@@ -278,7 +278,7 @@ def _short(value: Any) -> str:
 # -- the campaign ---------------------------------------------------------------------------------
 def campaign(grids: dict[str, Any], messages: int, seed: int, progress: Callable[[int], None] | None = None) -> Campaign:
     """Send ``messages`` hostile messages (types in seeded random order) to every node; compare each pair's replies."""
-    from clients.app import FLOWER
+    from ldpfed.clients.app import FLOWER
 
     rng = np.random.default_rng(seed)
     base = grids["base"]

@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Audit each configuration (ldpfed.audit) and print claimed, accounted and audited epsilon."""
     import ldpfed
-    from fed.randomizers.auditing import auditable, calibrates
+    from ldpfed.fed.randomizers.auditing import auditable, calibrates
 
     check(args.samples, args.confidence, args.dim, args.noise_factor)
     options = {

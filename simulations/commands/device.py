@@ -26,7 +26,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from fed.device.state import write_owner_only
+from ldpfed.fed.device.state import write_owner_only
 
 HELP = (
     "Set up a device for deployment (policy, node key, trusted app signers, state folder), encode its data once "
@@ -157,8 +157,8 @@ def init_device(root: Path, trust: list[Path] | tuple[Path, ...] = (), rebind: b
     after the owner deletes it, this is how the node starts over. ``rebind``: the state folder was copied, restored or
     moved to another file system, and the owner makes it the device's only one (fed.device.state.init_state).
     """
-    from fed.device.state import init_state, owner_only_dir, restrict
-    from fed.device.policy import DevicePolicy
+    from ldpfed.fed.device.state import init_state, owner_only_dir, restrict
+    from ldpfed.fed.device.policy import DevicePolicy
 
     files = DeviceFiles(root.resolve())
     owner_only_dir(files.root)
@@ -188,12 +188,12 @@ def encode_data(files: DeviceFiles, data: str, spec: str = "minilm", cache_dir: 
     setup finds them, whatever the run's partition or --train-limit). ValueError, encoding nothing,
     for an encoder the device's policy refuses or whose weights a server ships (bilstm).
     """
-    from fed.device.state import DEVICE_UMASK, owner_only_dir
-    from fed.encoders.cache import encode_cached
-    from fed.encoders.resolver import load_encoder
-    from fed.data.loaders import load_dataset
-    from fed.device.policy import DevicePolicy
-    from fed.device.site import hub_offline
+    from ldpfed.fed.device.state import DEVICE_UMASK, owner_only_dir
+    from ldpfed.fed.encoders.cache import encode_cached
+    from ldpfed.fed.encoders.resolver import load_encoder
+    from ldpfed.fed.data.loaders import load_dataset
+    from ldpfed.fed.device.policy import DevicePolicy
+    from ldpfed.fed.device.site import hub_offline
 
     policy = DevicePolicy.load(files.policy) if files.policy.exists() else DevicePolicy()
     refused = policy.encoder_refusal(spec)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fed.privacy.accountants import AccountantFigure, Schedule
+    from ldpfed.fed.privacy.accountants import AccountantFigure, Schedule
 
 PRV_BAND = ("prv_lower", "prv_upper")
 """The curves drawn as one band: the PRV accountant's lower and upper bounds."""
@@ -103,7 +103,7 @@ def plot_curves(curves: dict[str, list[AccountantFigure]], steps: Sequence[int],
 
 def plot_schedule(schedule: Schedule, path: str | Path, points: int = 25) -> Path:
     """Plot every accountant for ``schedule`` run for 1..T steps."""
-    from fed.privacy.accountants import figures_over_steps
+    from ldpfed.fed.privacy.accountants import figures_over_steps
 
     steps = step_grid(schedule.steps, points)
     return plot_curves(figures_over_steps(schedule, steps), steps, path, schedule_title(schedule))
@@ -113,7 +113,7 @@ def _print_tables(output: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from fed.privacy.accountants.base import SHORT_ASSUMPTION
+    from ldpfed.fed.privacy.accountants.base import SHORT_ASSUMPTION
 
     console = Console()
     if "figures" in output:

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """List the reproductions, or run one with its options."""
-    from simulations import reproductions
+    from ldpfed.simulations import reproductions
 
     if args.list or not args.name:
         if not args.list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from fed.spec.run_spec import options
+from ldpfed.fed.configuration.run_spec import options
 
 if TYPE_CHECKING:
     from ldpfed import Run
@@ -15,7 +15,7 @@ HELP = "run a federated simulation of LDP users (Flower + Ray) and write a run d
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per run option (fed.spec.run_spec.options), with its default."""
+    """One flag per run option (fed.configuration.run_spec.options), with its default."""
     for option in options():
         if option.kind is bool:
             parser.add_argument(option.flag, action=argparse.BooleanOptionalAction, default=None, help=option.help)

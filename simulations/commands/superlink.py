@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from simulations.commands.device import build_fab
+from ldpfed.simulations.commands.device import build_fab
 
 HELP = "Set up a SuperLink for deployment (CA, TLS certificate, authorised node keys) and serve signed app bundles."
 

@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def randomizer_for(mechanism: str, epsilon: float, clip: float, dim: int):  # noqa: ANN201
     """The randomizer a run calibrates to ``epsilon`` for one release (delta 1e-5), with the run's options."""
-    from fed.randomizers import RANDOMIZERS
+    from ldpfed.fed.randomizers import RANDOMIZERS
 
     cls = RANDOMIZERS[mechanism]
     options = cls.run_options(clip, dim, {})
@@ -69,16 +69,16 @@ def randomizer_for(mechanism: str, epsilon: float, clip: float, dim: int):  # no
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from fed.attacks.attribute import attribute_attack
-    from fed.data.dataset import TextDataset
-    from fed.encoders.cache import encode_cached
-    from fed.encoders.factory import make_encoder
-    from fed.encoders.projection import PCAProjection
-    from fed.attacks.inversion import STOPWORDS, learned_inversion
-    from fed.data.loaders import read_tsv
-    from fed.attacks.membership import membership_game
-    from fed.attacks.mutual_information import randomizer_mutual_information
-    from fed.attacks.texthide import reconstruction_game
+    from ldpfed.fed.attacks.attribute import attribute_attack
+    from ldpfed.fed.data.dataset import TextDataset
+    from ldpfed.fed.encoders.cache import encode_cached
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.encoders.projection import PCAProjection
+    from ldpfed.fed.attacks.inversion import STOPWORDS, learned_inversion
+    from ldpfed.fed.data.loaders import read_tsv
+    from ldpfed.fed.attacks.membership import membership_game
+    from ldpfed.fed.attacks.mutual_information import randomizer_mutual_information
+    from ldpfed.fed.attacks.texthide import reconstruction_game
 
     args.out.mkdir(parents=True, exist_ok=True)
     cache = args.cache_dir or Path.home() / ".cache" / "ldpfed"
@@ -173,9 +173,9 @@ TOKEN_CLIP, TOKEN_LENGTH = 12.3, 32
 
 def token_sweep(encoder, texts: list[str], etas: list[float], seed: int) -> list[dict]:  # noqa: ANN001
     """Seed 003's figure 2: token inversion success and I(X; X~) per token vector, for each eta."""
-    from fed.randomizers.token_level import TokenLevelRandomizer
-    from fed.attacks.inversion import token_inversion_sweep
-    from fed.attacks.mutual_information import knn_mutual_information
+    from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer
+    from ldpfed.fed.attacks.inversion import token_inversion_sweep
+    from ldpfed.fed.attacks.mutual_information import knn_mutual_information
 
     sweep = token_inversion_sweep(encoder, texts, etas, TOKEN_CLIP, TOKEN_LENGTH, np.random.default_rng([seed, 3]))
     out = []

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from simulations.report_file import write_report
+from ldpfed.simulations.report_file import write_report
 
 # (mechanism, epsilon, options): the claim each row audits.
 ROWS: list[tuple[str, float, dict[str, Any]]] = [
@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default="runs/reports/audit_table.md")
     args = parser.parse_args(argv)
 
-    from fed.randomizers.auditing import audit, build_for_audit
-    from simulations.experiments.local_run import single_threaded_blas
+    from ldpfed.fed.randomizers.auditing import audit, build_for_audit
+    from ldpfed.simulations.experiments.local_run import single_threaded_blas
 
     single_threaded_blas()
     started = time.time()

@@ -32,16 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from fed.data.dataset import TextDataset
-from fed.data.loaders import read_tsv
-from fed.encoders.cache import encode_cached
-from fed.encoders.factory import make_encoder
-from fed.encoders.projection import PCAProjection
-from fed.runtime.assets import default_cache_dir
-from fed.spec.run_spec import RunSpec
-from simulations.experiments.defaults_sweep import DATASETS, REPORT
-from simulations.experiments.local_run import run_in_process, single_threaded_blas, sweep_parser
-from simulations.experiments.pilot_dim import CANDIDATES, CELLS, fixed_cell, generated_public, randomizer, task_encodings
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.data.loaders import read_tsv
+from ldpfed.fed.encoders.cache import encode_cached
+from ldpfed.fed.encoders.factory import make_encoder
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.runtime.assets import default_cache_dir
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.simulations.experiments.defaults_sweep import DATASETS, REPORT
+from ldpfed.simulations.experiments.local_run import run_in_process, single_threaded_blas, sweep_parser
+from ldpfed.simulations.experiments.pilot_dim import CANDIDATES, CELLS, fixed_cell, generated_public, randomizer, task_encodings
 
 SOURCES: tuple[tuple[str, int], ...] = (
     ("banking77/train.tsv", 3000),

@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fed.learning.mlp_head import RECIPE
-from simulations.experiments.local_run import SHARED, run_in_process, single_threaded_blas, sweep_parser
+from ldpfed.fed.learning.mlp_head import RECIPE
+from ldpfed.simulations.experiments.local_run import SHARED, run_in_process, single_threaded_blas, sweep_parser
 
 REPORT = Path(__file__).resolve().parents[1] / "reports" / "classifier_head"
 DATASETS: dict[str, dict[str, Any]] = {

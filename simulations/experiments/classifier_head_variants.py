@@ -24,13 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.data.loaders import load_dataset
-from fed.encoders.cache import encode_cached
-from fed.encoders.factory import make_encoder
-from fed.learning.aggregation import ReportAggregator
-from fed.learning.mlp_head import RECIPE, MLPHead
-from fed.learning.server_classifier import ClassifierContext
-from fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.data.loaders import load_dataset
+from ldpfed.fed.encoders.cache import encode_cached
+from ldpfed.fed.encoders.factory import make_encoder
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.learning.mlp_head import RECIPE, MLPHead
+from ldpfed.fed.learning.server_classifier import ClassifierContext
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 REPORTS = Path(__file__).resolve().parents[1] / "reports" / "classifier_head"

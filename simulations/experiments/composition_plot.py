@@ -11,8 +11,8 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-from fed.privacy.accountants import AccountantFigure, Schedule, figures_over_steps
-from simulations.commands.privacy import plot_curves, schedule_title, step_grid
+from ldpfed.fed.privacy.accountants import AccountantFigure, Schedule, figures_over_steps
+from ldpfed.simulations.commands.privacy import plot_curves, schedule_title, step_grid
 
 Curves = dict[str, list[AccountantFigure]]
 

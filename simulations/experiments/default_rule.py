@@ -16,10 +16,10 @@ import argparse
 import json
 from pathlib import Path
 
-from fed.data.loaders import label_schema
-from fed.randomizers.gaussian import GaussianRandomizer
-from simulations.experiments.local_run import SHARED
-from simulations.experiments.pilot_dim import GOAL, REPORT, SPECS, epsilon_dim, gaps_by_epsilon
+from ldpfed.fed.data.loaders import label_schema
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.simulations.experiments.local_run import SHARED
+from ldpfed.simulations.experiments.pilot_dim import GOAL, REPORT, SPECS, epsilon_dim, gaps_by_epsilon
 
 RUNS = {
     "full_data_neighbour": "the four sweep datasets, every record, 5 seeds",

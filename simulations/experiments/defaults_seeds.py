@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from fed.spec.run_spec import RunSpec
-from simulations.experiments.defaults_sweep import DATASETS, GOAL, GRID, REPORT
-from simulations.experiments.local_run import run_in_process, single_threaded_blas, sweep_parser
-from simulations.experiments.default_rule import classes, doubled
-from simulations.experiments.pilot_dim import HELD_OUT, epsilon_dim
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.simulations.experiments.defaults_sweep import DATASETS, GOAL, GRID, REPORT
+from ldpfed.simulations.experiments.local_run import run_in_process, single_threaded_blas, sweep_parser
+from ldpfed.simulations.experiments.default_rule import classes, doubled
+from ldpfed.simulations.experiments.pilot_dim import HELD_OUT, epsilon_dim
 
 FRESH = {"TweetEval emoji": "tweeteval/emoji", "TweetEval hate": "tweeteval/hate", "TweetEval irony": "tweeteval/irony"}
 """Tasks no rule was read off or checked on before the rule was fixed (stop 37): its out-of-sample check."""

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from fed.randomizers.gaussian import GaussianRandomizer
-from simulations.experiments.local_run import SHARED, run_in_process, single_threaded_blas, sweep_parser
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.simulations.experiments.local_run import SHARED, run_in_process, single_threaded_blas, sweep_parser
 
 REPORT = Path(__file__).resolve().parents[1] / "reports" / "defaults"
 DATASETS = {
@@ -147,13 +147,13 @@ def projected_norms(args: argparse.Namespace, seed: int = 0) -> dict[str, dict[s
     """Quantiles (NORM_QUANTILES) of the L2 norms after the projection fitted on the default public data, per
     dimension (NORM_DIMS): of the public records themselves (what a clip set from public norms would read) and
     of each task's training records, the same seeded --train-limit sample a run takes (what the clip meets)."""
-    from fed.data.corpus import generate_public_corpus
-    from fed.data.loaders import load_dataset
-    from fed.encoders.cache import encode_cached
-    from fed.encoders.factory import make_encoder
-    from fed.encoders.projection import PCAProjection
-    from fed.runtime.assets import PUBLIC_GENERATED_SIZE, default_cache_dir
-    from fed.spec.run_spec import RunSpec
+    from ldpfed.fed.data.corpus import generate_public_corpus
+    from ldpfed.fed.data.loaders import load_dataset
+    from ldpfed.fed.encoders.cache import encode_cached
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.encoders.projection import PCAProjection
+    from ldpfed.fed.runtime.assets import PUBLIC_GENERATED_SIZE, default_cache_dir
+    from ldpfed.fed.configuration.run_spec import RunSpec
 
     cache = default_cache_dir(RunSpec.from_mapping({"data": "generated"}))
     encoder = make_encoder("minilm")

@@ -74,9 +74,9 @@ def step(name: str, log: list[str], fn: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """The device call."""
-    from simulations.experiments import stage1_recipe
-    from simulations.reproductions import _seed000_stage1_run as runner
-    from simulations.reproductions import seed004_bits
+    from ldpfed.simulations.experiments import stage1_recipe
+    from ldpfed.simulations.reproductions import _seed000_stage1_run as runner
+    from ldpfed.simulations.reproductions import seed004_bits
 
     started, total = time.monotonic(), args.time_budget
     left = lambda share: started + share * total - time.monotonic()  # noqa: E731
@@ -125,15 +125,15 @@ def report(args: argparse.Namespace) -> int:
     res = args.results
     commands = []
     if (res / "recipe.json").is_file():
-        commands.append([python, "-m", "simulations.experiments.stage1_recipe", "--report", "--results", str(res / "recipe.json"),
+        commands.append([python, "-m", "ldpfed.simulations.experiments.stage1_recipe", "--report", "--results", str(res / "recipe.json"),
                          "--command", f"{args.command or 'gpu_issue25.py run'} (its step 1)"])
     for unit, folder in (("stage1", "recipe"), ("stage1_dim16", "recipe_dim16")):
         if (res / unit / "results.json").is_file():
-            commands.append([python, "-m", "simulations.reproductions.seed000_stage1", "--report", str(res / unit / "results.json"),
+            commands.append([python, "-m", "ldpfed.simulations.reproductions.seed000_stage1", "--report", str(res / unit / "results.json"),
                              "--out", str(REPORTS / "reproductions" / "seed000_stage1" / folder),
                              "--command", f"{args.command or 'gpu_issue25.py run'} (its step 2: {unit})"])
     if (res / "seed004_bits" / "results.json").is_file():
-        commands.append([python, "-m", "simulations.reproductions.seed004_bits", "report", "--results", str(res / "seed004_bits"),
+        commands.append([python, "-m", "ldpfed.simulations.reproductions.seed004_bits", "report", "--results", str(res / "seed004_bits"),
                          "--command", args.command or "gpu_issue25.py run (its step 3)"])
     for command in commands:
         print("+", " ".join(command[:4]), flush=True)

@@ -35,17 +35,17 @@ def sweep_parser(description: str, datasets: list[str], report: Path, choices: l
 
 def single_threaded_blas() -> None:
     """One BLAS thread in this process (see fed/runtime/threads.py); the apps do the same when they start."""
-    from fed.runtime.threads import limit_blas_threads
+    from ldpfed.fed.runtime.threads import limit_blas_threads
 
     limit_blas_threads()
 
 
 def run_in_process(values: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
     """One whole run with these options on the in-process grid; returns (run directory, summary)."""
-    from clients.app import app as client_app
-    from fed.spec.run_spec import RunSpec
-    from simulations.local_grid import run_local
-    from strategies.app import app as server_app
+    from ldpfed.clients.app import app as client_app
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.simulations.local_grid import run_local
+    from ldpfed.strategies.app import app as server_app
 
     config = RunSpec.from_mapping(values)
     if not config.output.out:

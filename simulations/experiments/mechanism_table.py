@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from simulations.report_file import write_report
+from ldpfed.simulations.report_file import write_report
 
-from simulations.experiments.local_run import run_in_process, single_threaded_blas
+from ldpfed.simulations.experiments.local_run import run_in_process, single_threaded_blas
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 L2_CLIP = 2.4
@@ -76,8 +76,8 @@ NOTES = [
 
 
 def _params(values: dict[str, Any]) -> str:
-    from fed.spec.run_spec import RunSpec
-    from fed.spec.plan import make_plan
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.configuration.plan import make_plan
 
     p = make_plan(RunSpec.from_mapping(values), 2).train.params()
     keep = {k: v for k, v in p.items() if k not in ("mechanism", "mean", "std") and not isinstance(v, list)}

@@ -60,23 +60,23 @@ from typing import Any
 
 import numpy as np
 
-from fed.data.corpus import generate_public_corpus
-from fed.data.loaders import label_schema, load_dataset
-from fed.encoders.base import Encoder
-from fed.encoders.cache import encode_cached
-from fed.encoders.factory import make_encoder
-from fed.encoders.projection import PCAProjection
-from fed.learning.aggregation import ReportAggregator
-from fed.learning.classifier import class_means
-from fed.data.dataset import TextDataset
-from fed.randomizers.base import Randomizer
-from fed.runtime.assets import PUBLIC_GENERATED_SIZE, default_cache_dir
-from fed.runtime.auto_dim import choose_for_run
-from fed.spec.plan import make_plan
-from fed.spec.run_spec import RunSpec
-from simulations.experiments.defaults_sweep import DATASETS, GOAL, REPORT
-from simulations.experiments.local_run import single_threaded_blas, sweep_parser
-from simulations.experiments.pilot_statistics import flat_statistics, pilot_spread, rescale
+from ldpfed.fed.data.corpus import generate_public_corpus
+from ldpfed.fed.data.loaders import label_schema, load_dataset
+from ldpfed.fed.encoders.base import Encoder
+from ldpfed.fed.encoders.cache import encode_cached
+from ldpfed.fed.encoders.factory import make_encoder
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.learning.classifier import class_means
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.randomizers.base import Randomizer
+from ldpfed.fed.runtime.assets import PUBLIC_GENERATED_SIZE, default_cache_dir
+from ldpfed.fed.runtime.auto_dim import choose_for_run
+from ldpfed.fed.configuration.plan import make_plan
+from ldpfed.fed.configuration.run_spec import RunSpec
+from ldpfed.simulations.experiments.defaults_sweep import DATASETS, GOAL, REPORT
+from ldpfed.simulations.experiments.local_run import single_threaded_blas, sweep_parser
+from ldpfed.simulations.experiments.pilot_statistics import flat_statistics, pilot_spread, rescale
 
 HELD_OUT = {
     "BANKING77": "banking77",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fed.learning.classifier import class_means
+from ldpfed.fed.learning.classifier import class_means
 
 CONFIDENCE = 2.0
 """Standard deviations of the noise's spread taken off each block's between-class energy (flat_statistics)."""

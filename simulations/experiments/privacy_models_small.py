@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from simulations.experiments.local_run import run_in_process, single_threaded_blas
+from ldpfed.simulations.experiments.local_run import run_in_process, single_threaded_blas
 
 COMMON = dict(
     data="../shared/data/sst2", public="../shared/data/sentiment_labelled_sentences", train_limit=2000, users=40,

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.data.loaders import read_tsv
+from ldpfed.fed.data.loaders import read_tsv
 
 TASKS = {  # name: (folder, train split, test split)
     "qqp": ("qqp", "train", "dev"),
@@ -71,7 +71,7 @@ def auc(scores: np.ndarray, labels: np.ndarray) -> float:
 
 def score(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray) -> dict[str, float]:
     """AUC and accuracy of the project's discriminant trained on ``train_x``."""
-    from fed.learning.aggregation import fit_clean
+    from ldpfed.fed.learning.aggregation import fit_clean
 
     model = fit_clean(np.asarray(train_x, np.float64), train_y, 2, -1.0)
     s = model.scores(np.asarray(test_x, np.float64))
@@ -100,9 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
-    from fed.learning.denoiser import DenoiserShape, train_denoiser
-    from fed.encoders.factory import make_encoder
-    from fed.randomizers.token_level import TokenLevelRandomizer
+    from ldpfed.fed.learning.denoiser import DenoiserShape, train_denoiser
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer
 
     torch.set_num_threads(2)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ def main() -> None:
     for epsilon in args.epsilons:
         run_dir = out / f"eps{epsilon:g}"
         command = [
-            sys.executable, "-m", "simulations.cli", "simulate", "--quiet",
+            sys.executable, "-m", "ldpfed.simulations.cli", "simulate", "--quiet",
             f"--data={args.data}", f"--public={args.public}", f"--users={args.users}",
             "--partition=dirichlet:0.5", "--encoder=minilm", f"--dim={args.dim}", f"--clip={args.clip}",
             f"--epsilon={epsilon}", "--delta=1e-5", "--labels=public", f"--rounds={args.rounds}",

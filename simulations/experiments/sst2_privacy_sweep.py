@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fed.spec.sections import DIM_AUTO, parse_dim
-from simulations.experiments.local_run import run_in_process, single_threaded_blas
+from ldpfed.fed.configuration.sections import DIM_AUTO, parse_dim
+from ldpfed.simulations.experiments.local_run import run_in_process, single_threaded_blas
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/reports"))
     args = parser.parse_args(argv)
     single_threaded_blas()
-    from fed.spec.run_spec import RunSpec
+    from ldpfed.fed.configuration.run_spec import RunSpec
 
     defaults = RunSpec()
     args.dim = defaults.encoder.dim if args.dim is None else args.dim

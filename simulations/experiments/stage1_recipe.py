@@ -42,11 +42,11 @@ import numpy as np
 if __package__ in (None, ""):  # run as a file (the GPU command): make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulations.reproductions._seed000_stage1_run import accuracy, clean_model, clip, encode, limited, load_base, public_set
-from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
-from fed.data.dataset import TextDataset
-from fed.encoders.projection import PCAProjection
-from fed.data.loaders import load_dataset
+from ldpfed.simulations.reproductions._seed000_stage1_run import accuracy, clean_model, clip, encode, limited, load_base, public_set
+from ldpfed.fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
+from ldpfed.fed.data.dataset import TextDataset
+from ldpfed.fed.encoders.projection import PCAProjection
+from ldpfed.fed.data.loaders import load_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
@@ -106,11 +106,11 @@ def run(name: str, model_dir: Path | None = None, data: Path = DATA, work: Path 
     """Fine-tune candidate ``name``, encode, score; results in work/name.json (the tuned layers beside it)."""
     import torch
 
-    from fed.encoders.tuned import finetune, tuned_bytes
+    from ldpfed.fed.encoders.tuned import finetune, tuned_bytes
 
     work = WORK if work is None else work
     if model_dir is None:
-        from fed.encoders.hf import minilm_path
+        from ldpfed.fed.encoders.hf import minilm_path
 
         model_dir = minilm_path()
     if device == "cpu":

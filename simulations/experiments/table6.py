@@ -13,8 +13,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from fed.privacy import gdp
-from fed.privacy.accountants import Schedule, amplified, clt, prv
+from ldpfed.fed.privacy import gdp
+from ldpfed.fed.privacy.accountants import Schedule, amplified, clt, prv
 
 # Seed 000 Table 6: GDP+CLT epsilon -> the seed's upper bound (Gopi et al. 2021), per dataset.
 SEED_TABLE6 = {

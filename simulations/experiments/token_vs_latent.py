@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulations.report_file import write_report
+from ldpfed.simulations.report_file import write_report
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 # Seed 000 Table 4, SST-2 (their BiLSTM encoder, data and split): epsilon -> (token, latent).
@@ -52,18 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default="runs/reports/token_vs_latent.md")
     args = parser.parse_args(argv)
 
-    from fed.learning.aggregation import fit_clean
-    from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
-    from fed.spec.run_spec import RunSpec
-    from fed.runtime.assets import default_cache_dir
-    from fed.encoders.cache import encode_cached
-    from fed.encoders.factory import make_encoder
-    from fed.encoders.projection import PCAProjection
-    from fed.randomizers.token_level import TokenLevelRandomizer
-    from fed.data.loaders import load_dataset
-    from fed.privacy.ledger import Budget, Ledger
-    from fed.randomizers import RANDOMIZERS
-    from simulations.experiments.local_run import single_threaded_blas
+    from ldpfed.fed.learning.aggregation import fit_clean
+    from ldpfed.fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.runtime.assets import default_cache_dir
+    from ldpfed.fed.encoders.cache import encode_cached
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.encoders.projection import PCAProjection
+    from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer
+    from ldpfed.fed.data.loaders import load_dataset
+    from ldpfed.fed.privacy.ledger import Budget, Ledger
+    from ldpfed.fed.randomizers import RANDOMIZERS
+    from ldpfed.simulations.experiments.local_run import single_threaded_blas
 
     single_threaded_blas()
     started = time.time()

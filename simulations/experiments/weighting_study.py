@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fed.learning.aggregation import ReportAggregator
-from fed.randomizers.gaussian import GaussianRandomizer
-from fed.learning.report_sums import ReportSums
-from simulations.report_file import write_report
+from ldpfed.fed.learning.aggregation import ReportAggregator
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.learning.report_sums import ReportSums
+from ldpfed.simulations.report_file import write_report
 
 DIM, CLASSES, CLIP, DELTA = 16, 3, 1.0, 1e-5
 EPSILONS = (1.0, 3.0, 8.0)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from fed.runtime.threads import limit_blas_threads
+from ldpfed.fed.runtime.threads import limit_blas_threads
 from ldpfed._run import Run
 
 KINDS = ("attribute", "inversion", "membership", "reconstruction", "mutual-information")
@@ -95,11 +95,11 @@ def attack(run: Run | str | Path, kind: str = "attribute", *, seed: int = 0, rep
         Naming why the run cannot be attacked this way.
     """
     limit_blas_threads()
-    from fed.data.population import Population
-    from fed.runtime.assets import build_bundle, default_cache_dir, load_assets, load_public, unpack
-    from fed.spec.option import flag
-    from fed.spec.plan import make_plan
-    from fed.spec.run_spec import RunSpec
+    from ldpfed.fed.data.population import Population
+    from ldpfed.fed.runtime.assets import build_bundle, default_cache_dir, load_assets, load_public, unpack
+    from ldpfed.fed.configuration.option import flag
+    from ldpfed.fed.configuration.plan import make_plan
+    from ldpfed.fed.configuration.run_spec import RunSpec
 
     folder = run.path if isinstance(run, Run) else Path(run)
     if kind not in ATTACKS:
@@ -158,7 +158,7 @@ def add_to_report(path: Path, result: dict[str, Any]) -> None:
 
 
 def _attribute(c: AttackContext) -> dict[str, Any]:
-    from fed.attacks.attribute import attribute_attack
+    from ldpfed.fed.attacks.attribute import attribute_attack
 
     groups = c.population.train.groups
     if groups is None or c.config.data.partition != "natural":
@@ -183,7 +183,7 @@ def _single_record(c: AttackContext, kind: str) -> None:
 
 
 def _inversion(c: AttackContext) -> dict[str, Any]:
-    from fed.attacks.inversion import STOPWORDS, learned_inversion
+    from ldpfed.fed.attacks.inversion import STOPWORDS, learned_inversion
 
     _single_record(c, "inversion")
     reports = c.plan.train.release(c.train_x, c.rng)
@@ -195,7 +195,7 @@ def _inversion(c: AttackContext) -> dict[str, Any]:
 
 
 def _membership(c: AttackContext) -> dict[str, Any]:
-    from fed.attacks.membership import membership_game
+    from ldpfed.fed.attacks.membership import membership_game
 
     x, y = c.train_x, c.population.train.labels
     members = max(2, min(40, len(x) // 4))  # few members, so the classifier can overfit them (the leak measured)
@@ -205,7 +205,7 @@ def _membership(c: AttackContext) -> dict[str, Any]:
 
 
 def _reconstruction(c: AttackContext) -> dict[str, Any]:
-    from fed.attacks.texthide import reconstruction_game
+    from ldpfed.fed.attacks.texthide import reconstruction_game
 
     if c.plan.train.records_per_report == 1:
         raise ValueError(f"{c.config.privacy.mechanism} does not mix records; reconstruction attacks texthide and dpie-*")
@@ -220,7 +220,7 @@ def _reconstruction(c: AttackContext) -> dict[str, Any]:
 
 
 def _mutual_information(c: AttackContext) -> dict[str, Any]:
-    from fed.attacks.mutual_information import randomizer_mutual_information
+    from ldpfed.fed.attacks.mutual_information import randomizer_mutual_information
 
     value = randomizer_mutual_information(c.train_x, c.plan.train, c.rng)
     return {"measure": "I(clean; released), nats", "success": value, "chance": 0.0, "records": int(len(c.train_x))}

@@ -9,13 +9,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fed.runtime.threads import limit_blas_threads
+from ldpfed.fed.runtime.threads import limit_blas_threads
 
 if TYPE_CHECKING:
     import numpy as np
     from rich.console import Console
 
-    from fed.randomizers.auditing import AuditCase
+    from ldpfed.fed.randomizers.auditing import AuditCase
 
 RUN_DIM = 384
 """The default dimension: MiniLM's, as runs use it."""
@@ -130,8 +130,8 @@ def audit(
     import numpy as np
     from rich.console import Console
 
-    from fed.privacy.noise import SecureGenerator, sampler as sampler_name
-    from fed.randomizers.auditing import auditable, build_for_audit, check_direction, judge
+    from ldpfed.fed.privacy.noise import SecureGenerator, sampler as sampler_name
+    from ldpfed.fed.randomizers.auditing import auditable, build_for_audit, check_direction, judge
 
     check(samples, confidence, dim, noise_factor)
     if sampler not in ("engine", "device"):
@@ -170,7 +170,7 @@ def check(samples: int, confidence: float, dim: int | None, noise_factor: float)
 def default_dim(mechanism: str, sampler: str) -> int:
     """The dimension audited unless ``dim`` is given: MiniLM's, or the device sampler's shortcut
     for a mechanism whose audit is the same at every dimension."""
-    from fed.randomizers.auditing import dimension_free
+    from ldpfed.fed.randomizers.auditing import dimension_free
 
     return DEVICE_DIM if sampler == "device" and dimension_free(mechanism) else RUN_DIM
 

@@ -10,20 +10,20 @@ import json
 import sys
 from pathlib import Path
 
-from fed.spec.run_spec import RunSpec
+from ldpfed.fed.configuration.run_spec import RunSpec
 
 
 def encode_run_data(config: RunSpec, progress: bool) -> list[str]:
     """Fill the encoding cache with the run's public data and both splits; check the public data
     against the task (labels; the domain too, unless the encoder is the BiLSTM the server trains on the
     public data inside the run)."""
-    from fed.runtime.assets import check_public, default_cache_dir, load_public
-    from fed.encoders.cache import encode_cached
-    from fed.encoders.factory import make_encoder
-    from fed.encoders.tuned import TUNED_SPEC
-    from fed.heterogeneity.registry import encoding_groups
-    from fed.spec.plan import encoder_spec
-    from fed.data.population import Population
+    from ldpfed.fed.runtime.assets import check_public, default_cache_dir, load_public
+    from ldpfed.fed.encoders.cache import encode_cached
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.encoders.tuned import TUNED_SPEC
+    from ldpfed.fed.heterogeneity.registry import encoding_groups
+    from ldpfed.fed.configuration.plan import encoder_spec
+    from ldpfed.fed.data.population import Population
 
     population = Population.build(config.data, config.seed)
     public = load_public(config)

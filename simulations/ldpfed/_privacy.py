@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fed.privacy.accountants import AccountantFigure, Schedule
-    from fed.privacy.accountants.calibration import Calibration
+    from ldpfed.fed.privacy.accountants import AccountantFigure, Schedule
+    from ldpfed.fed.privacy.accountants.calibration import Calibration
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,8 @@ def privacy(
     plot : str or Path, optional
         Write epsilon against steps (1..T) for every accountant there.
     """
-    from fed.privacy.accountants import Schedule, all_figures
-    from fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
+    from ldpfed.fed.privacy.accountants import Schedule, all_figures
+    from ldpfed.fed.privacy.accountants.calibration import ACCOUNTANTS, calibrate_noise_multiplier
 
     if mechanism != "gaussian":
         raise ValueError(f"mechanism {mechanism!r}: the accountants here take the gaussian mechanism only")
@@ -118,7 +118,7 @@ def privacy(
     if plot:
         if schedule is None:
             raise ValueError("--plot needs --noise-multiplier or --sigma")
-        from simulations.commands.privacy import plot_schedule
+        from ldpfed.simulations.commands.privacy import plot_schedule
 
         written = plot_schedule(schedule, plot)
     return PrivacyResult(mechanism, schedule, figures, calibrations, sigma, sensitivity, written)

@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from fed.spec.run_spec import RunSpec
+from ldpfed.fed.configuration.run_spec import RunSpec
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fed.runtime.threads import limit_blas_threads
-from fed.spec.run_spec import RunSpec, options
+from ldpfed.fed.runtime.threads import limit_blas_threads
+from ldpfed.fed.configuration.run_spec import RunSpec, options
 from ldpfed._run import Run
 
 
@@ -41,7 +41,7 @@ def simulate(
         Show the encoding and round progress bars. Warnings print to standard error either way; the
         summary is returned, not printed.
     **run_options
-        Run options by their underscored names (``ldpfed simulate --help``, fed.spec.run_spec.options),
+        Run options by their underscored names (``ldpfed simulate --help``, fed.configuration.run_spec.options),
         e.g. ``data="generated:200", users=4, epsilon=3``. Without ``out`` the run goes to runs/<UTC time>.
 
     Returns
@@ -57,22 +57,22 @@ def simulate(
         The Flower run did not complete (the message names its log).
     """
     limit_blas_threads()
-    from fed.spec.schedule_warnings import schedule_warnings
-    from simulations.flower_runner import cluster, resolve_ray_address, run_status, start_run
+    from ldpfed.fed.configuration.schedule_warnings import schedule_warnings
+    from ldpfed.simulations.flower_runner import cluster, resolve_ray_address, run_status, start_run
 
     if cpus_per_client < 1:
         raise ValueError(f"--cpus-per-client {cpus_per_client}: each ClientApp needs at least 1 CPU")
     address = resolve_ray_address(ray_address)
     config = resolve(spec, run_options)
-    from fed.learning.classifiers import check_classifier
+    from ldpfed.fed.learning.classifiers import check_classifier
 
     check_classifier(config.evaluation.classifier)  # built in or a plugin: the ServerApp runs elsewhere
     plugins = _plugin_environment(config)
     if address:  # actors on a cluster inherit neither this environment ($LDPFED_CACHE) nor its folder
-        from fed.runtime.assets import default_cache_dir
+        from ldpfed.fed.runtime.assets import default_cache_dir
 
         config = config.with_options(cache_dir=str(default_cache_dir(config).resolve()))
-    from fed.heterogeneity.virtual_clock import VirtualClock
+    from ldpfed.fed.heterogeneity.virtual_clock import VirtualClock
 
     VirtualClock.start(config, dim=1)  # reads the axes' trace files now: a bad one is refused before anything starts
     out = Path(config.output.out)
@@ -149,7 +149,7 @@ def absolute_paths(values: dict[str, Any]) -> dict[str, Any]:
     The path options: ``data`` and ``public`` (a folder, ``FOLDER:split=STEM,...`` with its ``.tsv`` targets, not
     ``generated[:...]``, ``none`` or a Hugging Face id), ``encoder`` (a model folder, ``bilstm:FOLDER``, the encoder
     of ``tokens:L:X``; not a built-in name or a registered plugin's spec), ``out``, ``cache_dir`` and every option
-    that may name a file (fed.spec.option.Option.file: trace files). A value counts as a path when it exists here,
+    that may name a file (fed.configuration.option.Option.file: trace files). A value counts as a path when it exists here,
     or is written as one (it starts with '.', '/' or '~', or holds two '/', as no Hugging Face id does).
     """
     values = dict(values)
@@ -206,7 +206,7 @@ def _encoder_path(spec: str) -> str:
     if spec.startswith("bilstm:"):
         folder = spec.removeprefix("bilstm:")
         return f"bilstm:{_absolute(folder)}" if folder else spec
-    from fed.encoders.registry import ENCODERS
+    from ldpfed.fed.encoders.registry import ENCODERS
 
     if spec.partition(":")[0] in ENCODERS:  # a plugin's spec, resolved before any path (fed.encoders.resolver)
         return spec
@@ -217,7 +217,7 @@ def _plugin_environment(config: RunSpec) -> dict[str, str]:
     """The environment that hands the run's plugins registered in this process (``ldpfed.register_*``) to the
     processes it starts (fed.plugins.entry_points.environment); ValueError, before anything starts, for one that no
     other process can import."""
-    from fed.plugins.entry_points import PluginError, environment
+    from ldpfed.fed.plugins.entry_points import PluginError, environment
 
     try:
         return environment(config.to_mapping())
@@ -237,7 +237,7 @@ def _warm_cache(config: RunSpec, progress: bool, plugins: dict[str, str] | None 
         request, answer = Path(work) / "config.json", Path(work) / "answer.json"
         request.write_text(json.dumps(config.to_mapping()))
         env = {**os.environ, **(plugins or {}), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        command = [sys.executable, "-m", "ldpfed._encode", str(request), str(answer), "1" if progress else "0"]
+        command = [sys.executable, "-P", "-m", "ldpfed._encode", str(request), str(answer), "1" if progress else "0"]
         done = subprocess.run(command, env=env)
         result = json.loads(answer.read_text()) if answer.is_file() else {}
     if "error" in result:

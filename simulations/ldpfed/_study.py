@@ -111,8 +111,8 @@ def study(
     """
     from rich.console import Console
 
-    from simulations.study import load_study, run_state
-    from simulations.study_report import write_report
+    from ldpfed.simulations.study import load_study, run_state
+    from ldpfed.simulations.study_report import write_report
 
     if dry_run and report_only:
         raise ValueError("dry_run and report_only exclude each other")
@@ -147,7 +147,7 @@ def _run_with_progress(grid: Any, out: Path, total: int, console: Any) -> list[s
     """run_study with a progress bar over runs and one line per finished run."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from simulations.study import StudyRun, run_study
+    from ldpfed.simulations.study import StudyRun, run_study
 
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,

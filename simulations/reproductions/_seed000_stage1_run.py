@@ -44,12 +44,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: fed/ without installing ldpfed
 
-from fed.learning.classifier import NoiseAwareLDA, class_means, domain_shift, within_class_covariance  # noqa: E402
-from fed.data.dataset import TextDataset  # noqa: E402
-from fed.encoders.hf import masked_mean  # noqa: E402
-from fed.encoders.projection import PCAProjection  # noqa: E402
-from fed.encoders.tuned import finetune, read_tuned, tuned_bytes, weights_fingerprint  # noqa: E402
-from fed.data.loaders import load_dataset  # noqa: E402
+from ldpfed.fed.learning.classifier import NoiseAwareLDA, class_means, domain_shift, within_class_covariance  # noqa: E402
+from ldpfed.fed.data.dataset import TextDataset  # noqa: E402
+from ldpfed.fed.encoders.hf import masked_mean  # noqa: E402
+from ldpfed.fed.encoders.projection import PCAProjection  # noqa: E402
+from ldpfed.fed.encoders.tuned import finetune, read_tuned, tuned_bytes, weights_fingerprint  # noqa: E402
+from ldpfed.fed.data.loaders import load_dataset  # noqa: E402
 
 ENCODE_LENGTH = 256
 """Tokens the users' encoder reads (fed.encoders.hf.MINILM_MAX_LENGTH)."""

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from simulations.reproductions._cells import fmt_range
-from simulations.reproductions._seed003_strict import STRICT_COMMAND, strict_eta
-from simulations.reproductions.seed003_snd import DIAGNOSTIC_COMMAND, GPU_COMMAND, METHODS
+from ldpfed.simulations.reproductions._cells import fmt_range
+from ldpfed.simulations.reproductions._seed003_strict import STRICT_COMMAND, strict_eta
+from ldpfed.simulations.reproductions.seed003_snd import DIAGNOSTIC_COMMAND, GPU_COMMAND, METHODS
 
 DELTA = 1e-5
 BUDGET = 10.0
@@ -58,8 +58,8 @@ def _local(results: dict[str, Any], task: str, metric: str) -> list[float]:
 
 
 def _epsilon_rows(results: dict[str, Any]) -> list[str]:
-    from fed.privacy.composition import compose_epsilon
-    from fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
+    from ldpfed.fed.privacy.composition import compose_epsilon
+    from ldpfed.fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
 
     bounds = results["bounds"]
     lines = [
@@ -117,7 +117,7 @@ def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[st
     if not ready:
         lines += [f"**{why}**", ""]
     if results["setting"] != "full":
-        from simulations.reproductions.seed003_snd import SETTINGS
+        from ldpfed.simulations.reproductions.seed003_snd import SETTINGS
 
         full = SETTINGS["full"]
         lines += [
@@ -156,7 +156,7 @@ def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[st
         "| task | eta | seed DistilBERT | seed Bert Base | seed Bert Large | ours, MiniLM | ours, e_n only (a server-side classifier) | epsilon per record under ldpfed's strict accounting (mean tokens) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    from fed.privacy.events import CoordinateMetricDPEvent
+    from ldpfed.fed.privacy.events import CoordinateMetricDPEvent
 
     for task, rows in SEED_TABLE1.items():
         for eta, seed in rows.items():

@@ -39,7 +39,7 @@ STRICT_FILE = Path(__file__).with_name("seed004_bits_strict.json")
 
 def strict_table(rows: list[tuple[str, str, float, float | None]], dim: int, delta: float) -> dict[str, Any]:
     """Calibrate every strict row here (needs dp_accounting): row -> published epsilon or refusal."""
-    from fed.randomizers import RANDOMIZERS
+    from ldpfed.fed.randomizers import RANDOMIZERS
 
     out: dict[str, Any] = {"dim": dim, "delta": delta, "rows": {}}
     for row, protocol, epsilon, lam in rows:
@@ -58,7 +58,7 @@ def strict_table(rows: list[tuple[str, str, float, float | None]], dim: int, del
 def build_from_table(protocol: str, accounting: str, published_paper: float, lam: float | None, dim: int,
                      mean: np.ndarray, std: np.ndarray, strict: dict[str, Any], row: str) -> Any:
     """The randomizer of a row; ValueError (the stored refusal) where the strict accounting cannot meet it."""
-    from fed.randomizers import RANDOMIZERS
+    from ldpfed.fed.randomizers import RANDOMIZERS
 
     if strict["dim"] != dim:
         raise ValueError(f"{STRICT_FILE.name} was computed for dim {strict['dim']}, the encodings have {dim}")
@@ -134,8 +134,8 @@ SENTIMENT_FILES = {"imdb": "imdb_labelled", "amazon": "amazon_cells_labelled", "
 def encodings(model_dir: Path, data: Path, dataset: str, device: str, limits: tuple[int, int]) -> tuple[np.ndarray, ...]:
     """(x_train, y_train, x_test, y_test) MiniLM-encoded on ``device`` (float64); a sentiment set comes whole
     in the training part (at most ``limits[0]`` records) with an empty test part, to be split per run."""
-    from fed.data.loaders import load_dataset
-    from simulations.reproductions._seed000_stage1_run import encode, limited, load_base
+    from ldpfed.fed.data.loaders import load_dataset
+    from ldpfed.simulations.reproductions._seed000_stage1_run import encode, limited, load_base
 
     tokenizer, model = load_base(model_dir, device)
     if dataset in SENTIMENT_FILES:
@@ -157,7 +157,7 @@ def run(args: Any, reproduction: Any) -> dict[str, Any]:
     ``reproduction`` is the seed004_bits module (its rows, setup, split, paper epsilon and MLP width)."""
     import torch
 
-    from simulations.reproductions._cells import Results
+    from ldpfed.simulations.reproductions._cells import Results
 
     started = time.monotonic()
     device = args.device
@@ -264,6 +264,6 @@ def run(args: Any, reproduction: Any) -> dict[str, Any]:
 
 
 def _key(setting: dict[str, Any], seed: int) -> str:
-    from simulations.reproductions._cells import cell_key
+    from ldpfed.simulations.reproductions._cells import cell_key
 
     return cell_key(setting, seed)

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from simulations.report_file import write_report
-from simulations.reproductions._cells import fmt_range
+from ldpfed.simulations.report_file import write_report
+from ldpfed.simulations.reproductions._cells import fmt_range
 
 DESCRIPTION = "Seed 000 stage 1 (MiniLM fine-tuned on public data, shipped by fingerprint): SST-2 and MR at epsilon 1, 3, 8"
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ NAMES = {"sst2": "SST-2", "mr": "Movie Review polarity"}
 
 def noise_multipliers() -> dict[str, float]:
     """sigma / sensitivity of the Gaussian randomizer calibrated by ldpfed to each epsilon for one release."""
-    from fed.randomizers.gaussian import GaussianRandomizer
+    from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
 
     out = {}
     for eps in EPSILONS:
@@ -213,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(args.report.read_text())
         command = args.command or f"ldpfed reproduce seed000_stage1 --report {args.report}"
     else:
-        from fed.encoders.hf import minilm_path
-        from simulations.reproductions import _seed000_stage1_run as runner
+        from ldpfed.fed.encoders.hf import minilm_path
+        from ldpfed.simulations.reproductions import _seed000_stage1_run as runner
 
         args.work.mkdir(parents=True, exist_ok=True)
         path = args.work / "input.json"

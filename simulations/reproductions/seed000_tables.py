@@ -50,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from simulations.reproductions import REPORTS
-from simulations.reproductions._cells import (
+from ldpfed.simulations.reproductions import REPORTS
+from ldpfed.simulations.reproductions._cells import (
     Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table,
 )
 
@@ -144,7 +144,7 @@ class Context:
     @cache
     def splits(self) -> tuple[Any, Any, Any]:
         """(server's own 10% slice, users' 90%, dev) of the dataset."""
-        from fed.data.loaders import load_dataset
+        from ldpfed.fed.data.loaders import load_dataset
 
         train = load_dataset(str(self.data / self.dataset), "train")
         order = np.random.default_rng(0).permutation(len(train))
@@ -159,9 +159,9 @@ class Context:
     @cache
     def encoder(self, dim: int) -> Any:
         """The BiLSTM pre-trained on the server's own slice (saved under the cache folder)."""
-        from fed.runtime.assets import default_cache_dir
-        from fed.spec.run_spec import RunSpec
-        from fed.encoders.bilstm import BiLSTMEncoder, train_bilstm
+        from ldpfed.fed.runtime.assets import default_cache_dir
+        from ldpfed.fed.configuration.run_spec import RunSpec
+        from ldpfed.fed.encoders.bilstm import BiLSTMEncoder, train_bilstm
 
         own = self.splits()[0]
         tag = hashlib.sha256("\n".join(own.texts).encode()).hexdigest()[:12]
@@ -183,9 +183,9 @@ class Context:
     @cache
     def latent(self, dim: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Clean latent rows of (users' records, dev, server's own slice)."""
-        from fed.runtime.assets import default_cache_dir
-        from fed.spec.run_spec import RunSpec
-        from fed.encoders.cache import encode_cached
+        from ldpfed.fed.runtime.assets import default_cache_dir
+        from ldpfed.fed.configuration.run_spec import RunSpec
+        from ldpfed.fed.encoders.cache import encode_cached
 
         encoder, cache_dir = self.encoder(dim), default_cache_dir(RunSpec())
         own, _, dev = self.splits()
@@ -241,9 +241,9 @@ class Context:
     # -- one cell ----------------------------------------------------------------------------
     def compute(self, setting: Setting, seed: int) -> dict[str, Any]:
         """Run one row for one seed: sample, release, train both classifiers, test on dev."""
-        from fed.privacy.accountants import amplified, worst_case
-        from fed.privacy.accountants.base import Schedule
-        from fed.privacy.accountants.calibration import calibrate_noise_multiplier
+        from ldpfed.fed.privacy.accountants import amplified, worst_case
+        from ldpfed.fed.privacy.accountants.base import Schedule
+        from ldpfed.fed.privacy.accountants.calibration import calibrate_noise_multiplier
 
         position, dim, n = setting["position"], setting["dim"], setting["n"]
         _, y = self.users(n)
@@ -306,7 +306,7 @@ class Context:
         """The reports of the chosen records (clean rows when ``rng`` is None)."""
         if position == "token":
             return self.token_rows(source[chosen], sigma, rng)
-        from fed.randomizers.gaussian import GaussianRandomizer, clip_l2
+        from ldpfed.fed.randomizers.gaussian import GaussianRandomizer, clip_l2
 
         if rng is None:
             return clip_l2(source[chosen], CLIP)
@@ -319,8 +319,8 @@ class Learners:
     def __init__(self, dim: int, x_own: np.ndarray, y_own: np.ndarray, clip: float | None, seed: int) -> None:
         import torch
 
-        from fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
-        from fed.randomizers.gaussian import clip_l2
+        from ldpfed.fed.learning.classifier import NoiseAwareLDA, class_means, within_class_covariance
+        from ldpfed.fed.randomizers.gaussian import clip_l2
 
         self.clip = clip
         own = clip_l2(x_own, clip) if clip else x_own
@@ -357,7 +357,7 @@ class Learners:
         """Accuracy of both classifiers on clean (clipped) test rows."""
         import torch
 
-        from fed.randomizers.gaussian import clip_l2
+        from ldpfed.fed.randomizers.gaussian import clip_l2
 
         x = clip_l2(x_test, self.clip) if self.clip else x_test
         with torch.inference_mode():
@@ -371,9 +371,9 @@ class Learners:
 @cache
 def _pld_at_paper_sensitivity(epsilon: float, delta: float, p: float, steps: int) -> float:
     """PLD upper bound of eq. 8's noise multiplier at the paper's sensitivity C (the same z for token and latent rows)."""
-    from fed.privacy.accountants import amplified
-    from fed.privacy.accountants.base import Schedule
-    from fed.privacy.accountants.calibration import calibrate_noise_multiplier
+    from ldpfed.fed.privacy.accountants import amplified
+    from ldpfed.fed.privacy.accountants.base import Schedule
+    from ldpfed.fed.privacy.accountants.calibration import calibrate_noise_multiplier
 
     z = calibrate_noise_multiplier("clt", epsilon, delta, steps, p).noise_multiplier
     return amplified.pld_epsilon(Schedule(z, p, steps, delta), PLD_INTERVAL)

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from simulations.reproductions import REPORTS
-from simulations.reproductions._cells import (
+from ldpfed.simulations.reproductions import REPORTS
+from ldpfed.simulations.reproductions._cells import (
     Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table,
 )
-from fed.learning.mlp import MLPRecipe, train_mlp
+from ldpfed.fed.learning.mlp import MLPRecipe, train_mlp
 
 DESCRIPTION = "Seed 002 Figure 1: DP-IE Gaussian / Laplace vs TextHide on SST-2 and CoLA, epsilon 0.1-20, MLP (768,768,768)"
 NAME = "seed002_dpie"
@@ -84,11 +84,11 @@ def settings(args: argparse.Namespace) -> list[Setting]:
 @cache
 def subsample(data: Path, dataset: str, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """The training rows and labels of a seeded subsample (all with limit 0), encoding only those."""
-    from fed.runtime.assets import default_cache_dir
-    from fed.spec.run_spec import RunSpec
-    from fed.encoders.cache import encode_cached
-    from fed.encoders.factory import make_encoder
-    from fed.data.loaders import load_dataset
+    from ldpfed.fed.runtime.assets import default_cache_dir
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.encoders.cache import encode_cached
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.data.loaders import load_dataset
 
     train = load_dataset(str(data / dataset), "train")
     if limit and limit < len(train):
@@ -100,7 +100,7 @@ def subsample(data: Path, dataset: str, limit: int) -> tuple[np.ndarray, np.ndar
 @cache
 def train_size(data: Path, dataset: str) -> int:
     """Records in the dataset's train split."""
-    from fed.data.loaders import load_dataset
+    from ldpfed.fed.data.loaders import load_dataset
 
     return len(load_dataset(str(data / dataset), "train"))
 
@@ -108,7 +108,7 @@ def train_size(data: Path, dataset: str) -> int:
 @cache
 def majority(data: Path, dataset: str) -> float:
     """Share of the dev split's most common label (what a constant prediction scores)."""
-    from fed.data.loaders import load_dataset
+    from ldpfed.fed.data.loaders import load_dataset
 
     labels = np.asarray(load_dataset(str(data / dataset), "dev").labels)
     return float(np.bincount(labels).max() / len(labels))
@@ -117,11 +117,11 @@ def majority(data: Path, dataset: str) -> float:
 @cache
 def dev_rows(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:
     """MiniLM rows and labels of the dev split."""
-    from fed.runtime.assets import default_cache_dir
-    from fed.spec.run_spec import RunSpec
-    from fed.encoders.cache import encode_cached
-    from fed.encoders.factory import make_encoder
-    from fed.data.loaders import load_dataset
+    from ldpfed.fed.runtime.assets import default_cache_dir
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.encoders.cache import encode_cached
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.data.loaders import load_dataset
 
     dev = load_dataset(str(data / dataset), "dev")
     return encode_cached(make_encoder("minilm"), dev, default_cache_dir(RunSpec())).astype(np.float64), dev.labels
@@ -136,7 +136,7 @@ def paper_noise(mechanism: str, epsilon: float) -> float:
 
 def build(mechanism: str, accounting: str, epsilon: float, dim: int) -> Any:
     """The randomizer of a DP-IE row."""
-    from fed.randomizers import RANDOMIZERS
+    from ldpfed.fed.randomizers import RANDOMIZERS
 
     clip = CLIP if mechanism == "dpie-gaussian" else CLIP * math.sqrt(dim)  # L1 radius holding the L2 ball
     options = {"k": K, "max_coefficient": 1.0, "masks": 0, "clip": clip}
@@ -149,9 +149,9 @@ def build(mechanism: str, accounting: str, epsilon: float, dim: int) -> Any:
 
 def compute(setting: Setting, seed: int, data: Path) -> dict[str, Any]:
     """One cell: encode (mix, noise) the training rows, train the MLP on soft labels, test on clean dev."""
-    from fed.privacy.composition import compose_epsilon
-    from fed.randomizers import RANDOMIZERS
-    from fed.randomizers.gaussian import clip_l2
+    from ldpfed.fed.privacy.composition import compose_epsilon
+    from ldpfed.fed.randomizers import RANDOMIZERS
+    from ldpfed.fed.randomizers.gaussian import clip_l2
 
     dataset = setting["dataset"]
     x, y = subsample(data, dataset, setting["train_records"])

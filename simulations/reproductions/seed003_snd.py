@@ -49,7 +49,7 @@ if __package__ in (None, ""):  # run as a file (the GPU command): make the repos
 
 import numpy as np
 
-from simulations.reproductions._seed003_strict import round_down, strict_eta
+from ldpfed.simulations.reproductions._seed003_strict import round_down, strict_eta
 
 DESCRIPTION = "Seed 003 Split-N-Denoise (Tables 1 and 5: QQP, MRPC, RTE at its eta values), noise on the word-embedding rows"
 REPORT_DIR = Path(__file__).resolve().parents[1] / "reports" / "reproductions" / "seed003_snd"
@@ -108,7 +108,7 @@ METHODS = ("snd", "snd_without_output", "server_output", "tokembpriv")
 # -- data ------------------------------------------------------------------------------------
 def read_task(data: Path, name: str, split: str, limit: int | None, rng: np.random.Generator) -> dict[str, Any]:
     """A seeded sample of ``limit`` pairs (all if None) of one task split."""
-    from fed.data.loaders import read_tsv
+    from ldpfed.fed.data.loaders import read_tsv
 
     first, second, labels = read_tsv(data / name / f"{split}.tsv")
     if second is None:
@@ -123,7 +123,7 @@ def public_sentences(data: Path, count: int, rng: np.random.Generator) -> tuple[
     SST-2 is drawn from the same Rotten Tomatoes reviews as MR, so sentences already taken (compared
     lower-cased, spaces normalised) are skipped.
     """
-    from fed.data.loaders import read_tsv
+    from ldpfed.fed.data.loaders import read_tsv
 
     chosen: list[str] = []
     seen: set[str] = set()
@@ -170,8 +170,8 @@ def train_denoiser(
     """A denoiser for ``group``, trained on the public sentences with fresh noise every step (etas in turn)."""
     import torch
 
-    from fed.learning.denoiser import Denoiser, DenoiserShape
-    from fed.encoders.word_split import WordSplit, server_pass
+    from ldpfed.fed.learning.denoiser import Denoiser, DenoiserShape
+    from ldpfed.fed.encoders.word_split import WordSplit, server_pass
 
     splits = [WordSplit(model, group["sampler"], eta) for eta in group["train_etas"]]
     dim = model.config.hidden_size
@@ -229,7 +229,7 @@ def embed(model: Any, tokens: Tokens, device: Any, batch: int, noisy: dict[str, 
     tokemb split, denoisers, generator) the four methods' embeddings and the per-sentence token counts."""
     import torch
 
-    from fed.encoders.word_split import server_pass
+    from ldpfed.fed.encoders.word_split import server_pass
 
     n = len(tokens.ids)
     out: dict[str, Any] = {}
@@ -309,8 +309,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from fed.learning.denoiser import Denoiser, DenoiserShape
-    from fed.encoders.word_split import TableBounds, WordSplit
+    from ldpfed.fed.learning.denoiser import Denoiser, DenoiserShape
+    from ldpfed.fed.encoders.word_split import TableBounds, WordSplit
 
     setting = dict(SETTINGS[args.setting])
     if args.denoiser_epochs:
@@ -476,7 +476,7 @@ def regime(args: argparse.Namespace) -> Path:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from fed.encoders.word_split import SAMPLERS, WordSplit, server_pass
+    from ldpfed.fed.encoders.word_split import SAMPLERS, WordSplit, server_pass
 
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -567,14 +567,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "report":
-        from simulations.reproductions._seed003_snd_report import write_report
+        from ldpfed.simulations.reproductions._seed003_snd_report import write_report
 
         folder = Path(args.results) if args.results else (REPORT_DIR / "full" if (REPORT_DIR / "full" / "results.json").exists() else REPORT_DIR / "reduced")
         print(write_report(folder / "results.json", Path(args.out), REPORT_DIR / "full_epochs16" / "results.json",
                            REPORT_DIR / "full_strict" / "results.json"))
         return 0
     if args.model is None:
-        from fed.encoders.hf import minilm_path
+        from ldpfed.fed.encoders.hf import minilm_path
 
         args.model = str(minilm_path())
     if args.command == "regime":
@@ -583,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out = args.out or str(REPORT_DIR / args.setting)
     results = run(args)
     if not args.no_report:
-        from simulations.reproductions._seed003_snd_report import write_report
+        from ldpfed.simulations.reproductions._seed003_snd_report import write_report
 
         print(write_report(Path(args.out) / "results.json", Path(args.out)))
         full = REPORT_DIR / "full" / "results.json"

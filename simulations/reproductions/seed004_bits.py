@@ -36,11 +36,11 @@ if __package__ in (None, ""):  # run as a file (the GPU command): make the repos
 
 import numpy as np
 
-from simulations.reproductions import REPORTS
-from simulations.reproductions._cells import (
+from ldpfed.simulations.reproductions import REPORTS
+from ldpfed.simulations.reproductions._cells import (
     Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table, write_readme,
 )
-from fed.learning.mlp import MLPRecipe, train_mlp
+from ldpfed.fed.learning.mlp import MLPRecipe, train_mlp
 
 DESCRIPTION = "Seed 004 Tables 1-2: OME / SUE / OUE bit flipping on IMDb, Amazon, Yelp, Intent, MRPC with an MLP"
 NAME = "seed004_bits"
@@ -122,7 +122,7 @@ def gpu_main(argv: list[str]) -> int:
     """The device path: ``run`` (stacked MLPs), ``report --results DIR`` (merge its cells into the report
     folder's results.json, replacing every cell of the datasets it ran, and rewrite README.md),
     ``write-strict`` (the strict rows' calibration, made here where dp_accounting is installed)."""
-    from simulations.reproductions import _seed004_gpu
+    from ldpfed.simulations.reproductions import _seed004_gpu
 
     parser = argparse.ArgumentParser(prog="seed004_bits.py", description=_seed004_gpu.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -187,11 +187,11 @@ def all_rows() -> list[tuple[str, str, float, float | None]]:
 @cache
 def _encoded(data: Path, dataset: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test) before any split of the sentiment sets (whole set in train)."""
-    from fed.runtime.assets import default_cache_dir
-    from fed.spec.run_spec import RunSpec
-    from fed.encoders.cache import encode_cached
-    from fed.encoders.factory import make_encoder
-    from fed.data.loaders import load_dataset
+    from ldpfed.fed.runtime.assets import default_cache_dir
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.encoders.cache import encode_cached
+    from ldpfed.fed.encoders.factory import make_encoder
+    from ldpfed.fed.data.loaders import load_dataset
 
     encoder, cache_dir = make_encoder("minilm"), default_cache_dir(RunSpec())
 
@@ -227,7 +227,7 @@ def split_rows(dataset: str, encoded: tuple[np.ndarray, ...], seed: int) -> tupl
 def build(protocol: str, accounting: str, epsilon: float, lam: float | None, dim: int, mean: np.ndarray,
           std: np.ndarray) -> Any:
     """The randomizer a row runs; ValueError when the strict accounting cannot meet epsilon."""
-    from fed.randomizers import RANDOMIZERS
+    from ldpfed.fed.randomizers import RANDOMIZERS
 
     options: dict[str, Any] = {"dim": dim, "mean": mean.tolist(), "std": std.tolist()}
     if lam is not None:
@@ -340,7 +340,7 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
     missing = [d for d in DATASETS if d not in args.datasets or not (args.epochs or epochs_of(results, d))]
     if missing:
         lines += [f"Not run in this report: {', '.join(missing)} (`--datasets {' '.join(missing)}`).", ""]
-    from fed.randomizers.bits import OMERandomizer
+    from ldpfed.fed.randomizers.bits import OMERandomizer
 
     ome = {r: OMERandomizer(1.0, r, lam=100.0).true_epsilon for r in (50, 384, 768)}
     lines += [

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from fed.privacy.accountants import amplified, clt, composition_baselines, prv, worst_case
-from fed.privacy.accountants.base import AccountantFigure, Schedule
+from ldpfed.fed.privacy.accountants import amplified, clt, composition_baselines, prv, worst_case
+from ldpfed.fed.privacy.accountants.base import AccountantFigure, Schedule
 
 __all__ = ["AccountantFigure", "Schedule", "all_figures", "figures_over_steps"]
 

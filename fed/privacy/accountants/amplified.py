@@ -23,7 +23,7 @@ import numpy as np
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from fed.privacy.accountants.base import (
+from ldpfed.fed.privacy.accountants.base import (
     UNLINKABLE_FIXED_SIZE,
     UNLINKABLE_POISSON,
     AccountantFigure,
@@ -31,8 +31,8 @@ from fed.privacy.accountants.base import (
     package_version,
     reports_only,
 )
-from fed.privacy.composition import PLD_DISCRETIZATION
-from fed.privacy.events import PrivacyEvent
+from ldpfed.fed.privacy.composition import PLD_DISCRETIZATION
+from ldpfed.fed.privacy.events import PrivacyEvent
 
 VERSION = package_version("dp-accounting")
 Relation = dp_accounting.NeighboringRelation

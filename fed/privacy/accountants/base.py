@@ -7,8 +7,8 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from fed.privacy.events import PrivacyEvent
-from fed.privacy.validators import check_delta, check_in_range, check_int, check_positive
+from ldpfed.fed.privacy.events import PrivacyEvent
+from ldpfed.fed.privacy.validators import check_delta, check_in_range, check_int, check_positive
 
 Kind = Literal["enforced", "upper bound", "estimate", "lower bound"]
 

@@ -21,12 +21,12 @@ from typing import Any
 
 import dp_accounting
 
-from fed.privacy import gdp
-from fed.privacy.accountants import amplified, clt, worst_case
-from fed.privacy.accountants.base import Schedule
-from fed.privacy.calibration import calibrate_gaussian_sigma
-from fed.privacy.solver import nudge, within
-from fed.privacy.validators import check_epsilon
+from ldpfed.fed.privacy import gdp
+from ldpfed.fed.privacy.accountants import amplified, clt, worst_case
+from ldpfed.fed.privacy.accountants.base import Schedule
+from ldpfed.fed.privacy.calibration import calibrate_gaussian_sigma
+from ldpfed.fed.privacy.solver import nudge, within
+from ldpfed.fed.privacy.validators import check_epsilon
 
 ACCOUNTANTS = ("worst-case", "clt", "pld", "rdp")
 

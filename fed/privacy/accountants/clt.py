@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from fed.privacy import gdp
-from fed.privacy.accountants.base import UNLINKABLE_POISSON, AccountantFigure, Schedule, reports_only
+from ldpfed.fed.privacy import gdp
+from ldpfed.fed.privacy.accountants.base import UNLINKABLE_POISSON, AccountantFigure, Schedule, reports_only
 
 VERSION = "closed form (ldpfed, seed 000 eqs. 5, 8, 9)"
 NOTE = (

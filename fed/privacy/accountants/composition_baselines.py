@@ -24,10 +24,10 @@ from functools import partial
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from fed.privacy import gdp
-from fed.privacy.accountants import amplified
-from fed.privacy.accountants.base import UNLINKABLE_POISSON, AccountantFigure, Schedule
-from fed.privacy.events import PrivacyEvent
+from ldpfed.fed.privacy import gdp
+from ldpfed.fed.privacy.accountants import amplified
+from ldpfed.fed.privacy.accountants.base import UNLINKABLE_POISSON, AccountantFigure, Schedule
+from ldpfed.fed.privacy.events import PrivacyEvent
 
 VERSION = "closed form (ldpfed; per-step sampling lemma + seed 000 eq. 10 / seed 001)"
 

@@ -29,12 +29,12 @@ from functools import lru_cache
 import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from fed.privacy.accountants import amplified
-from fed.privacy.accountants.base import Schedule
-from fed.privacy.composition import PLD_DISCRETIZATION
-from fed.privacy.events import GaussianEvent, PrivacyEvent
-from fed.privacy.solver import least_integer
-from fed.privacy.sampling import amplified_rate
+from ldpfed.fed.privacy.accountants import amplified
+from ldpfed.fed.privacy.accountants.base import Schedule
+from ldpfed.fed.privacy.composition import PLD_DISCRETIZATION
+from ldpfed.fed.privacy.events import GaussianEvent, PrivacyEvent
+from ldpfed.fed.privacy.solver import least_integer
+from ldpfed.fed.privacy.sampling import amplified_rate
 
 Entry = tuple[float, float, int]  # (per-step rate, noise multiplier, steps)
 

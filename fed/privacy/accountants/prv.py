@@ -9,7 +9,7 @@ of giving numbers.
 
 from __future__ import annotations
 
-from fed.privacy.accountants.base import (
+from ldpfed.fed.privacy.accountants.base import (
     UNLINKABLE_POISSON,
     AccountantFigure,
     Kind,

@@ -15,9 +15,9 @@ ledger composes it). Which k is reported is stated in each figure:
 from __future__ import annotations
 
 
-from fed.privacy.accountants.base import WORST_CASE, AccountantFigure, Schedule
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import GaussianEvent, PrivacyEvent
+from ldpfed.fed.privacy.accountants.base import WORST_CASE, AccountantFigure, Schedule
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import GaussianEvent, PrivacyEvent
 
 NAME = "worst-case ledger"
 VERSION = "ldpfed fed.privacy.composition (exact GDP; pessimistic PLD with labels)"

@@ -1,5 +1,5 @@
 """``python -m simulations.benchmarks.device_costs``: measure what a device pays, on this machine."""
 
-from simulations.benchmarks.device_costs.benchmark import main
+from ldpfed.simulations.benchmarks.device_costs.benchmark import main
 
 raise SystemExit(main())

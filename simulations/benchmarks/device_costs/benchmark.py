@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from simulations.benchmarks.device_costs.compare import comparison_lines
-from simulations.benchmarks.device_costs.device import DEFAULT_DATA, DEFAULT_PUBLIC, POLICY, make_device
-from simulations.benchmarks.device_costs.latency import TOKEN_BLOCK, measure_latency, measure_token_block
-from simulations.benchmarks.device_costs.machine import cpu_pressure, filesystem, machine
-from simulations.benchmarks.device_costs.progress import Progress
-from simulations.benchmarks.device_costs.report_bytes import measure_bytes
-from simulations.benchmarks.device_costs.supernode import measure_supernode
+from ldpfed.simulations.benchmarks.device_costs.compare import comparison_lines
+from ldpfed.simulations.benchmarks.device_costs.device import DEFAULT_DATA, DEFAULT_PUBLIC, POLICY, make_device
+from ldpfed.simulations.benchmarks.device_costs.latency import TOKEN_BLOCK, measure_latency, measure_token_block
+from ldpfed.simulations.benchmarks.device_costs.machine import cpu_pressure, filesystem, machine
+from ldpfed.simulations.benchmarks.device_costs.progress import Progress
+from ldpfed.simulations.benchmarks.device_costs.report_bytes import measure_bytes
+from ldpfed.simulations.benchmarks.device_costs.supernode import measure_supernode
 
 
 def run_benchmark(
@@ -32,8 +32,8 @@ def run_benchmark(
     """Every figure, as a JSON-ready dict (see the module docstring); the token block is timed
     ``token_block_releases`` times (default: ``releases``, at most 10)."""
     progress = progress or Progress(quiet=True)
-    from fed.device.entropy import in_simulation_engine
-    from fed.runtime.threads import limit_blas_threads
+    from ldpfed.fed.device.entropy import in_simulation_engine
+    from ldpfed.fed.runtime.threads import limit_blas_threads
 
     limit_blas_threads()  # as in the ClientApp's process
     if in_simulation_engine():

@@ -23,9 +23,9 @@ class Device:
     """The ClientApp running as a device (node config: policy, state folder, data), set up."""
 
     label: str
-    config: Any  # fed.spec.run_spec.RunSpec, the server's run options
+    config: Any  # fed.configuration.run_spec.RunSpec, the server's run options
     grid: Any  # simulations.local_grid.LocalGrid with engine=False
-    plan: Any  # the server's fed.spec.plan.PrivacyPlan
+    plan: Any  # the server's fed.configuration.plan.PrivacyPlan
     assets: Any  # fed.runtime.assets.Assets: the device's encoder and projection
     texts: list[str]
     state_dir: Path
@@ -40,15 +40,15 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int, labels
     run's and the owner's policy's label channel)."""
     from flwr.app import Message
 
-    from fed import protocol
-    from clients.app import FLOWER, app as client_app
-    from fed.runtime.assets import build_bundle, load_assets, load_public, unpack
-    from fed.spec.run_spec import RunSpec
-    from fed.device.state import init_state
-    from fed.data.loaders import load_dataset
-    from fed.spec.plan import make_plan
-    from fed.device.site import Site
-    from simulations.local_grid import LocalGrid
+    from ldpfed.fed import protocol
+    from ldpfed.clients.app import FLOWER, app as client_app
+    from ldpfed.fed.runtime.assets import build_bundle, load_assets, load_public, unpack
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.fed.device.state import init_state
+    from ldpfed.fed.data.loaders import load_dataset
+    from ldpfed.fed.configuration.plan import make_plan
+    from ldpfed.fed.device.site import Site
+    from ldpfed.simulations.local_grid import LocalGrid
 
     server_cache = work / "server-cache"
     config = RunSpec.of(
@@ -81,7 +81,7 @@ def make_device(work: Path, label: str, data: str, public: str, dim: int, labels
 
 
 def send(grid: Any, message: Any) -> Any:
-    from fed import protocol
+    from ldpfed.fed import protocol
 
     (reply,) = grid.send_and_receive([message])
     if reply.has_error():
@@ -94,11 +94,11 @@ def send(grid: Any, message: Any) -> Any:
 
 def _sampler_name() -> str:
     """The sampler a device release draws its noise from (fed.privacy.noise when present)."""
-    from fed.device.entropy import generator
+    from ldpfed.fed.device.entropy import generator
 
     rng = generator(None, (0,))
     try:
-        from fed.privacy.noise import sampler
+        from ldpfed.fed.privacy.noise import sampler
     except ImportError:
         return f"numpy {type(rng.bit_generator).__name__} (OS-seeded)"
     return sampler(rng)

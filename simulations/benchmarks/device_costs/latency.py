@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from simulations.benchmarks.device_costs.device import NODE_ID, Device, send
-from simulations.benchmarks.device_costs.progress import Progress, stats
+from ldpfed.simulations.benchmarks.device_costs.device import NODE_ID, Device, send
+from ldpfed.simulations.benchmarks.device_costs.progress import Progress, stats
 
 TOKEN_BLOCK = (16, 384)
 
@@ -49,7 +49,7 @@ def _mean_tokens(encoder: Any, texts: list[str]) -> float | None:
 
 def time_clip_noise(randomizer: Any, x: np.ndarray, num_labels: int, n: int) -> list[float]:
     """The randomizer's release of one record, with the fresh generator each release draws (device: OS-keyed)."""
-    from fed.device.entropy import generator
+    from ldpfed.fed.device.entropy import generator
 
     labels = np.zeros(len(x), dtype=np.int64)
     randomizer.release_with_labels(x, labels, num_labels, generator(None, (0, -1)))  # warm-up: one-time set-up of the sampler
@@ -88,9 +88,9 @@ def time_charge(device: Device, randomizer: Any, n: int, report_dim: int) -> dic
     budget left, check the user-level budget, charge, log the step, store the memoized report,
     commit (WAL, synchronous=FULL: fsync before the reply may leave).
     """
-    from fed.device.policy import DevicePolicy
-    from fed.privacy.ledger import Budget
-    from fed.privacy.store import LedgerStore
+    from ldpfed.fed.device.policy import DevicePolicy
+    from ldpfed.fed.privacy.ledger import Budget
+    from ldpfed.fed.privacy.store import LedgerStore
 
     commits: list[float] = []
 
@@ -138,8 +138,8 @@ def time_messages(device: Device, n: int, progress: Progress) -> dict[str, Any]:
     """
     from flwr.app import Message
 
-    from clients.app import FLOWER
-    from fed import protocol
+    from ldpfed.clients.app import FLOWER
+    from ldpfed.fed import protocol
 
     request = FLOWER(protocol.release_request([0], device.plan.train.params(), 1, device.plan.train_sampling.spec))
 
@@ -150,7 +150,7 @@ def time_messages(device: Device, n: int, progress: Progress) -> dict[str, Any]:
         return elapsed, reply, protocol.read_release_reply(reply.content)
 
     def released() -> int:  # read on the device by its owner: the server cannot tell a memoized repeat
-        from clients.app import owner_ledgers
+        from ldpfed.clients.app import owner_ledgers
 
         return owner_ledgers(device.grid.node_ctx[NODE_ID])[0].releases()
 
@@ -178,7 +178,7 @@ def time_messages(device: Device, n: int, progress: Progress) -> dict[str, Any]:
 
 def measure_latency(device: Device, n: int, progress: Progress) -> dict[str, Any]:
     """Every latency figure of one device setting."""
-    from fed.randomizers import make_randomizer
+    from ldpfed.fed.randomizers import make_randomizer
 
     randomizer = make_randomizer(device.plan.train.params())
     progress.say(f"{device.label}: encoding {n} sentences one at a time")
@@ -220,7 +220,7 @@ def _one_record(device: Device) -> np.ndarray:
 
 def measure_token_block(randomizer_params: dict[str, Any], n: int) -> dict[str, Any]:
     """clip + noise of a 16 x 384 block (each row clipped, noise on every coordinate): the token-level shape."""
-    from fed.randomizers import make_randomizer
+    from ldpfed.fed.randomizers import make_randomizer
 
     randomizer = make_randomizer(randomizer_params)
     x = np.random.default_rng(0).normal(size=TOKEN_BLOCK).astype(np.float32)

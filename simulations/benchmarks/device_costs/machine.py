@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from simulations.benchmarks.device_costs.device import REPO
+from ldpfed.simulations.benchmarks.device_costs.device import REPO
 
 
 def machine() -> dict[str, Any]:

@@ -10,9 +10,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from simulations.benchmarks.device_costs.device import POLICY, REPO
-from simulations.benchmarks.device_costs.progress import Progress, stats
-from simulations.benchmarks.processes import TreeMemory, cmdline, cpu_seconds, descendants
+from ldpfed.simulations.benchmarks.device_costs.device import POLICY, REPO
+from ldpfed.simulations.benchmarks.device_costs.progress import Progress, stats
+from ldpfed.simulations.benchmarks.processes import TreeMemory, cmdline, cpu_seconds, descendants
 
 
 class NodeWatch:
@@ -111,12 +111,12 @@ def measure_supernode(
     sequence, each message answered at once), then ldpfed's app, each launched fresh against a fresh
     SuperLink; ``result["noop"]`` holds the no-op's figures and ``result["comparison"]`` what ldpfed adds.
     """
-    from fed.spec.run_spec import RunSpec
-    from simulations.benchmarks.device_costs.compare import compare
-    from simulations.benchmarks.noop_flower import APP_DIR as NOOP_DIR
-    from simulations.commands.device import build_fab, init_device, node_config_string, sign_fab
-    from simulations.commands.superlink import init_superlink, publish_app
-    from simulations.flower_runner import APP_DIR, Secure
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.simulations.benchmarks.device_costs.compare import compare
+    from ldpfed.simulations.benchmarks.noop_flower import APP_DIR as NOOP_DIR
+    from ldpfed.simulations.commands.device import build_fab, init_device, node_config_string, sign_fab
+    from ldpfed.simulations.commands.superlink import init_superlink, publish_app
+    from ldpfed.simulations.flower_runner import APP_DIR, Secure
 
     work.mkdir(parents=True, exist_ok=True)
     device = init_device(work / "device")
@@ -140,7 +140,7 @@ def measure_supernode(
         progress.say("the owner encodes the device's data once, before the run (ldpfed device encode)")
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "simulations.cli", "device", "encode", str(device.root), "--data", data],
+            [sys.executable, "-P", "-m", "ldpfed.simulations.cli", "device", "encode", str(device.root), "--data", data],
             cwd=REPO, check=True, capture_output=True, timeout=timeout,
         )
         result["device_encode_s"] = time.perf_counter() - started
@@ -171,8 +171,8 @@ class Served:
 
     def command(self, address: str) -> list[str]:
         """The flower-supernode command line, the same for every app served."""
-        from simulations.commands.device import supernode_command
-        from simulations.flower_runner import BIN
+        from ldpfed.simulations.commands.device import supernode_command
+        from ldpfed.simulations.flower_runner import BIN
 
         if self.secure is not None:
             command = supernode_command(self.device, address, self.secure.superlink.ca_cert, self.node_config)
@@ -182,8 +182,8 @@ class Served:
 
     def serve(self, name: str, app: str, run_config: dict[str, Any], out: Path) -> dict[str, Any]:
         """Start ``app``'s run, launch the SuperNode when its ServerApp waits, watch until the run ends."""
-        from simulations.commands.device import SUPERNODE_ENV
-        from simulations.flower_runner import cluster, free_port, run_status, start_run
+        from ldpfed.simulations.commands.device import SUPERNODE_ENV
+        from ldpfed.simulations.flower_runner import cluster, free_port, run_status, start_run
 
         result: dict[str, Any] = {"app": app}
         folder = "flower" if name == "ldpfed" else f"flower-{name}"
@@ -243,7 +243,7 @@ def _load_average() -> list[str]:
 def _time_fresh_import() -> float:
     """Seconds a new Python process takes to import the ClientApp module (flwr, torch, the app)."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import clients.app"], cwd=REPO, check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-c", "import ldpfed.clients.app"], cwd=REPO, check=True, capture_output=True, timeout=300)
     return time.perf_counter() - started
 
 

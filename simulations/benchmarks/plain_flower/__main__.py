@@ -9,8 +9,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from simulations.flower_runner import cluster, run_status, start_run
-from simulations.benchmarks.plain_flower import APP_DIR
+from ldpfed.simulations.flower_runner import cluster, run_status, start_run
+from ldpfed.simulations.benchmarks.plain_flower import APP_DIR
 
 
 def federation_config(nodes: int, cpus_per_client: float = 1.0) -> str:

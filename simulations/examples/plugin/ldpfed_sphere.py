@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.privacy.events import GaussianEvent
-from fed.privacy.noise import add_gaussian
-from fed.privacy.validators import check_positive
-from fed.randomizers.audit_pairs import Scores, antipodal_scores
-from fed.randomizers.base import Randomizer, check_finite_matrix, check_params
-from fed.randomizers.target import CalibrationTarget
-from fed.spec.option import Option
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.privacy.events import GaussianEvent
+from ldpfed.fed.privacy.noise import add_gaussian
+from ldpfed.fed.privacy.validators import check_positive
+from ldpfed.fed.randomizers.audit_pairs import Scores, antipodal_scores
+from ldpfed.fed.randomizers.base import Randomizer, check_finite_matrix, check_params
+from ldpfed.fed.randomizers.target import CalibrationTarget
+from ldpfed.fed.configuration.option import Option
 
 
 class SphereGaussian(Randomizer):
@@ -76,7 +76,7 @@ class SphereGaussian(Randomizer):
 
     def audit_scores(self, dim: int) -> Scores:
         """+-clip e_1 (L2 distance 2 * clip, the sphere's diameter), scored by the Gaussian likelihood ratio."""
-        from fed.privacy.audit import gaussian_llr
+        from ldpfed.fed.privacy.audit import gaussian_llr
 
         return antipodal_scores(self, dim, lambda y, x0, x1: gaussian_llr(y, x0, x1, self.sigma))
 

@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from fed.learning.classifier import SCREENING, WEIGHTINGS
-from fed.spec import config
-from fed.heterogeneity import registry
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.device.policy import MAX_DELTA
-from fed.spec.option import Option, flag
-from fed.spec.sections import (
+from ldpfed.fed.learning.classifier import SCREENING, WEIGHTINGS
+from ldpfed.fed.configuration import config
+from ldpfed.fed.heterogeneity import registry
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.device.policy import MAX_DELTA
+from ldpfed.fed.configuration.option import Option, flag
+from ldpfed.fed.configuration.sections import (
     CLIP_DEFAULT,
     DIM_AUTO,
     DIM_DEFAULT,
@@ -85,7 +85,32 @@ def options() -> tuple[Option, ...]:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Every run option in its section; built once (:meth:`of`, :meth:`from_mapping`) and validated then."""
+    """Every run option in its section; built once (:meth:`of`, :meth:`from_mapping`) and validated then.
+
+    An option is read through its section: ``spec.data.users``, ``spec.privacy.epsilon`` (``ldpfed simulate --help``
+    lists every option; each section's class lists its own).
+
+    Attributes
+    ----------
+    data:
+        The task and its users: dataset, public data, users, partition, train limit (:class:`DataSpec`).
+    encoder:
+        The local encoder and its projection (:class:`EncoderSpec`).
+    privacy:
+        Randomizer, clipping, epsilon, delta, tiers, label privacy and budgets (:class:`PrivacySpec`).
+    schedule:
+        Rounds, participation and releases per record (:class:`ScheduleSpec`).
+    heterogeneity:
+        The values of the heterogeneity axes' options, by option name (:class:`HeterogeneitySpec`).
+    evaluation:
+        What is evaluated and how often (:class:`EvaluationSpec`).
+    output:
+        Where the run writes and what it saves (:class:`OutputSpec`).
+    seed:
+        The run's seed.
+    read_task:
+        See the attribute's own note below.
+    """
 
     data: DataSpec = field(default_factory=DataSpec)
     encoder: EncoderSpec = field(default_factory=EncoderSpec)
@@ -99,6 +124,13 @@ class RunSpec:
     """Whether resolving a default may read the task's schema and record count from its folder (the server's and
     the experimenter's side). A node parses the server's run config with False: the config is the server's request,
     and a folder it names on the device is read for nothing (design.md section 2b)."""
+
+    def __getattr__(self, name: str) -> Any:
+        """An option asked for on the spec itself (``spec.users``) instead of its section: say which section."""
+        for section in SECTIONS:
+            if name in {f.name for f in fields(SECTIONS[section])}:
+                raise AttributeError(f"RunSpec has no attribute {name!r}: the option is in the {section} section, spec.{section}.{name}")
+        raise AttributeError(f"RunSpec has no attribute {name!r} (sections: {', '.join(SECTIONS)}, heterogeneity, seed)")
 
     @classmethod
     def of(cls, read_task: bool = True, **values: Any) -> RunSpec:
@@ -243,7 +275,7 @@ class RunSpec:
 
     def _check_mechanism(self) -> None:
         """--mechanism and its options, which the randomizer checks against the run."""
-        from fed.randomizers import RANDOMIZERS  # here, not at the top: importing this module stays light
+        from ldpfed.fed.randomizers import RANDOMIZERS  # here, not at the top: importing this module stays light
 
         privacy = self.privacy
         self._mechanism_class()  # validates --mechanism
@@ -263,7 +295,7 @@ class RunSpec:
 
     def _mechanism_class(self) -> type:
         """The --mechanism's randomizer class; ValueError naming the choices when it is not available."""
-        from fed.randomizers import RANDOMIZERS
+        from ldpfed.fed.randomizers import RANDOMIZERS
 
         if self.privacy.mechanism not in RANDOMIZERS:
             raise ValueError(f"--mechanism {self.privacy.mechanism!r} is not available; choose one of {', '.join(RANDOMIZERS)}")
@@ -283,8 +315,8 @@ class RunSpec:
         randomizer's default; else the mechanism's default_dim at the run's --epsilon (0 when --sigma sets the
         noise), the task's class count as its schema gives it (fed.data.loaders.label_schema) and its training record
         count (public, design.md section 2; --train-limit caps it); neither is read without :attr:`read_task`."""
-        from fed.data.loaders import label_schema, train_record_count
-        from fed.randomizers.base import Randomizer
+        from ldpfed.fed.data.loaders import label_schema, train_record_count
+        from ldpfed.fed.randomizers.base import Randomizer
 
         privacy = self.privacy
         if self.data.public == "none":

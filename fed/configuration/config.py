@@ -1,6 +1,6 @@
-"""The help texts of the run options of fed.spec (``ldpfed simulate --help``), and the mechanism names they list.
+"""The help texts of the run options of fed.configuration (``ldpfed simulate --help``), and the mechanism names they list.
 
-A heterogeneity axis's options carry their own help (fed.heterogeneity); fed.spec.run_spec.ORDER
+A heterogeneity axis's options carry their own help (fed.heterogeneity); fed.configuration.run_spec.ORDER
 gives the options' order.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fed.randomizers import RANDOMIZERS
-from fed.randomizers.base import Randomizer
-from fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.fed.randomizers import RANDOMIZERS
+from ldpfed.fed.randomizers.base import Randomizer
+from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
 
 _HELP: dict[str, str] = {
     "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV; name other files per split as 'FOLDER:train=STEM,test=STEM', a stem or a .tsv path each, evaluation reading 'dev', else 'test'), or a Hugging Face id",

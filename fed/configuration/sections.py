@@ -1,6 +1,6 @@
 """The typed sections of a run spec, each holding its options' values and parsing them once, where read.
 
-Validation across options lives in :class:`fed.spec.run_spec.RunSpec`, which builds every section
+Validation across options lives in :class:`fed.configuration.run_spec.RunSpec`, which builds every section
 and checks them together once; a node reads only the sections it needs. The protocols at the end
 name the sections each reader takes (a RunSpec has them all; nothing else of the run is read).
 """
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-from fed.heterogeneity import registry
-from fed.heterogeneity.axis import HeterogeneityAxis
-from fed.device.policy import MAX_RR_EPSILON
-from fed.privacy.sampling import TrainSampling, UpSampling
+from ldpfed.fed.heterogeneity import registry
+from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
+from ldpfed.fed.device.policy import MAX_RR_EPSILON
+from ldpfed.fed.privacy.sampling import TrainSampling, UpSampling
 
 
 DIM_AUTO = -1
@@ -223,13 +223,13 @@ SECTIONS: dict[str, type] = {
     "evaluation": EvaluationSpec,
     "output": OutputSpec,
 }
-"""The sections with fixed options, by their name in :class:`fed.spec.run_spec.RunSpec` (heterogeneity's
+"""The sections with fixed options, by their name in :class:`fed.configuration.run_spec.RunSpec` (heterogeneity's
 options come from its registry)."""
 
 
 
 class EncodingSections(Protocol):
-    """What a run's records are and how they are randomized: the sections fed.spec.plan.encoder_spec and
+    """What a run's records are and how they are randomized: the sections fed.configuration.plan.encoder_spec and
     fed.device.policy.DevicePolicy.from_run read."""
 
     @property
@@ -240,7 +240,7 @@ class EncodingSections(Protocol):
 
 
 class PlanSections(EncodingSections, Protocol):
-    """The sections a privacy plan reads (fed.spec.plan.make_plan)."""
+    """The sections a privacy plan reads (fed.configuration.plan.make_plan)."""
 
     @property
     def schedule(self) -> ScheduleSpec: ...

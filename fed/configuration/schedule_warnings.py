@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fed.spec.plan import planned_train_releases
-from fed.spec.run_spec import RunSpec
+from ldpfed.fed.configuration.plan import planned_train_releases
+from ldpfed.fed.configuration.run_spec import RunSpec
 
 
 def schedule_warnings(spec: RunSpec) -> list[str]:

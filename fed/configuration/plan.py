@@ -25,17 +25,17 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 
-from fed.spec.sections import EncodingSections, EvaluationSpec, EncoderSpec, PlanSections, PrivacySpec, ScheduleSpec
-from fed.privacy.composition import compose_epsilon
-from fed.privacy.events import PrivacyEvent
-from fed.privacy.ledger import Budget
-from fed.randomizers import RANDOMIZERS, Randomizer
-from fed.randomizers.labels import PublicLabels, RandomizedResponse
-from fed.runtime.requests import ClientLimits
-from fed.privacy.sampling import TrainSampling, UpSampling
+from ldpfed.fed.configuration.sections import EncodingSections, EvaluationSpec, EncoderSpec, PlanSections, PrivacySpec, ScheduleSpec
+from ldpfed.fed.privacy.composition import compose_epsilon
+from ldpfed.fed.privacy.events import PrivacyEvent
+from ldpfed.fed.privacy.ledger import Budget
+from ldpfed.fed.randomizers import RANDOMIZERS, Randomizer
+from ldpfed.fed.randomizers.labels import PublicLabels, RandomizedResponse
+from ldpfed.fed.runtime.requests import ClientLimits
+from ldpfed.fed.privacy.sampling import TrainSampling, UpSampling
 
 if TYPE_CHECKING:
-    from fed.device.policy import DevicePolicy
+    from ldpfed.fed.device.policy import DevicePolicy
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def _make_plan(config: _Sections, num_labels: int, max_queries: int) -> PrivacyP
         sigma = getattr(event, "sigma", None)
         z = None if sigma is None else sigma / event.sensitivity
         if config.privacy.enforce == "amplified":
-            from fed.privacy.accountants.enforced import pld_epsilon  # dp_accounting: only for amplified plans
+            from ldpfed.fed.privacy.accountants.enforced import pld_epsilon  # dp_accounting: only for amplified plans
 
             steps, rate = (train_steps, rate_train) if kind == "train" else (query_steps, rate_query)
             return {
@@ -213,7 +213,7 @@ def _make_plan(config: _Sections, num_labels: int, max_queries: int) -> PrivacyP
         sensitivity = cls.calibrated(1.0, config.privacy.delta, 1, options).event.sensitivity
 
         def amplified(steps: int, rate: float) -> Randomizer:
-            from fed.privacy.accountants.calibration import calibrate_noise_multiplier  # dp_accounting: only here
+            from ldpfed.fed.privacy.accountants.calibration import calibrate_noise_multiplier  # dp_accounting: only here
 
             z = calibrate_noise_multiplier("pld", config.privacy.epsilon, config.privacy.delta, steps, rate).noise_multiplier
             return cls.from_params({"mechanism": config.privacy.mechanism, **options, "sigma": z * sensitivity})
