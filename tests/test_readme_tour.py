@@ -56,6 +56,21 @@ def test_the_tour_has_the_commands_this_file_runs() -> None:
     assert any("../shared/data/sst2" in argv for argv, _ in COMMANDS)
 
 
+def test_the_tour_study_writes_where_it_says_and_no_tracked_file() -> None:
+    """Issue 42 item 9a: the tour's study wrote its report over the tracked simulations/reports/studies/sst2_tiers."""
+    from ldpfed.simulations.cli import build_parser
+
+    studies = [c for c in tour_commands((ROOT / "README.md").read_text()) if c[0][0] == "study"]
+    assert studies
+    for argv, comment in studies:
+        args = build_parser().parse_args(argv)
+        out = args.out or Path("runs") / "studies" / args.config.stem
+        for folder in (out, args.report or out):
+            tracked = subprocess.run(["git", "ls-files", "--", str(folder)], cwd=ROOT, capture_output=True, text=True)
+            assert tracked.returncode == 0 and not tracked.stdout, f"{' '.join(argv)} overwrites tracked {folder}"
+            assert f": {folder}" in comment, f"the README says where {' '.join(argv)} writes: {comment!r}"
+
+
 def _moved(argv: list[str], cwd: Path) -> list[str]:
     """``argv`` with each path relative to the checkout (as the README writes it) made relative to ``cwd``."""
     return [os.path.relpath(ROOT / arg, cwd) if arg.startswith(("./", "../")) else arg for arg in argv]
