@@ -198,7 +198,9 @@ def test_cli_example_prints_every_accountant_as_json(capsys: pytest.CaptureFixtu
         assert figures[key]["epsilon"] > 0
     assert figures["clt"]["kind"] == "estimate" and "not a bound" in figures["clt"]["note"]
     assert figures["pld"]["kind"] == "upper bound" and "cannot link" in figures["pld"]["assumption"]
-    assert figures["worst_case_quantile"]["kind"] == "enforced"
+    # issue 42 item 9b: the names the run's privacy report gives them, not "enforced" twice
+    assert figures["worst_case_quantile"]["kind"] == "estimate"
+    assert figures["worst_case_all_steps"]["kind"] == "upper bound"
 
 
 def test_cli_sigma_and_sensitivity_match_noise_multiplier(capsys: pytest.CaptureFixture[str]) -> None:
@@ -247,4 +249,5 @@ def test_cli_noise_multiplier_nan_and_missing_noise_exit_2(capsys: pytest.Captur
 def test_cli_human_output_labels_clt_as_an_estimate(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["privacy", "--noise-multiplier", "2", "--p", "0.05", "--steps", "20"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "GDP + CLT" in out and "estimate" in out and "enforced" in out and "unlinkable" in out
+    assert "GDP + CLT" in out and "estimate" in out and "upper bound" in out and "unlinkable" in out
+    assert "enforced" not in out  # nothing is enforced without a run's actual release count

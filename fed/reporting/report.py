@@ -164,9 +164,6 @@ def schedules(
     return result
 
 
-WORST_CASE_KIND = {"worst_case_quantile": "estimate", "worst_case_all_steps": "upper bound"}
-
-
 def accountant_figures(config: RunSpec, plan: PrivacyPlan, schedule: Schedule, kind: str) -> list[dict[str, Any]]:
     """Every accountant's figure for one schedule, marked with whether this run enforced it.
 
@@ -203,9 +200,7 @@ def accountant_figures(config: RunSpec, plan: PrivacyPlan, schedule: Schedule, k
         )
     out = []
     for figure in found:
-        if figure.key in WORST_CASE_KIND:
-            figure = replace(figure, kind=WORST_CASE_KIND[figure.key])  # type: ignore[arg-type]
-        elif config.privacy.enforce == "amplified" and figure.kind == "enforced":
+        if config.privacy.enforce == "amplified" and figure.kind == "enforced":
             figure = replace(figure, kind="upper bound", note=figure.note + "; not enforced in this run")
         out.append({**figure.to_json(), "enforced": figure.key == ENFORCED_KEY[config.privacy.enforce]})
     return out

@@ -10,12 +10,15 @@ ledger composes it). Which k is reported is stated in each figure:
   probability at most delta (a prediction of what the ledger will charge, not a bound on
   every record: records past it are refused by the ledger, never under-charged);
 - T: a record released at every step, the schedule's all-T worst case.
+
+Only the actual count's figure is what the ledger enforces; the quantile's is an estimate and T's
+an upper bound (the names the run's privacy report gives them).
 """
 
 from __future__ import annotations
 
 
-from ldpfed.fed.privacy.accountants.base import WORST_CASE, AccountantFigure, Schedule
+from ldpfed.fed.privacy.accountants.base import WORST_CASE, AccountantFigure, Kind, Schedule
 from ldpfed.fed.privacy.composition import compose_epsilon
 from ldpfed.fed.privacy.events import GaussianEvent, PrivacyEvent
 
@@ -45,28 +48,34 @@ def epsilon_for_releases(
 
 def figures(schedule: Schedule) -> list[AccountantFigure]:
     """The ledger's figure at each reported k (actual count if known, the quantile, and T)."""
-    choices: list[tuple[str, str, int, str]] = []
+    choices: list[tuple[str, str, int, Kind, str]] = []
     if schedule.releases is not None:
         choices.append(
-            ("worst_case_actual", "k = actual", schedule.releases, "k = the record's actual number of releases")
+            (
+                "worst_case_actual", "k = actual", schedule.releases, "enforced",
+                "k = the record's actual number of releases",
+            )
         )
     choices.append(
         (
             "worst_case_quantile",
             "k = (1-delta)-quantile",
             quantile_releases(schedule),
+            "estimate",
             "k = the (1 - delta)-quantile of Binomial(T, q*p): a record is released more often "
             "with probability at most delta",
         )
     )
-    choices.append(("worst_case_all_steps", "k = T", schedule.steps, "k = T: the record released at every step"))
+    choices.append(
+        ("worst_case_all_steps", "k = T", schedule.steps, "upper bound", "k = T: the record released at every step")
+    )
     labelled = "" if schedule.labels is None else "; each release also releases the record's label (included)"
     return [
         AccountantFigure(
             key=key,
             name=f"{NAME}, {label}",
             version=VERSION,
-            kind="enforced",
+            kind=kind,
             delta=schedule.delta,
             assumption=WORST_CASE,
             parameters={
@@ -77,5 +86,5 @@ def figures(schedule: Schedule) -> list[AccountantFigure]:
             epsilon=epsilon_for_releases(schedule.noise_multiplier, k, schedule.delta, schedule.labels),
             note=meaning + labelled,
         )
-        for key, label, k, meaning in choices
+        for key, label, k, kind, meaning in choices
     ]
