@@ -14,6 +14,7 @@ from scipy.stats import norm
 
 from ldpfed.fed.privacy.accountants import (
     Schedule,
+    _with_clt_gap,
     all_figures,
     amplified,
     clt,
@@ -100,6 +101,14 @@ def test_clt_is_not_one_sided() -> None:
     # a coarse PLD is more pessimistic, so this holds a fortiori at the default discretization
     schedule = Schedule(0.3948, 0.01, 100, DELTA)
     assert clt.epsilon(schedule) > amplified.pld_epsilon(schedule, value_discretization_interval=1e-3)
+
+
+def test_clt_note_says_above_or_below_the_pld_bound() -> None:
+    # issue 42 item 9c: a CLT figure above the bound read "-192.5% below the PLD upper bound"
+    figure = clt.figure(Schedule(1.0, 0.01, 10, DELTA))
+    pld = replace(figure, key="pld", epsilon=2.0)
+    for epsilon, words in ((5.85, "here 192.5% above the PLD"), (1.5, "here 25.0% below the PLD")):
+        assert words in _with_clt_gap(replace(figure, epsilon=epsilon), [pld]).note
 
 
 def test_prv_brackets_pld() -> None:

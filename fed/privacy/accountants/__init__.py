@@ -24,7 +24,7 @@ __all__ = ["AccountantFigure", "Schedule", "all_figures", "figures_over_steps"]
 def all_figures(schedule: Schedule, include_prv: bool = True) -> list[AccountantFigure]:
     """Every accountant's figure for ``schedule``: worst case, CLT, PLD, RDP, PRV, baselines.
 
-    The CLT figure's note gains how far it falls below the PLD upper bound for this schedule
+    The CLT figure's note gains how far it lies below (or above) the PLD upper bound for this schedule
     (when both cover the same releases: the CLT leaves labels out, the PLD bound does not).
     """
     result = [*worst_case.figures(schedule), clt.figure(schedule), *amplified.figures(schedule)]
@@ -49,5 +49,6 @@ def _with_clt_gap(figure: AccountantFigure, figures: list[AccountantFigure]) -> 
     pld = next(f for f in figures if f.key == "pld")
     if figure.key != "clt" or not pld.epsilon or figure.epsilon is None or figure.labels_excluded:
         return figure
-    gap = 1 - figure.epsilon / pld.epsilon
-    return replace(figure, note=f"{figure.note}; here {gap:.1%} below the PLD upper bound")
+    gap = figure.epsilon / pld.epsilon - 1
+    side = "above" if gap > 0 else "below"
+    return replace(figure, note=f"{figure.note}; here {abs(gap):.1%} {side} the PLD upper bound")
