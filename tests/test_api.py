@@ -129,6 +129,12 @@ def test_attack_returns_what_it_writes_and_the_command_prints(run_dir: Path, cap
         ldpfed.attack(run_dir, "attribute")
 
 
+def test_an_attack_without_a_kind_applies_to_a_default_run(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42 item 9d: the default kind was attribute, which needs --partition natural and --save-reports."""
+    assert main(["attack", str(run_dir)]) == 0
+    assert capsys.readouterr().out.startswith("inversion attack (gaussian")
+
+
 def test_audit_returns_the_row_the_command_prints(capsys: pytest.CaptureFixture[str]) -> None:
     result = ldpfed.audit("gaussian", 3.0, samples=2000, seed=4, progress=False)
     assert isinstance(result, ldpfed.AuditResult) and result.verdict == "pass" and result.dim == 384

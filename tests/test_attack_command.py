@@ -100,8 +100,8 @@ def test_mutual_information_falls_with_epsilon_and_the_privacy_report_takes_the_
         ("clean", ["--kind", "reconstruction"], "does not mix records"),
         ("texthide", ["--kind", "inversion"], "mixes records"),
         ("texthide", ["--kind", "mutual-information"], "additive-noise randomizers only"),
-        ("texthide", [], "--partition natural"),  # the attribute attack (the default) on an iid partition
-        ("dpie", [], "run ldpfed simulate with --save-reports"),  # ... and on a run that saved no reports
+        ("texthide", ["--kind", "attribute"], "--partition natural"),  # the attribute attack on an iid partition
+        ("dpie", ["--kind", "attribute"], "run ldpfed simulate with --save-reports"),  # ... on a run that saved none
     ],
     ids=["reconstruction-unmixed", "inversion-mixed", "mutual-information-texthide", "attribute-iid", "attribute-no-reports"],
 )

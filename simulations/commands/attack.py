@@ -1,4 +1,4 @@
-"""``ldpfed attack RUN_DIR --kind K``: what a server learns from a run's reports, next to chance and epsilon.
+"""``ldpfed attack RUN_DIR [--kind K]``: what a server learns from a run's reports, next to chance and epsilon.
 
 The attacker is the server: it knows the run's randomizer (it asked for it) and holds the run's
 public data. ``attribute`` attacks the reports the run saved (--save-reports). The other kinds
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ldpfed._attack import KIND_HELP, KINDS
+from ldpfed._attack import DEFAULT_KIND, KIND_HELP, KINDS
 
 HELP = "Attack a finished run as its server would, with public data only: success next to chance and epsilon."
 
@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """RUN_DIR, the kind of attack and its seed."""
     parser.add_argument("run_dir", type=Path, help="run directory of an ldpfed simulate run")
     parser.add_argument(
-        "--kind", choices=KINDS, default="attribute",
-        help="; ".join(f"{k}: {v}" for k, v in KIND_HELP.items()),
+        "--kind", choices=KINDS, default=None,
+        help="; ".join(f"{k}: {v}" for k, v in KIND_HELP.items()) + f". Default: {DEFAULT_KIND}",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the attacker's own noise and of the replayed releases")
     parser.add_argument("--report", action="store_true", help="also add the outcome to the run's privacy_report.md")

@@ -22,6 +22,12 @@ KIND_HELP = {
     "mutual-information": "kNN estimate of I(clean; released) in nats (additive-noise mechanisms)",
 }
 
+DEFAULT_KIND = (
+    "attribute on the reports a run saved when its users were split by source (--save-reports, --partition "
+    "natural), else reconstruction when its randomizer mixes records in a report, else inversion"
+)
+"""Which attack a run gets when none is named (:func:`default_kind`)."""
+
 
 @dataclass(frozen=True)
 class AttackContext:
@@ -75,15 +81,23 @@ class AttackResult:
     path: Path
 
 
-def attack(run: Run | str | Path, kind: str = "attribute", *, seed: int = 0, report: bool = False) -> AttackResult:
+def default_kind(config: Any, folder: Path, records_per_report: int) -> str:
+    """The attack a run gets when none is named, one that applies to it (:data:`DEFAULT_KIND`)."""
+    if config.data.partition == "natural" and (folder / "reports.npz").is_file():
+        return "attribute"
+    return "inversion" if records_per_report == 1 else "reconstruction"
+
+
+def attack(run: Run | str | Path, kind: str | None = None, *, seed: int = 0, report: bool = False) -> AttackResult:
     """Attack a finished run as its server would, with public data only, as ``ldpfed attack`` does.
 
     Parameters
     ----------
     run : Run, str or Path
         The run (or its run directory).
-    kind : str
-        attribute, inversion, membership, reconstruction or mutual-information (``ldpfed attack --help``).
+    kind : str, optional
+        attribute, inversion, membership, reconstruction or mutual-information (``ldpfed attack --help``);
+        by default one that applies to the run (:func:`default_kind`).
     seed : int
         Seed of the attacker's own noise and of the replayed releases.
     report : bool
@@ -102,7 +116,7 @@ def attack(run: Run | str | Path, kind: str = "attribute", *, seed: int = 0, rep
     from ldpfed.fed.configuration.run_spec import RunSpec
 
     folder = run.path if isinstance(run, Run) else Path(run)
-    if kind not in ATTACKS:
+    if kind is not None and kind not in ATTACKS:
         raise ValueError(f"unknown attack {kind!r}; kinds: {', '.join(ATTACKS)}")
     config_file = folder / "config.json"
     if not config_file.is_file():
@@ -120,6 +134,7 @@ def attack(run: Run | str | Path, kind: str = "attribute", *, seed: int = 0, rep
     cache = default_cache_dir(config)
     assets = load_assets(unpack(build_bundle(config, public, cache), cache))  # the run's bundle, rebuilt
     plan = make_plan(config, population.train.num_labels, max(max(len(p) for p in population.query_parts), 1))
+    kind = kind or default_kind(config, folder, plan.train.records_per_report)
     context = AttackContext(
         folder, config, population, public, assets.features(public, cache), assets.features(population.train, cache),
         plan, np.random.default_rng([seed, 23]),
