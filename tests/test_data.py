@@ -122,6 +122,25 @@ def test_tsv_errors_name_the_problem(tmp_path: Path) -> None:
         load_dataset(str(tmp_path), "train")
 
 
+def test_a_byte_order_mark_a_trailing_blank_line_and_csv_files_are_read(tmp_path: Path) -> None:
+    """Issue 42 item 9e: what a spreadsheet writes (a byte-order mark, a last blank line, CSV) was refused."""
+    (tmp_path / "train.tsv").write_text("\ufeffsentence\tlabel\nfine\t0\nalso \"fine\"\t1\n\n", encoding="utf-8")
+    (tmp_path / "dev.csv").write_text('\ufeffsentence,label\r\n"one, two",1\r\n"say ""hi""",0\r\n', encoding="utf-8")
+    train, dev = load_dataset(str(tmp_path), "train"), load_dataset(str(tmp_path), "dev")
+    assert train.texts == ("fine", 'also "fine"') and list(train.labels) == [0, 1]
+    assert dev.texts == ("one, two", 'say "hi"') and list(dev.labels) == [1, 0] and dev.name == f"{tmp_path.name}/dev"
+    assert load_dataset(f"{tmp_path}:train=dev", "train").texts == dev.texts
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\nfine\t0\n\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"train.tsv:3: 0 fields"):  # two blank lines: one is a real problem
+        load_dataset(str(tmp_path), "train")
+    (tmp_path / "dev.csv").write_text("sentence,label\nfine,0\nbad,row,here\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"dev.csv:3: 3 fields"):
+        load_dataset(str(tmp_path), "dev")
+    (tmp_path / "dev.tsv").write_text("sentence\tlabel\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="dev.csv and dev.tsv are one split"):
+        load_dataset(str(tmp_path), "dev")
+
+
 def test_hub_failure_says_local_folders_work(monkeypatch: pytest.MonkeyPatch) -> None:
     import datasets
     import huggingface_hub.constants

@@ -33,10 +33,10 @@ def test_every_path_option_is_made_absolute_against_the_working_directory(
     assert (spec.data.data, spec.data.public) == (str(data), str(tmp_path / "public"))
     assert (spec.output.out, spec.output.cache_dir) == (str(here / "run"), str(here / "cache"))
     paths = absolute_paths({
-        "data": "../task:train=train,dev=../task/other.tsv",  # a named split's .tsv target is read from here too
+        "data": "../task:train=train,dev=../task/other.tsv,test=../task/other.csv",  # a named split's file too
         "public": "generated:60", "encoder": "bilstm:../model", "behavior_trace": "trace.json", "device_speed": "lognormal:1:1:1",
     })
-    assert paths["data"] == f"{data}:train=train,dev={data / 'other.tsv'}"
+    assert paths["data"] == f"{data}:train=train,dev={data / 'other.tsv'},test={data / 'other.csv'}"
     assert (paths["public"], paths["device_speed"]) == ("generated:60", "lognormal:1:1:1")  # not paths
     assert (paths["encoder"], paths["behavior_trace"]) == (f"bilstm:{tmp_path / 'model'}", str(here / "trace.json"))
     assert absolute_paths({"encoder": "tokens:8:../model"})["encoder"] == f"tokens:8:{tmp_path / 'model'}"

@@ -13,7 +13,7 @@ from ldpfed.fed.randomizers.base import Randomizer
 from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
 
 _HELP: dict[str, str] = {
-    "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV; name other files per split as 'FOLDER:train=STEM,test=STEM', a stem or a .tsv path each, evaluation reading 'dev', else 'test'), or a Hugging Face id",
+    "data": "dataset: 'generated[:N[:seed]]', a local folder (train/dev TSV or CSV; name other files per split as 'FOLDER:train=STEM,test=STEM', a stem or a .tsv/.csv path each, evaluation reading 'dev', else 'test'), or a Hugging Face id",
     "public": "server's public labelled data: 'generated', a folder or dataset id, or 'none'. The run warns when its labels or domain differ from the task's (the default 'generated' matches only --data generated). Its labels count as the task's only when both sides name them (a folder's labels.txt) with the same names; with other or unnamed labels it gives no public-only baseline, shrinkage target or class means, while the projection (--dim) is still fitted on it, as it needs no labels. Nothing switches automatically unless you opt in to --dim auto, which fits no projection on public data labelled unlike the task unless its simulation shows the noise needs one: a mismatched projection can still beat none",
     "users": "number of users",
     "partition": "how records are split among users: iid, dirichlet:<alpha>, size:<kind>, or natural (each user's records from one source of the data: its file, or a generated corpus's style)",

@@ -2,19 +2,22 @@
 
 Local folders use the layout of shared/data: UTF-8 TSV files with one header row
 ``sentence[\\tsentence2]\\tlabel``, fields unquoted (a double quote is a literal character),
-and an optional ``labels.txt`` of ``id\\tname`` lines.
+and an optional ``labels.txt`` of ``id\\tname`` lines. A ``.csv`` file (what a spreadsheet
+exports: comma-separated, fields quoted as the csv module reads them) holds the same columns and
+serves as a ``.tsv`` of its stem. A byte-order mark at the start and one blank line at the end
+of a file are ignored.
 
 Split resolution in a folder:
 
-1. ``<split>.tsv`` if it exists (so any file stem works, e.g. "alps_train10k");
+1. ``<split>.tsv`` (or ``.csv``) if it exists (so any file stem works, e.g. "alps_train10k");
 2. "dev" falls back to ``test.tsv`` when there is no ``dev.tsv``;
 3. a folder without any of train/dev/test.tsv (e.g. one ``all.tsv``, or several sources)
-   is read as split "all": every ``*.tsv`` in name order, concatenated, with the file of
+   is read as split "all": every ``*.tsv`` and ``*.csv`` in name order, concatenated, with the file of
    each record in ``groups``. "train" is a fixed 80% of it and "dev" / "test" the other
    20%, drawn by a permutation seeded with ``HOLDOUT_SEED`` (kept in file order).
 
 A folder spec may name its splits: ``<folder>:train=alps_train10k,dev=alps_test`` maps each
-split to a file stem in the folder or to a ``.tsv`` path. Splits it does not name resolve as
+split to a file stem in the folder or to a ``.tsv`` or ``.csv`` path. Splits it does not name resolve as
 above.
 """
 
@@ -38,6 +41,9 @@ HOLDOUT_SEED = 20_240_601
 """Seed of the permutation that splits a folder's "all" records into train and dev."""
 HOLDOUT_FRACTION = 0.2
 """Fraction of a folder's "all" records held out as dev/test."""
+
+DATA_SUFFIXES = (".tsv", ".csv")
+"""The suffixes of a local folder's data files."""
 
 _STANDARD_SPLITS = ("train", "dev", "test")
 _TEXT_COLUMNS = ("sentence", "text", "sentence1", "question1", "premise", "question", "content", "tweet")
@@ -76,7 +82,7 @@ def load_dataset(spec: str, split: str) -> TextDataset:
     if folder.is_dir():
         return _load_folder(folder, split)
     if folder.exists():
-        raise ValueError(f"{spec} is a file; a local dataset is a folder of TSV files")
+        raise ValueError(f"{spec} is a file; a local dataset is a folder of TSV (or CSV) files")
     if folder.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1:
         raise ValueError(f"dataset folder {spec} does not exist")
     return _load_hf(spec, split)
@@ -100,7 +106,10 @@ def _named_split(spec: str, split: str) -> TextDataset | None:
     if key not in mapping:
         return _load_folder(folder, split)
     target = Path(mapping[key]).expanduser()
-    path = target if target.suffix == ".tsv" else folder / f"{mapping[key]}.tsv"
+    if target.suffix in DATA_SUFFIXES:
+        path = target
+    else:
+        path = _data_files(folder).get(mapping[key], folder / f"{mapping[key]}.tsv")
     if not path.is_file():
         raise ValueError(f"{spec}: split {key!r} names {path}, which is not a file")
     return _read_files(folder, [path], f"{folder.name}/{key}")
@@ -145,25 +154,34 @@ def _load_generated(spec: str, split: str) -> TextDataset:
 
 
 def read_tsv(path: Path) -> tuple[list[str], list[str] | None, list[int]]:
-    """Read one unquoted TSV file with header ``sentence[\tsentence2]\tlabel``; ValueError naming the file."""
+    """Read one data file with header ``sentence[\tsentence2]\tlabel``: unquoted TSV, or CSV for a ``.csv`` path;
+    ValueError naming the file (and the line)."""
+    kind = "CSV" if path.suffix == ".csv" else "TSV"
     try:
         return _read_rows(path)
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text (byte {error.start}: {error.reason})") from None
     except csv.Error as error:
-        raise ValueError(f"{path}: unreadable TSV ({error}; fields are limited to {csv.field_size_limit()} characters)") from None
+        raise ValueError(f"{path}: unreadable {kind} ({error}; fields are limited to {csv.field_size_limit()} characters)") from None
 
 
 def _read_rows(path: Path) -> tuple[list[str], list[str] | None, list[int]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(rows, None)
+    with path.open(encoding="utf-8-sig", newline="") as handle:  # -sig: a spreadsheet's byte-order mark
+        if path.suffix == ".csv":
+            reader = csv.reader(handle)
+        else:
+            reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader, None)
         if header not in (["sentence", "label"], ["sentence", "sentence2", "label"]):
-            raise ValueError(f"{path}: header must be sentence[<TAB>sentence2]<TAB>label, got {header}")
+            separator = "," if path.suffix == ".csv" else "<TAB>"
+            raise ValueError(f"{path}: header must be sentence[{separator}sentence2]{separator}label, got {header}")
         texts: list[str] = []
         texts2: list[str] = []
         labels: list[int] = []
-        for line, row in enumerate(rows, start=2):
+        rows = [(reader.line_num, row) for row in reader]
+        if rows and not rows[-1][1]:
+            rows.pop()  # one blank line at the end
+        for line, row in rows:
             if len(row) != len(header):
                 raise ValueError(f"{path}:{line}: {len(row)} fields, header has {len(header)}")
             try:
@@ -200,20 +218,32 @@ def _read_label_file(path: Path) -> dict[int, str]:
     return names
 
 
+def _data_files(folder: Path) -> dict[str, Path]:
+    """The folder's data files (``DATA_SUFFIXES``) by stem, in name order; ValueError for a stem with two."""
+    files: dict[str, Path] = {}
+    for path in sorted(folder.iterdir()):
+        if path.suffix in DATA_SUFFIXES and path.is_file():
+            if path.stem in files:
+                raise ValueError(f"{folder}: {files[path.stem].name} and {path.name} are one split; keep one of them")
+            files[path.stem] = path
+    return files
+
+
 def _load_folder(folder: Path, split: str) -> TextDataset:
-    stems = sorted(path.stem for path in folder.glob("*.tsv"))
+    files = _data_files(folder)
+    stems = sorted(files)
     if not stems:
-        raise ValueError(f"{folder} holds no .tsv files")
+        raise ValueError(f"{folder} holds no .tsv or .csv files")
     if split in stems:
-        return _read_files(folder, [folder / f"{split}.tsv"], f"{folder.name}/{split}")
+        return _read_files(folder, [files[split]], f"{folder.name}/{split}")
     if split == "dev" and "test" in stems:
-        return _read_files(folder, [folder / "test.tsv"], f"{folder.name}/test")
+        return _read_files(folder, [files["test"]], f"{folder.name}/test")
     if any(stem in _STANDARD_SPLITS for stem in stems) or split not in ("all", *_STANDARD_SPLITS):
         raise ValueError(
             f"{folder} has no split {split!r}; available: {', '.join(stems)}. "
             f"Name the splits' files with '{folder}:train=<stem>,dev=<stem>'"
         )
-    everything = _read_files(folder, [folder / f"{stem}.tsv" for stem in stems], f"{folder.name}/all")
+    everything = _read_files(folder, [files[stem] for stem in stems], f"{folder.name}/all")
     if split == "all":
         return everything
     order = np.random.default_rng(HOLDOUT_SEED).permutation(len(everything))
@@ -223,7 +253,7 @@ def _load_folder(folder: Path, split: str) -> TextDataset:
 
 
 def _read_files(folder: Path, paths: list[Path], name: str) -> TextDataset:
-    """Concatenate TSV files, labels named by the folder's ``labels.txt``; with several files, ``groups`` records the file."""
+    """Concatenate data files, labels named by the folder's ``labels.txt``; with several files, ``groups`` records the file."""
     texts: list[str] = []
     texts2: list[str] = []
     labels: list[int] = []

@@ -183,14 +183,16 @@ def _written_as_path(value: str) -> bool:
 
 
 def _dataset_path(spec: str) -> str:
+    from ldpfed.fed.data.loaders import DATA_SUFFIXES
+
     if spec in ("none", "generated") or spec.startswith("generated:"):
         return spec
     head, sep, tail = spec.rpartition(":")
-    if sep and "=" in tail and Path(head).expanduser().is_dir():  # FOLDER:split=stem-or-file.tsv,...
+    if sep and "=" in tail and Path(head).expanduser().is_dir():  # FOLDER:split=stem-or-file.tsv/.csv,...
         items = []
         for item in tail.split(","):
             split, eq, target = item.partition("=")
-            if eq and target.strip().endswith(".tsv"):  # a file, read relative to the working directory
+            if eq and target.strip().endswith(DATA_SUFFIXES):  # a file, read relative to the working directory
                 target = _absolute(target.strip())
             items.append(f"{split}{eq}{target}")
         return f"{_absolute(head)}:{','.join(items)}"
