@@ -99,6 +99,13 @@ def _data(texts: Sequence[str], texts2: Sequence[str] | None = None) -> TextData
     return TextDataset("d", tuple(texts), second, np.zeros(len(texts), dtype=np.int64), ("x",))
 
 
+def test_a_bar_names_its_split_and_writes_its_end_once_to_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42 item 9f: each bar's 100% line was written twice (its last update and its close), naming no split."""
+    encode_cached(CountingEncoder(), _data(["a", "bab", "cc"]), tmp_path, progress=True, label="train")
+    err = capsys.readouterr().err
+    assert err.count("100%") == 1 and "encode train (counting)" in err, err
+
+
 def test_cache_is_content_keyed(tmp_path: Path) -> None:
     encoder = CountingEncoder()
     assert isinstance(encoder, Encoder)

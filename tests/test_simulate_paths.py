@@ -7,8 +7,10 @@ encoding (which run here) and failed inside Flower, whose processes run in a fol
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -95,3 +97,32 @@ def test_a_run_that_fails_inside_flower_prints_one_line_and_exits_1(
     assert len(err) == 1, err
     assert err[0].startswith("ldpfed simulate: error: the Flower run failed: RuntimeError: ")
     assert f"refused (malformed): dataset folder {data} does not exist (its log: {out / 'flower.log'})" in err[0], err
+
+
+def test_each_warning_prints_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42 item 9f: ldpfed simulate printed its warnings before the run and again after the summary. Flower is
+    stood in for: the run's summary repeats the warning shown before it and adds one of its own."""
+    import contextlib
+    import subprocess
+    import sys
+
+    import ldpfed._simulate as simulate
+    import ldpfed.simulations.flower_runner as runner
+
+    out = tmp_path / "run"
+    before, during = "the public data is of another domain", "a warning only the run found"
+
+    def start_run(running, config, federation, log):  # type: ignore[no-untyped-def]
+        log.write_text("")
+        (out / "summary.json").write_text(json.dumps({"warnings": [before, during], "errors": []}))
+        return subprocess.Popen([sys.executable, "-c", ""])
+
+    monkeypatch.setattr(simulate, "_warm_cache", lambda config, progress, plugins=None: [before])
+    monkeypatch.setattr(runner, "cluster", lambda *args, **kwargs: contextlib.nullcontext(None))
+    monkeypatch.setattr(runner, "start_run", start_run)
+    monkeypatch.setattr(runner, "run_status", lambda running, log: "finished:completed")
+    monkeypatch.setattr(simulate.Run, "load", classmethod(lambda cls, path, seconds=0.0: SimpleNamespace(
+        summary=json.loads((path / "summary.json").read_text()), path=path, seconds=seconds)))
+    assert main(["simulate", "--data", "generated:20", "--users", "2", "--out", str(out), "--quiet"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count(before) == 1 and err.count(during) == 1, err

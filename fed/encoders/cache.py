@@ -18,14 +18,15 @@ are written every ``CHUNK_RECORDS`` records, so an interrupted encoding resumes 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import sys
 import tempfile
 import zipfile
 from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ldpfed.fed.data.dataset import TextDataset
 from ldpfed.fed.encoders.base import Encoder
@@ -54,11 +55,14 @@ def encode_cached(
     cache_dir: str | Path,
     batch_size: int = 64,
     progress: bool = False,
+    label: str | None = None,
 ) -> np.ndarray:
     """Clean float32 encodings (len(dataset), encoder.dim) in dataset order; only records
     missing from the cache are encoded.
 
-    Shards of another row size (written for an encoder of another dimension) are ignored.
+    With ``progress``, a bar on standard error names ``label`` (e.g. the split: train, dev, public;
+    default the dataset's name); where standard error is no terminal (a log) it writes its start and
+    its end, once each. Shards of another row size (written for an encoder of another dimension) are ignored.
     Raises ValueError naming a shard that cannot be read (damaged outside this code: delete it).
     """
     texts2 = dataset.texts2
@@ -70,7 +74,12 @@ def encode_cached(
         os.utime(folder)  # used now: a device keeps the encodings used last (fed.device.retention)
     rows = _read(folder, index.keys(), dim)
     missing = sorted((index[k] for k in index if k not in rows), key=lambda i: _length(dataset, i))
-    bar = tqdm(total=len(missing), desc=f"encode {encoder.name}", unit="record", disable=not (progress and missing))
+    from tqdm.auto import tqdm  # here: a device's message process imports this module, rarely encodes
+
+    bar = tqdm(
+        total=len(missing), desc=f"encode {label or dataset.name} ({encoder.name})", unit="record",
+        disable=not (progress and missing), mininterval=0.1 if sys.stderr.isatty() else math.inf,
+    )
     with bar:
         for start in range(0, len(missing), CHUNK_RECORDS):
             chunk = missing[start : start + CHUNK_RECORDS]

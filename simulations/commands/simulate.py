@@ -56,11 +56,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(result: Run) -> None:
-    """The run's main figures as a table, then its warnings."""
+    """The run's main figures as a table (ldpfed.simulate printed its warnings)."""
     from rich.console import Console
     from rich.table import Table
-
-    from ldpfed._simulate import warn
 
     summary = result.summary
     table = Table(title=f"ldpfed run: {result.path}")
@@ -75,4 +73,3 @@ def _print_summary(result: Run) -> None:
         table.add_row(key, "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
     table.add_row("wall time (s)", f"{result.seconds:.1f}")
     Console().print(table)
-    warn(summary.get("warnings", []))

@@ -33,18 +33,19 @@ def encode_run_data(config: RunSpec, progress: bool) -> list[str]:
     if config.encoder.dim > encoder.dim:  # fail now, not at the projection's fit inside the run
         raise ValueError(f"--dim {config.encoder.dim} exceeds the encoder's {encoder.dim} dimensions ({config.encoder.encoder})")
     cache = default_cache_dir(config)
-    train = encode_cached(encoder, population.train, cache, progress=progress)
-    encode_cached(encoder, population.dev, cache, progress=progress)
+    splits = {"train": population.train, "dev": population.dev}
+    train = encode_cached(encoder, population.train, cache, progress=progress, label="train")
+    encode_cached(encoder, population.dev, cache, progress=progress, label="dev")
     records = encoder_spec(config)
     if records != config.encoder.encoder:  # the mechanism releases another encoding of the records (snd: token matrices)
-        for split in (population.train, population.dev):
-            encode_cached(make_encoder(records), split, cache, progress=progress)
+        for name, split in splits.items():
+            encode_cached(make_encoder(records), split, cache, progress=progress, label=name)
     for encoding, _ in encoding_groups(config):  # each device group's encoder setting, which its users' nodes read
         if encoding:
             truncated = encoder.truncated(encoding["max_tokens"])
-            for split in (population.train, population.dev):
-                encode_cached(truncated, split, cache, progress=progress)
-    public_x = None if public is None else encode_cached(encoder, public, cache, progress=progress)
+            for name, split in splits.items():
+                encode_cached(truncated, split, cache, progress=progress, label=name)
+    public_x = None if public is None else encode_cached(encoder, public, cache, progress=progress, label="public")
     return list(check_public(config, public, population.train.label_names, public_x, train).warnings)
 
 

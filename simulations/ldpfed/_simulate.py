@@ -38,8 +38,8 @@ def simulate(
     ray_address : str, optional
         Join this running Ray cluster ('auto' or HOST:PORT; default: $RAY_ADDRESS, else a private Ray instance).
     progress : bool
-        Show the encoding and round progress bars. Warnings print to standard error either way; the
-        summary is returned, not printed.
+        Show the encoding and round progress bars. Warnings print to standard error either way, each once (before
+        the run, and those only the run found after it); the summary is returned, not printed.
     **run_options
         Run options by their underscored names (``ldpfed simulate --help``, fed.configuration.run_spec.options),
         e.g. ``data="generated:200", users=4, epsilon=3``. Without ``out`` the run goes to runs/<UTC time>.
@@ -78,8 +78,8 @@ def simulate(
     out = Path(config.output.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    warn(schedule_warnings(config))
-    warn(_warm_cache(config, progress, plugins))
+    shown = schedule_warnings(config) + _warm_cache(config, progress, plugins)
+    warn(shown)
 
     federation = f"num-supernodes={config.schedule.nodes} client-resources-num-cpus={cpus_per_client} init-args-logging-level='error'"
     if not address:  # a cluster has its own CPUs: ray.init refuses num_cpus when joining one
@@ -97,7 +97,9 @@ def simulate(
             f"the Flower run failed: {reason} (its log: {log})" if reason
             else f"the Flower run ended with status {status!r}; see {log}"
         )
-    return Run.load(out, seconds=time.monotonic() - started)
+    run = Run.load(out, seconds=time.monotonic() - started)
+    warn([text for text in run.summary.get("warnings", []) if text not in shown])  # the run's own, once each
+    return run
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
