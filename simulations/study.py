@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ldpfed.fed.configuration.option import unknown_option
 from ldpfed.fed.plugins.entry_points import PluginError, environment
 from ldpfed.fed.configuration.run_spec import RunSpec, options
 
@@ -215,7 +216,7 @@ def _options(table: Any, where: str, path: Path) -> dict[str, Any]:
         if name == "out":
             raise ValueError(f"{path}: {where} sets 'out'; the study names each run directory (see --out)")
         if name not in valid:
-            raise ValueError(f"{path}: unknown run option {key!r} in {where}; valid options: {', '.join(valid)}")
+            raise ValueError(f"{path}: {unknown_option(key, valid, where)}; valid options: {', '.join(valid)}")
         if name in options:
             raise ValueError(f"{path}: {where} sets {name!r} twice")
         options[name] = value

@@ -42,3 +42,27 @@ def test_bad_input_fails_fast_with_one_line(tmp_path: Path, args: list[str], tra
     if train is not None:
         assert str(tmp_path / "data" / "train.tsv") in lines[0]  # the error names the file
     assert not (out / "flower.log").exists()  # Flower never started
+
+
+def test_a_mistyped_option_is_named_with_the_closest_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 42 item 9g: a mistyped flag or run option got no suggestion."""
+    from ldpfed.fed.configuration.run_spec import RunSpec
+    from ldpfed.simulations.cli import main
+
+    for argv, expected in (
+        (["simulate", "--epsilom", "3"], "ldpfed simulate: error: unrecognized arguments: --epsilom 3 (did you mean '--epsilon'?)"),
+        (["device", "init", "x", "--superlnk=a:1"], "ldpfed device init: error: unrecognized arguments: --superlnk=a:1 (did you mean '--superlink'?)"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2 and expected in capsys.readouterr().err
+    for mapping, expected in (
+        ({"train-limt": 5}, "unknown run option 'train-limt' (did you mean 'train-limit'?)"),
+        ({"train_limt": 5}, "unknown run option 'train_limt' (did you mean 'train_limit'?)"),
+        ({"colour": "red"}, "unknown run option 'colour'"),
+    ):
+        with pytest.raises(ValueError) as error:
+            RunSpec.from_mapping(mapping)
+        assert str(error.value) == expected
+    with pytest.raises(ValueError, match=r"unknown run option 'epsilom' \(did you mean 'epsilon'\?\)"):
+        RunSpec.of(epsilom=3)

@@ -70,7 +70,7 @@ def test_the_grid_is_the_product_of_the_axes_times_the_seeds(tmp_path: Path, mon
 @pytest.mark.parametrize(
     "text,expected",
     [
-        ("[axes]\nepsilonn = [1, 2]\n", "unknown run option 'epsilonn' in [axes]; valid options: data, public"),
+        ("[axes]\nepsilonn = [1, 2]\n", "unknown run option 'epsilonn' in [axes] (did you mean 'epsilon'?); valid options: "),
         ("[base]\nfoo = 1\n", "unknown run option 'foo' in [base]"),
         ("seed = [0]\n", "unknown key 'seed'; a study has title, description, seeds"),
         ("[base]\nseed = 3\n", "list the seeds as seeds = [...]"),

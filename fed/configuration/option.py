@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -52,3 +53,16 @@ class Option:
 def flag(name: str) -> str:
     """``"train_limit"`` -> ``"--train-limit"``."""
     return "--" + name.replace("_", "-")
+
+
+def did_you_mean(word: str, names: Iterable[str]) -> str:
+    """`` (did you mean 'NAME'?)`` for the one of ``names`` closest to a mistyped ``word`` (difflib); empty if none is."""
+    close = difflib.get_close_matches(word, list(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_option(key: str, names: Iterable[str], where: str = "") -> str:
+    """The error text for a run option ``key`` (given ``where``, e.g. a study's table) that is none of ``names``
+    (underscored), suggesting the closest in the key's spelling (hyphens unless it has underscores)."""
+    spelled = [name if "_" in key else name.replace("_", "-") for name in names]
+    return f"unknown run option {key!r}" + (f" in {where}" if where else "") + did_you_mean(key, spelled)

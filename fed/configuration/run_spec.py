@@ -20,7 +20,7 @@ from ldpfed.fed.configuration import config
 from ldpfed.fed.heterogeneity import registry
 from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
 from ldpfed.fed.device.policy import MAX_DELTA
-from ldpfed.fed.configuration.option import Option, flag
+from ldpfed.fed.configuration.option import Option, flag, unknown_option
 from ldpfed.fed.configuration.sections import (
     CLIP_DEFAULT,
     DIM_AUTO,
@@ -145,7 +145,7 @@ class RunSpec:
                 if section:
                     parts[section][name] = value
             elif name not in axis_names:
-                raise ValueError(f"unknown run option {name.replace('_', '-')!r}")
+                raise ValueError(unknown_option(name.replace("_", "-"), [*sections, *axis_names]))
         heterogeneity = tuple((option.name, values.get(option.name, option.default)) for _, option in registry.axis_options())
         return cls(
             **{name: SECTIONS[name](**kwargs) for name, kwargs in parts.items()},
@@ -171,7 +171,7 @@ class RunSpec:
         for key, value in (*values.items(), *plugin.items()):
             name = key.replace("-", "_")
             if name not in known:
-                raise ValueError(f"unknown run option {key!r}")
+                raise ValueError(unknown_option(key, known))
             kwargs[name] = known[name].coerce(value, key)
         return cls.of(read_task=read_task, **kwargs)
 
