@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,28 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = ldpfed.RunSpec.of(data="generated:200", users=4, epsilon=3.0, out=str(out), nonprivate_baseline=False)
     run_local(server_app, client_app, 1, config.to_mapping())
     return out
+
+
+def test_a_runs_mappings_are_read_only_and_equal_to_its_files(tmp_path: Path) -> None:
+    """Issue 42 item 9h: run.summary (and the rest) could be changed, though the objects are frozen."""
+    (tmp_path / "config.json").write_text(json.dumps(ldpfed.RunSpec.of(users=2).to_mapping()))
+    summary = {"accuracy_local": 0.5, "errors": [], "groups": {"all": [{"users": 2}]}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"round": 1, "sizes": [1, 2]}) + "\n")
+    (tmp_path / "ledgers.json").write_text(json.dumps({"users": {"0": {"budget": 3.0, "steps": [{"kind": "train"}]}}}))
+    (tmp_path / "users.csv").write_text("user,epsilon_sentence\n0,1.5\n")
+    run = ldpfed.Run.load(tmp_path)
+    assert run.summary == summary and run == ldpfed.Run.load(tmp_path) and run.metrics == ({"round": 1, "sizes": [1, 2]},)
+    assert run.ledgers == {0: {"budget": 3.0, "steps": [{"kind": "train"}]}} and run.users == ({"user": 0, "epsilon_sentence": 1.5},)
+    changes = [
+        lambda: run.summary.__setitem__("accuracy_local", 1.0), lambda: run.summary["errors"].append("x"),
+        lambda: run.summary["groups"]["all"][0].update(users=3), lambda: run.metrics[0]["sizes"].append(3),
+        lambda: run.ledgers[0]["steps"][0].pop("kind"), lambda: run.ledgers.clear(), lambda: run.users[0].clear(),
+    ]
+    for change in changes:
+        with pytest.raises((TypeError, AttributeError)):
+            change()
+    assert json.loads(json.dumps(run.summary)) == summary and pickle.loads(pickle.dumps(run)) == run
 
 
 def test_a_run_reads_back_its_directory(run_dir: Path) -> None:

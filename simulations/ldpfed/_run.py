@@ -14,9 +14,45 @@ from typing import Any
 from ldpfed.fed.configuration.run_spec import RunSpec
 
 
+class FrozenDict(dict):
+    """A mapping read from a run directory, read-only (TypeError on a change); unlike a MappingProxyType it is still
+    a dict to ``json.dumps`` and ``pickle``."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a run's mappings are read-only; change a copy: dict(...)")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type, tuple[dict[Any, Any]]]:
+        return FrozenDict, (dict(self),)
+
+
+class FrozenList(tuple):
+    """A list read from a run directory, read-only: a tuple that equals the list of the same items."""
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == other if isinstance(other, list) else tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+
+def frozen(value: Any) -> Any:
+    """``value`` (read from JSON) read-only all the way down: each dict a FrozenDict, each list a FrozenList; equal
+    to ``value``."""
+    if isinstance(value, dict):
+        return FrozenDict({key: frozen(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return FrozenList(frozen(item) for item in value)
+    return value
+
+
 @dataclass(frozen=True)
 class Run:
-    """One run of :func:`ldpfed.simulate`, as its run directory holds it.
+    """One run of :func:`ldpfed.simulate`, as its run directory holds it; its mappings and lists are read-only
+    (:func:`frozen`: ``dict(run.summary)`` is a copy to change).
 
     Attributes
     ----------
@@ -52,15 +88,15 @@ class Run:
             if not (folder / name).is_file():
                 raise ValueError(f"{folder} is not a finished run directory (no {name})")
         config = RunSpec.from_mapping(json.loads((folder / "config.json").read_text()))
-        summary = json.loads((folder / "summary.json").read_text())
+        summary = frozen(json.loads((folder / "summary.json").read_text()))
         lines = (folder / "metrics.jsonl").read_text().splitlines() if (folder / "metrics.jsonl").is_file() else []
-        return cls(folder, config, summary, tuple(json.loads(line) for line in lines if line.strip()), seconds)
+        return cls(folder, config, summary, tuple(frozen(json.loads(line)) for line in lines if line.strip()), seconds)
 
     @cached_property
     def ledgers(self) -> Mapping[int, Mapping[str, Any]]:
         """Every user's ledger by user id (ledgers.json)."""
         users = json.loads((self.path / "ledgers.json").read_text()).get("users", {})
-        return {int(user): ledger for user, ledger in users.items()}
+        return frozen({int(user): ledger for user, ledger in users.items()})
 
     @cached_property
     def users(self) -> tuple[Mapping[str, Any], ...]:
@@ -69,7 +105,7 @@ class Run:
         if not path.is_file():
             return ()
         with open(path, newline="") as handle:
-            return tuple({key: _cell(value) for key, value in row.items()} for row in csv.DictReader(handle))
+            return tuple(frozen({key: _cell(value) for key, value in row.items()}) for row in csv.DictReader(handle))
 
     @property
     def files(self) -> dict[str, Path]:
