@@ -33,7 +33,7 @@ from tests.test_adversarial_server import data  # noqa: F401 (the device's data 
 
 CANARY = "ldpfed-canary-model-type-5c1e"
 LENGTH = 4
-RUN = dict(mechanism="snd", clip=12.0, epsilon=20000.0, mechanism_options=f"length={LENGTH}")
+RUN = dict(mechanism="snd", epsilon=20000.0, mechanism_options=f"length={LENGTH}")
 NETWORK_EVENTS = ("socket.getaddrinfo", "socket.gethostbyname", "socket.connect")
 
 
@@ -149,7 +149,7 @@ def test_a_release_loads_no_encoder_the_run_names(
     grid = _snd_device(data, snd_bundle, tmp_path)
     encoder = _hostile(tmp_path, variant, watch)
     _name_encoder(grid, encoder)
-    randomizer = SplitDenoiseRandomizer(12.0, 10.0, LENGTH, encoder).params()  # one release: epsilon 960
+    randomizer = SplitDenoiseRandomizer(10.0, LENGTH, encoder, 1.7, 26.2).params()  # one release: epsilon 136
     message, summarise = (protocol.TRAIN, True) if kind == "train" else (protocol.RELEASE, False)
     reply = _send(grid, message, protocol.release_request([0], randomizer, 0, "all", summarise=summarise))
     _assert_refused_unseen(protocol.read_refusal(reply.content), encoder, loaded, watch)
@@ -342,7 +342,7 @@ def test_an_encoder_the_options_name_resolves_as_the_bundle_s_does(
     grid = _bare_device(data, tmp_path / "state", policy, **run)
     _planted(tmp_path, monkeypatch, repo, watch)
     assert protocol.read_refusal(_send(grid, protocol.SETUP, protocol.setup_request(bundle)).content) is None
-    randomizer = SplitDenoiseRandomizer(12.0, 10.0, LENGTH, repo).params()
+    randomizer = SplitDenoiseRandomizer(10.0, LENGTH, repo, 1.7, 26.2).params()
     reply = _send(grid, protocol.TRAIN, protocol.release_request([0], randomizer, 0, "all", summarise=True))
     assert protocol.read_refusal(reply.content) is None
     assert {"opened": watch.opened, "network": watch.network} == {"opened": [], "network": []}

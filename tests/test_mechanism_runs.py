@@ -36,7 +36,7 @@ CASES = {
     "dpie-gaussian": dict(epsilon=8.0, mechanism_options="k=2,masks=4,max_coefficient=0.75"),
     "dpie-laplace": dict(epsilon=8.0, clip=6.0),
     "texthide": dict(epsilon=1.0, mechanism_options="k=4,masks=16"),
-    "snd": dict(epsilon=20000.0, dim=0, clip=12.0, mechanism_options="length=8"),
+    "snd": dict(epsilon=20000.0, dim=0, mechanism_options="length=8"),
 }
 
 

@@ -154,8 +154,8 @@ def test_the_registry_is_the_one_list_of_mechanisms() -> None:
 
 
 def _built(name: str) -> object:
-    """A small instance of each registered randomizer (dim 6; snd: 4 tokens of width 3)."""
-    options = {"snd": {"length": 4, "encoder": "minilm"}, "dchi": {"post_clip": 1.0}}.get(name, {})
+    """A small instance of each registered randomizer (dim 6; snd: 4 positions of [mask, 2 values], unit domain)."""
+    options = {"snd": {"length": 4, "encoder": "minilm", "clip": 1.0, "l1_clip": 1.0}, "dchi": {"post_clip": 1.0}}.get(name, {})
     cls = RANDOMIZERS[name]
     run = cls.run_options(1.0, 0 if name == "snd" else 6, {"allow_invalid": True, **options} if cls.invalid else options, "minilm")
     fixed = cls.fixed_params(0.5, run)
@@ -169,6 +169,10 @@ def test_additive_is_what_the_releases_show(name: str) -> None:
     width = 12 if name == "snd" else 6
     rng = np.random.default_rng(5)
     x0, x1 = rng.normal(size=(8, width)), 3 * rng.normal(size=(8, width))
+    if name == "snd":  # every position a real token: [1, row]
+        from ldpfed.fed.encoders.token_matrix import join_rows
+
+        x0, x1 = (join_rows(np.ones((8, 4)), x.reshape(8, 4, 3)[:, :, 1:]) for x in (x0, x1))
     noise = [randomizer.release(x, np.random.default_rng(9)) - randomizer.preprocess(x) for x in (x0, x1)]
     assert randomizer.additive == np.allclose(noise[0], noise[1]), name
     if name == "dchi":

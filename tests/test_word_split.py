@@ -1,4 +1,5 @@
-"""Seed 003's split at the word-embedding rows: both samplers' noise, events, an attack, the server pass."""
+"""Seed 003's split at the word-embedding rows (``--mechanism snd``'s one class on a model's table): both samplers'
+noise, events, an attack, the server pass."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from transformers import BertConfig, BertModel
 
 from ldpfed.fed.privacy.audit import dchi_llr, lr_epsilon_lower_bound
 from ldpfed.fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent, event_from_json
-from ldpfed.fed.encoders.word_split import TableBounds, WordSplit, coordinate_rows, dchi_rows, server_pass, standard_gamma
+from ldpfed.fed.encoders.word_split import TableBounds, coordinate_rows, dchi_rows, server_pass, standard_gamma
+from ldpfed.fed.randomizers.split_denoise import SplitDenoiseRandomizer
 from tests.randomizer_helpers import DELTA
 
 
@@ -27,6 +29,16 @@ def _tiny_model(rows: np.ndarray, layers: int = 1) -> BertModel:
     with torch.no_grad():
         model.embeddings.word_embeddings.weight.copy_(torch.from_numpy(np.asarray(rows, dtype=np.float32)))
     return model.eval()
+
+
+def _split(model: BertModel, sampler: str, eta: float, post_clip: bool = True) -> SplitDenoiseRandomizer:
+    """The mechanism at ``model``'s table, as the seed-003 reproduction builds it."""
+    return SplitDenoiseRandomizer.for_model(model, sampler, eta, 8, "tiny", post_clip=post_clip)
+
+
+def _rows(model: BertModel, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model.embeddings.word_embeddings(ids).float()
 
 
 def _coordinate_cdf(z: np.ndarray, dim: int, eta: float) -> np.ndarray:
@@ -97,13 +109,14 @@ def test_events_state_the_table_diameters() -> None:
     pairs_l2 = np.linalg.norm(table[:, None] - table[None], axis=-1).max()
     assert bounds.clip == pytest.approx(np.linalg.norm(table, axis=1).max())
     assert pairs_l2 <= bounds.l2_diameter and pairs_l1 <= bounds.l1_diameter
-    dchi, coord = WordSplit(model, "dchi", 0.5), WordSplit(model, "coordinate", 0.5)
-    assert dchi.event(7) == MetricDPEvent(0.5, bounds.l2_diameter, 7)
-    assert coord.event(7) == CoordinateMetricDPEvent(0.5, bounds.l1_diameter, 7)
-    assert coord.event(7) != MetricDPEvent(0.5, bounds.l1_diameter, 7)
-    assert coord.event(7).epsilon == pytest.approx(7 * 0.5 * bounds.l1_diameter)
-    assert coord.claimed_epsilon_per_token() == dchi.event(1).epsilon
-    assert event_from_json(coord.event(3).to_json()) == coord.event(3)
+    dchi, coord = _split(model, "dchi", 0.5), _split(model, "coordinate", 0.5)
+    assert dchi.event_for(7) == MetricDPEvent(0.5, bounds.l2_diameter, 7)
+    assert coord.event_for(7) == CoordinateMetricDPEvent(0.5, bounds.l1_diameter, 7)
+    assert coord.event_for(7) != MetricDPEvent(0.5, bounds.l1_diameter, 7)
+    assert coord.event_for(7).epsilon == pytest.approx(7 * 0.5 * bounds.l1_diameter)
+    assert coord.claimed_epsilon_per_token() == pytest.approx(dchi.event_for(1).epsilon)
+    assert event_from_json(coord.event_for(3).to_json()) == coord.event_for(3)
+    assert coord.event == coord.event_for(8) and dchi.event.tokens == 8  # a release is charged for L tokens
 
 
 @pytest.mark.parametrize("post_clip", [False, True])
@@ -116,16 +129,16 @@ def test_attack_breaks_the_seeds_claim_for_the_authors_sampler_only(post_clip: b
     ids0, ids1, mask = torch.zeros(n, 1, dtype=torch.long), torch.ones(n, 1, dtype=torch.long), torch.ones(n, 1)
     found = {}
     for sampler in ("coordinate", "dchi"):
-        split = WordSplit(model, sampler, 1.0, post_clip=post_clip)
+        split = _split(model, sampler, 1.0, post_clip=post_clip)
         generator = torch.Generator().manual_seed(6)
-        y0 = split.release(split.rows(ids0), mask, generator)[0][:, 0].double().numpy()
-        y1 = split.release(split.rows(ids1), mask, generator)[0][:, 0].double().numpy()
+        y0 = split.release_rows(_rows(model, ids0), mask, generator)[0][:, 0].double().numpy()
+        y1 = split.release_rows(_rows(model, ids1), mask, generator)[0][:, 0].double().numpy()
         if sampler == "coordinate":
             score = lambda y: (np.abs(y - rows[0]) - np.abs(y - rows[1])).sum(1)  # noqa: E731 - Laplace LLR / eta
         else:
             score = lambda y: dchi_llr(y, rows[0], rows[1], 1.0)  # noqa: E731
         found[sampler] = lr_epsilon_lower_bound(score(y0), score(y1), DELTA)
-        assert found[sampler] <= split.event(1).epsilon
+        assert found[sampler] <= split.event_for(1).epsilon
     claim = 1.0 * 2.0
     assert found["coordinate"] > claim * 1.2
     assert found["dchi"] <= claim
@@ -134,17 +147,17 @@ def test_attack_breaks_the_seeds_claim_for_the_authors_sampler_only(post_clip: b
 def test_release_noises_real_rows_only_and_clips_them() -> None:
     rows = np.random.default_rng(7).normal(size=(10, 8)) * 0.2
     model = _tiny_model(rows)
-    split = WordSplit(model, "coordinate", 2.0)
+    split = _split(model, "coordinate", 2.0)
     ids = torch.tensor([[1, 2, 3, 0, 0], [4, 5, 6, 7, 8]])
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
-    clean = split.rows(ids)
-    released, noise = split.release(clean, mask, torch.Generator().manual_seed(8))
+    clean = _rows(model, ids)
+    released, noise = split.release_rows(clean, mask, torch.Generator().manual_seed(8))
     assert torch.all(released[0, 3:] == 0) and torch.all(noise[0, 3:] == 0)
     assert torch.allclose(released[mask.bool()] - clean[mask.bool()], noise[mask.bool()], atol=1e-5)
     norms = released[mask.bool()].norm(dim=1)
-    assert torch.all(norms <= split.bounds.clip * (1 + 1e-5)) and torch.all(norms > 0.99 * split.bounds.clip)
-    unclipped = WordSplit(model, "coordinate", 2.0, post_clip=False).release(clean, mask, torch.Generator().manual_seed(8))[0]
-    assert unclipped[mask.bool()].norm(dim=1).min() > 2 * split.bounds.clip
+    assert torch.all(norms <= split.clip * (1 + 1e-5)) and torch.all(norms > 0.99 * split.clip)
+    unclipped = _split(model, "coordinate", 2.0, post_clip=False).release_rows(clean, mask, torch.Generator().manual_seed(8))[0]
+    assert unclipped[mask.bool()].norm(dim=1).min() > 2 * split.clip
 
 
 def test_server_pass_reads_only_the_real_rows() -> None:
@@ -164,8 +177,8 @@ def test_server_pass_reads_only_the_real_rows() -> None:
 def test_bad_options() -> None:
     model = _tiny_model(np.eye(3))
     with pytest.raises(ValueError, match="sampler"):
-        WordSplit(model, "gaussian", 1.0)
+        _split(model, "gaussian", 1.0)
     with pytest.raises(ValueError, match="eta"):
-        WordSplit(model, "dchi", 0.0)
+        _split(model, "dchi", 0.0)
     with pytest.raises(ValueError, match="dimension"):
         coordinate_rows(3, 1, 1.0, torch.Generator())

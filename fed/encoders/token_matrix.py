@@ -1,10 +1,12 @@
-"""The token matrix of a record: a transformer's embedding-layer output at L fixed positions.
+"""The token rows of a record: its raw word-embedding rows at up to L positions, each with its mask flag.
 
-Split-N-Denoise (seed 003) releases a record's token vectors, not a sentence vector, so its
-clean representation is the (L, d) output of the encoder's embedding layer (word, position
-and segment embeddings, layer-normalised), the record padded or cut to L tokens so that its
-length does not leak. Rows are flattened to L * d floats so that they cache and travel like
-any encoding; the spec ``tokens:<L>:<encoder>`` names it (fed.encoders.factory).
+Split-N-Denoise (seed 003, fed.randomizers.split_denoise) releases a record's word-embedding rows,
+not a sentence vector: the rows E_v of the word-embedding table for the record's tokens (before
+the position and token-type embeddings and the LayerNorm). The record is tokenized and cut to L
+tokens; position t holds [m_t, E_{v_t}] with m_t = 1 at a real token and [0, 0...0] at padding,
+so a record is L * (d + 1) floats that cache and travel like any encoding. The spec
+``tokens:<L>:<encoder>`` names it (fed.encoders.factory). The mask (the record's token count) is
+public, like the size of a user's dataset (docs/split_denoise.md).
 """
 
 from __future__ import annotations
@@ -32,8 +34,26 @@ def split_spec(spec: str) -> tuple[int, str] | None:
     return int(length), base
 
 
+def split_rows(x: "np.ndarray", length: int) -> tuple["np.ndarray", "np.ndarray"]:
+    """(mask (n, L), rows (n, L, d)) of records of :class:`TokenMatrixEncoder`'s layout; ValueError unless each
+    row holds L positions of [m, d values] with m in {0, 1}."""
+    x = np.asarray(x)
+    if x.ndim != 2 or not x.shape[1] or x.shape[1] % length or x.shape[1] // length < 2:
+        raise ValueError(f"snd rows hold {length} token positions of [mask, d values]; rows of shape {x.shape} do not")
+    tokens = x.reshape(len(x), length, -1)
+    mask = tokens[:, :, 0]
+    if not np.isin(mask, (0.0, 1.0)).all():
+        raise ValueError("snd rows: each position's mask flag must be 0 or 1")
+    return mask, tokens[:, :, 1:]
+
+
+def join_rows(mask: "np.ndarray", rows: "np.ndarray") -> "np.ndarray":
+    """The flat records of ``mask`` (n, L) and ``rows`` (n, L, d): the inverse of :func:`split_rows`."""
+    return np.concatenate([np.asarray(mask, dtype=rows.dtype)[:, :, None], rows], axis=2).reshape(len(rows), -1)
+
+
 class TokenMatrixEncoder:
-    """The embedding-layer output of ``sentence``'s transformer at ``length`` positions, flattened.
+    """The raw word-embedding rows of ``sentence``'s transformer at ``length`` positions with their mask, flattened.
 
     Parameters
     ----------
@@ -54,17 +74,17 @@ class TokenMatrixEncoder:
 
     @property
     def token_dim(self) -> int:
-        """Width d of one token vector."""
+        """Width d of one word-embedding row."""
         return self.sentence.dim
 
     @property
     def dim(self) -> int:
-        """L * d."""
-        return self.length * self.token_dim
+        """L * (d + 1): each position's mask flag and row."""
+        return self.length * (self.token_dim + 1)
 
     def fingerprint(self) -> str:
         """Digest of the transformer's fingerprint and L."""
-        return hashlib.sha256(f"token-matrix|{self.length}|{self.sentence.fingerprint()}".encode()).hexdigest()
+        return hashlib.sha256(f"word-rows|{self.length}|{self.sentence.fingerprint()}".encode()).hexdigest()
 
     def truncated(self, max_length: int) -> "TokenMatrixEncoder":
         """Device tiers read fewer tokens of a sentence; a token matrix has a fixed L: ValueError."""
@@ -77,7 +97,7 @@ class TokenMatrixEncoder:
         batch_size: int = 64,
         progress: bool = False,
     ) -> np.ndarray:
-        """Embedding-layer output at L positions per record; float32 (n, L * d)."""
+        """[mask, word-embedding row] at L positions per record (padding: zeros); float32 (n, L * (d + 1))."""
         import torch
         from tqdm.auto import tqdm
 
@@ -88,7 +108,8 @@ class TokenMatrixEncoder:
         for start in tqdm(starts, desc=f"encode {self.name}", disable=not progress):
             stop = start + batch_size
             batch = self.sentence.fixed_length(texts[start:stop], None if texts2 is None else texts2[start:stop], self.length)
+            mask = batch["attention_mask"]
             with torch.inference_mode():
-                states = model.embeddings(input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"))
-            out[start:stop] = states.reshape(len(states), -1).float().cpu().numpy()
+                rows = model.embeddings.word_embeddings(batch["input_ids"]).float() * mask[:, :, None]
+            out[start:stop] = join_rows(mask.cpu().numpy(), rows.cpu().numpy())
         return out

@@ -1,4 +1,8 @@
-"""Split-N-Denoise as seed 003 describes it: noise on the raw word-embedding rows.
+"""The torch half of Split-N-Denoise (seed 003): its two samplers, the table's bounds and the server pass.
+
+The mechanism itself (what is released, its event, its audit) is one class,
+fed.randomizers.split_denoise.SplitDenoiseRandomizer (``--mechanism snd``), which ``ldpfed simulate``, the
+Python API, the device and the seed-003 reproduction all use; this module holds what it draws and runs.
 
 The user looks up the rows of its tokens in the word-embedding table E (before the position and
 token-type embeddings and the LayerNorm), adds noise to the row of every real token, clips each
@@ -26,11 +30,14 @@ Two samplers (``sampler``), each with the event it really has:
   2 max_v ||E_v||_1), CoordinateMetricDPEvent(eta, that bound, tokens=n). For MiniLM that is
   about 15 times the seed's figure eta * 2C.
 
+The randomizer enforces the domain the events assume: it clips each row to L2 radius C (and, for
+``coordinate``, to L1 radius half the L1 diameter) before the noise; on the table's own rows, whose
+bounds these are, the clips change nothing.
+
 Both bounds are for the noise before the post-clip; the clip is post-processing, so they stay
 valid (they are upper bounds of the clipped mechanism, not shown to be tight for it).
 
-Everything here needs only torch and numpy (besides the event classes), so the seed-003
-reproduction's GPU script can import it.
+Everything here needs only torch and numpy.
 """
 
 from __future__ import annotations
@@ -42,11 +49,6 @@ from typing import Any
 import torch
 
 from ldpfed.fed.encoders.hf import masked_mean
-from ldpfed.fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
-from ldpfed.fed.privacy.validators import check_positive
-
-SAMPLERS = ("dchi", "coordinate")
-
 
 def standard_gamma(shape: tuple[int, ...], alpha: float, generator: torch.Generator, device: Any = "cpu") -> torch.Tensor:
     """Gamma(alpha, 1) draws of ``shape`` (float64) from ``generator``: Marsaglia and Tsang's method, alpha >= 1."""
@@ -98,61 +100,6 @@ class TableBounds:
         table = table.detach().double()
         clip = float(table.norm(dim=1).max())
         return cls(clip=clip, l2_diameter=2.0 * clip, l1_diameter=2.0 * float(table.abs().sum(dim=1).max()))
-
-
-class WordSplit:
-    """The user's and the server's halves of Split-N-Denoise around a BERT-family ``model``.
-
-    Parameters
-    ----------
-    model:
-        A transformers BertModel (its word-embedding table and its forward on ``inputs_embeds``).
-    sampler:
-        ``dchi`` or ``coordinate`` (module docstring).
-    eta:
-        The noise parameter.
-    post_clip:
-        Clip each noisy row to the table's bound C (seed 003 eq. 3); off for TokEmbPriv.
-    """
-
-    def __init__(self, model: Any, sampler: str, eta: float, post_clip: bool = True) -> None:
-        if sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-        self.model, self.sampler = model, sampler
-        self.eta = check_positive("eta", eta)
-        self.post_clip = bool(post_clip)
-        self.bounds = TableBounds.of(model.embeddings.word_embeddings.weight)
-
-    def event(self, tokens: int) -> MetricDPEvent:
-        """What one release of a record of ``tokens`` real tokens costs (module docstring)."""
-        if self.sampler == "dchi":
-            return MetricDPEvent(eta=self.eta, diameter=self.bounds.l2_diameter, tokens=tokens)
-        return CoordinateMetricDPEvent(eta=self.eta, diameter=self.bounds.l1_diameter, tokens=tokens)
-
-    def claimed_epsilon_per_token(self) -> float:
-        """The seed's per-token figure for either sampler (Theorem 3.3): eta times the L2 diameter 2C."""
-        return self.eta * self.bounds.l2_diameter
-
-    def rows(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """The clean word-embedding rows X of the tokens (n, L, d), float32."""
-        with torch.no_grad():
-            return self.model.embeddings.word_embeddings(input_ids).float()
-
-    def release(self, rows: torch.Tensor, mask: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """X~ and Z = X~ - X (n, L, d) float32: noise on every real token's row, then the post-clip.
-
-        Padding rows of X~ and Z are zero: they are not noised and not sent.
-        """
-        real = mask.bool()
-        x = rows[real].double()
-        noisy = x + NOISE[self.sampler](len(x), x.shape[1], self.eta, generator, x.device)
-        if self.post_clip:
-            noisy = noisy * torch.clamp(self.bounds.clip / noisy.norm(dim=1, keepdim=True).clamp(min=1e-300), max=1.0)
-        released = torch.zeros_like(rows)
-        released[real] = noisy.to(rows.dtype)
-        noise = torch.zeros_like(rows)
-        noise[real] = (noisy - x).to(rows.dtype)
-        return released, noise
 
 
 def server_pass(model: Any, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

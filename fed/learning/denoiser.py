@@ -121,22 +121,28 @@ class Denoiser(nn.Module):
         return noisy_output + self.out(hidden[:, 0]) * self.output_scale
 
     @torch.inference_mode()
-    def denoise(self, noisy_output: np.ndarray, clean_tokens: np.ndarray, released: np.ndarray, batch: int = 256) -> np.ndarray:
-        """e_d for each record, float32 (n, dim), from e_n, the clipped clean token vectors X and X~."""
+    def denoise(
+        self, noisy_output: np.ndarray, clean_tokens: np.ndarray, released: np.ndarray, batch: int = 256,
+        mask: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """e_d for each record, float32 (n, dim), from e_n, the clipped clean token vectors X, X~ and the mask
+        (n, length) of real tokens (default: all real)."""
         noisy_output, clean_tokens, released = (np.asarray(a, dtype=np.float32) for a in (noisy_output, clean_tokens, released))
         n, (dim, length) = len(noisy_output), (self.shape.dim, self.shape.length)
-        if noisy_output.shape != (n, dim) or clean_tokens.shape != (n, length, dim) or released.shape != (n, length, dim):
+        mask = np.ones((n, length), dtype=np.float32) if mask is None else np.asarray(mask, dtype=np.float32)
+        if noisy_output.shape != (n, dim) or clean_tokens.shape != (n, length, dim) or released.shape != (n, length, dim) \
+                or mask.shape != (n, length):
             raise ValueError(
-                f"the denoiser takes e_n (n, {dim}) and token matrices (n, {length}, {dim}); got "
-                f"{noisy_output.shape}, {clean_tokens.shape}, {released.shape}"
+                f"the denoiser takes e_n (n, {dim}), token matrices (n, {length}, {dim}) and a mask (n, {length}); got "
+                f"{noisy_output.shape}, {clean_tokens.shape}, {released.shape}, {mask.shape}"
             )
-        if not all(np.isfinite(a).all() for a in (noisy_output, clean_tokens, released)):
+        if not all(np.isfinite(a).all() for a in (noisy_output, clean_tokens, released, mask)):
             raise ValueError("denoiser inputs contain NaN or infinite values")
         self.eval()
         out = np.empty((n, dim), dtype=np.float32)
         for s in range(0, n, batch):
-            e, x, r = (torch.from_numpy(a[s : s + batch]) for a in (noisy_output, clean_tokens, released))
-            out[s : s + batch] = self(e, r, r - x).numpy()
+            e, x, r, m = (torch.from_numpy(a[s : s + batch]) for a in (noisy_output, clean_tokens, released, mask))
+            out[s : s + batch] = self(e, r, r - x, m).numpy()
         return out
 
     # -- shipping ------------------------------------------------------------------------
@@ -192,10 +198,12 @@ def train_denoiser(
     learning_rate: float = 1e-3,
     seed: int = 0,
     progress: bool = False,
+    mask: np.ndarray | None = None,
 ) -> tuple[Denoiser, list[float]]:
     """Fit a denoiser by mean squared error to ``clean_output``; returns it and the loss per epoch.
 
-    The inputs are what the user would hold for public records released with synthetic noise.
+    The inputs are what the user would hold for public records released with synthetic noise;
+    ``mask`` (n, length) marks their real tokens (default: all real).
     """
     from tqdm.auto import tqdm
 
@@ -204,9 +212,13 @@ def train_denoiser(
         raise ValueError(f"need as many token matrices and clean outputs as noisy outputs, and at least {batch} of them")
     torch.manual_seed(seed)
     model = Denoiser(shape)
-    e, x, r, c = (torch.from_numpy(np.asarray(a, dtype=np.float32)) for a in (noisy_output, clean_tokens, released, clean_output))
+    mask = np.ones(np.shape(clean_tokens)[:2]) if mask is None else mask
+    e, x, r, c, m = (
+        torch.from_numpy(np.asarray(a, dtype=np.float32)) for a in (noisy_output, clean_tokens, released, clean_output, mask)
+    )
     model.output_scale.fill_(float(e.std()))
-    model.token_scale.fill_(float(r.std()))
+    real = m.bool()
+    model.token_scale.fill_(float(r[real].std()) if int(real.sum()) > 1 else 1.0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=1e-4)
     steps = epochs * math.ceil(n / batch)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=learning_rate, total_steps=steps)
@@ -217,7 +229,7 @@ def train_denoiser(
         order, total = torch.randperm(n, generator=generator), 0.0
         for s in range(0, n, batch):
             idx = order[s : s + batch]
-            loss = torch.mean((model(e[idx], r[idx], r[idx] - x[idx]) - c[idx]) ** 2)
+            loss = torch.mean((model(e[idx], r[idx], r[idx] - x[idx], m[idx]) - c[idx]) ** 2)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -231,7 +231,8 @@ def build_for_audit(
     if mechanism in LABEL_CHANNELS:
         return case_for(LABEL_CHANNELS[mechanism](epsilon, int(opts.get("labels", 2))), dim, epsilon)
     cls = RANDOMIZERS[mechanism]
-    clip = float(opts.pop("clip", 1.0))
+    opts = {**cls.audit_options, **opts}
+    clip = float(opts["clip"] if "clip" in cls.audit_options else opts.pop("clip", 1.0))
     if cls.invalid:
         opts["allow_invalid"] = True
     # ``dim`` is the input width; a class that takes no dim option (snd: a token's width) gets none

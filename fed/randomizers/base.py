@@ -69,6 +69,9 @@ class Randomizer(ABC):
     """Bundle files (fed.runtime.assets) the users of this mechanism need, made by :meth:`bundle_files`."""
     default_clip: ClassVar[float] = 3.0
     """The clip a run uses unless it gives --clip (where the class takes a clip)."""
+    audit_options: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+    """Options the audit (fed.randomizers.auditing.build_for_audit) builds it with unless given: what would
+    otherwise be read from a model (snd's table bounds), so that the audit loads none."""
 
     @classmethod
     def default_dim(cls, epsilon: float, num_classes: int | None = None, num_records: int | None = None) -> int:

@@ -59,7 +59,7 @@ def _local(results: dict[str, Any], task: str, metric: str) -> list[float]:
 
 def _epsilon_rows(results: dict[str, Any]) -> list[str]:
     from ldpfed.fed.privacy.composition import compose_epsilon
-    from ldpfed.fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
+    from ldpfed.fed.randomizers.split_denoise import SplitDenoiseRandomizer
 
     bounds = results["bounds"]
     lines = [
@@ -73,7 +73,11 @@ def _epsilon_rows(results: dict[str, Any]) -> list[str]:
             continue
         seen.add(key)
         sampler, eta = key
-        kind, diameter = (MetricDPEvent, bounds["l2_diameter"]) if sampler == "dchi" else (CoordinateMetricDPEvent, bounds["l1_diameter"])
+        diameter = bounds["l2_diameter"] if sampler == "dchi" else bounds["l1_diameter"]
+
+        def kind(eta: float, diameter: float, tokens: int, sampler: str = sampler) -> Any:
+            return SplitDenoiseRandomizer.sampler_event(sampler, eta, diameter, tokens)
+
         tokens = [row["tokens_per_record"] for row in unit["tasks"].values()]
         mean_tokens = float(np.mean([t["mean"] for t in tokens]))
         most = max(t["max"] for t in tokens)
@@ -129,7 +133,7 @@ def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[st
             "",
         ]
     lines += [
-        "What runs (simulations/reproductions/seed003_snd.py, fed/encoders/word_split.py, fed/learning/denoiser.py): the user "
+        "What runs (simulations/reproductions/seed003_snd.py, fed/randomizers/split_denoise.py: the mechanism `--mechanism snd` runs, fed/learning/denoiser.py): the user "
         "noises the raw word-embedding rows of its real tokens (MiniLM, d = 384, before position embeddings and "
         f"LayerNorm; rows' bound C = {results['bounds']['clip']:.3f}), clips each noisy row to C and sends the rows; "
         "padding is neither noised nor sent, and the token count is public. The server runs MiniLM on them as "
@@ -156,7 +160,7 @@ def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[st
         "| task | eta | seed DistilBERT | seed Bert Base | seed Bert Large | ours, MiniLM | ours, e_n only (a server-side classifier) | epsilon per record under ldpfed's strict accounting (mean tokens) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    from ldpfed.fed.privacy.events import CoordinateMetricDPEvent
+    from ldpfed.fed.randomizers.split_denoise import SplitDenoiseRandomizer
 
     for task, rows in SEED_TABLE1.items():
         for eta, seed in rows.items():
@@ -170,7 +174,7 @@ def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[st
                 strict = "-"
                 if units:
                     tokens = units[0]["tasks"][task]["tokens_per_record"]["mean"]
-                    strict = f"{CoordinateMetricDPEvent(float(eta), results['bounds']['l1_diameter'], round(tokens)).epsilon:.4g}"
+                    strict = f"{SplitDenoiseRandomizer.sampler_event('coordinate', float(eta), results['bounds']['l1_diameter'], round(tokens)).epsilon:.4g}"
             label = "inf" if eta is None else f"{eta:g}"
             lines.append(f"| {task.upper()} | {label} | {seed[0]:.3f} | {seed[1]:.3f} | {seed[2]:.3f} | {ours} | {server} | {strict} |")
     lines += [

@@ -26,8 +26,8 @@ def strict_eta(epsilon: float, tokens: int, diameter: float, sampler: str, delta
     """The largest eta at which a record of ``tokens`` tokens costs at most ``epsilon`` (at ``delta``) on ldpfed's
     strict ledger: the per-token metric-DP events of ``sampler`` (d_chi: L2 ``diameter``; the authors' per-coordinate
     sampler: L1) composed over the tokens, found by the randomizers' one calibration search."""
-    from ldpfed.fed.privacy.events import CoordinateMetricDPEvent, MetricDPEvent
+    from ldpfed.fed.randomizers.split_denoise import SplitDenoiseRandomizer
     from ldpfed.fed.randomizers.target import CalibrationTarget
 
-    kind = MetricDPEvent if sampler == "dchi" else CoordinateMetricDPEvent
-    return CalibrationTarget(epsilon, delta, 1).largest(lambda eta: kind(eta, diameter, tokens), epsilon / (tokens * diameter))
+    event = SplitDenoiseRandomizer.sampler_event
+    return CalibrationTarget(epsilon, delta, 1).largest(lambda eta: event(sampler, eta, diameter, tokens), epsilon / (tokens * diameter))

@@ -1,6 +1,7 @@
 """Seed 003 (Split-N-Denoise): QQP, MRPC and RTE at the seed's eta values, as the paper describes it.
 
-The user noises the raw word-embedding rows of its real tokens (fed.encoders.word_split) with
+The user noises the raw word-embedding rows of its real tokens with ``--mechanism snd``'s own class
+(fed.randomizers.split_denoise.SplitDenoiseRandomizer, built at the table's bounds by ``for_model``) with
 the text's d_chi sampler or the authors' per-coordinate sampler, clips them to the rows' bound
 and sends them; the server runs MiniLM on them as ``inputs_embeds`` with the attention mask and
 mean-pools over the mask (e_n). The user denoises e_n with a transformer of the seed's shape
@@ -162,6 +163,22 @@ class Tokens:
         return self.ids[index, :top].to(device), self.mask[index, :top].to(device)
 
 
+def split_for(model: Any, sampler: str, eta: float, length: int, post_clip: bool = True) -> Any:
+    """``--mechanism snd``'s randomizer (the one implementation) at ``model``'s word-embedding table's bounds."""
+    from ldpfed.fed.randomizers.split_denoise import SplitDenoiseRandomizer
+
+    encoder = str(getattr(model.config, "_name_or_path", "") or "minilm")
+    return SplitDenoiseRandomizer.for_model(model, sampler, eta, length, encoder, post_clip=post_clip)
+
+
+def word_rows(model: Any, ids: Any) -> Any:
+    """The clean word-embedding rows X of the tokens ``ids`` (n, L, d), float32."""
+    import torch
+
+    with torch.no_grad():
+        return model.embeddings.word_embeddings(ids).float()
+
+
 # -- denoisers ---------------------------------------------------------------------------------
 def train_denoiser(
     model: Any, public: Tokens, clean: Any, group: dict[str, Any], with_output: bool, setting: dict[str, Any],
@@ -170,16 +187,16 @@ def train_denoiser(
     """A denoiser for ``group``, trained on the public sentences with fresh noise every step (etas in turn)."""
     import torch
 
+    from ldpfed.fed.encoders.word_split import server_pass
     from ldpfed.fed.learning.denoiser import Denoiser, DenoiserShape
-    from ldpfed.fed.encoders.word_split import WordSplit, server_pass
 
-    splits = [WordSplit(model, group["sampler"], eta) for eta in group["train_etas"]]
+    splits = [split_for(model, group["sampler"], eta, setting["task_length"]) for eta in group["train_etas"]]
     dim = model.config.hidden_size
     shape = DenoiserShape(dim=dim, length=setting["task_length"], layout="paper", **setting["denoiser"])
     torch.manual_seed(seed)
     den = Denoiser(shape).to(device)
     den.output_scale.fill_(float(clean.std()))
-    den.token_scale.fill_(splits[0].bounds.clip / math.sqrt(dim))
+    den.token_scale.fill_(splits[0].clip / math.sqrt(dim))
     n, batch = len(public.ids), setting["batch"]  # learning rate: warm-up, then cosine to 0 over the steps or the seconds
     planned = setting["epochs"] * math.ceil(n / batch)
     optimizer = torch.optim.AdamW(den.parameters(), lr=setting["lr"], weight_decay=1e-4)
@@ -196,7 +213,7 @@ def train_denoiser(
             index = perm[start : start + batch]
             ids, mask = public.batch(index, device)
             split = splits[step % len(splits)]
-            released, noise = split.release(split.rows(ids), mask, generator)
+            released, noise = split.release_rows(word_rows(model, ids), mask, generator)
             head = server_pass(model, released, mask) if with_output else torch.zeros(len(ids), dim, device=device)
             with autocast:
                 loss = torch.mean((den(head, released, noise, mask).float() - clean[index].to(device)) ** 2)
@@ -242,12 +259,12 @@ def embed(model: Any, tokens: Tokens, device: Any, batch: int, noisy: dict[str, 
             if noisy is None:
                 parts["local"] = server_pass(model, rows, mask)
             else:
-                released, noise = noisy["split"].release(rows, mask, noisy["generator"])
+                released, noise = noisy["split"].release_rows(rows, mask, noisy["generator"])
                 e_n = server_pass(model, released, mask)
                 parts["server_output"] = e_n
                 parts["snd"] = noisy["with"](e_n, released, noise, mask).float()
                 parts["snd_without_output"] = noisy["without"](torch.zeros_like(e_n), released, noise, mask).float()
-                parts["tokembpriv"] = server_pass(model, noisy["tokemb"].release(rows, mask, noisy["generator"])[0], mask)
+                parts["tokembpriv"] = server_pass(model, noisy["tokemb"].release_rows(rows, mask, noisy["generator"])[0], mask)
         for key, value in parts.items():
             out.setdefault(key, torch.empty(n, value.shape[1]))[index] = value.float().cpu()
     return out
@@ -309,8 +326,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
+    from ldpfed.fed.encoders.word_split import TableBounds
     from ldpfed.fed.learning.denoiser import Denoiser, DenoiserShape
-    from ldpfed.fed.encoders.word_split import TableBounds, WordSplit
 
     setting = dict(SETTINGS[args.setting])
     if args.denoiser_epochs:
@@ -441,7 +458,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     return results
                 unit_start = time.time()
                 generator = torch.Generator(device=device).manual_seed(10_000 * seed + int(eta * 10) + 7 * g)
-                noisy = {"split": WordSplit(model, group["sampler"], eta), "tokemb": WordSplit(model, group["sampler"], eta, post_clip=False),
+                length = setting["task_length"]
+                noisy = {"split": split_for(model, group["sampler"], eta, length),
+                         "tokemb": split_for(model, group["sampler"], eta, length, post_clip=False),
                          "with": denoisers[gname][True], "without": denoisers[gname][False], "generator": generator}
                 got = {k: embed(model, tok, device, setting["eval_batch"], noisy) for k, tok in sentences.items()}
                 unit: dict[str, Any] = {"sampler": group["sampler"], "eta": eta, "seed": seed, "group": gname, "tasks": {}}
@@ -476,7 +495,8 @@ def regime(args: argparse.Namespace) -> Path:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from ldpfed.fed.encoders.word_split import SAMPLERS, WordSplit, server_pass
+    from ldpfed.fed.encoders.word_split import server_pass
+    from ldpfed.fed.randomizers.split_denoise import SAMPLERS
 
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -497,8 +517,8 @@ def regime(args: argparse.Namespace) -> Path:
             generator = torch.Generator().manual_seed(int(eta))
             row: dict[str, Any] = {"sampler": sampler, "eta": eta}
             for post_clip, name in ((False, "tokembpriv"), (True, "server_output")):
-                split = WordSplit(model, sampler, eta, post_clip=post_clip)
-                released, noise = split.release(rows, mask, generator)
+                split = split_for(model, sampler, eta, 64, post_clip=post_clip)
+                released, noise = split.release_rows(rows, mask, generator)
                 row[name] = _cosine(server_pass(model, released, mask), clean)
                 if not post_clip:
                     real = mask.bool()
