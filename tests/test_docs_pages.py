@@ -62,8 +62,11 @@ def test_the_label_pattern_catches_the_forms_used() -> None:
 def test_the_api_reference_names_the_public_extension_points() -> None:
     page = (DOCS / "api" / "ldpfed.md").read_text()
     for name in ("ldpfed.RunSpec", "ldpfed.register_randomizer", "ldpfed.register_encoder", "ldpfed.register_axis",
-                 "ldpfed.register_classifier", "HeterogeneityAxis", "Option"):
+                 "ldpfed.register_classifier"):
         assert re.search(rf"^::: \S*{re.escape(name)}$", page, re.MULTILINE), name
+    plugins = (DOCS / "api" / "plugins.md").read_text()  # HeterogeneityAxis, Option, the run spec's sections, ...
+    assert re.search(r"^::: ldpfed\.plugins$", plugins, re.MULTILINE)
+    assert "ldpfed.plugins: api/plugins.md" in (ROOT / "mkdocs.yml").read_text()
     config = (ROOT / "mkdocs.yml").read_text()
     assert "docs/hooks/griffe_roles.py" in config, "the docstrings' Sphinx roles are rewritten for the reference"
 

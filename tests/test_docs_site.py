@@ -29,7 +29,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_mkdocs_build_strict(site: Path) -> None:
-    for package, member in (("privacy", "ldpfed.fed.privacy.ledger"), ("randomizers", "ldpfed.fed.randomizers.gaussian"), ("encoders", "ldpfed.fed.encoders.cache"), ("ldpfed", "ldpfed.simulate")):
+    for package, member in (
+        ("privacy", "ldpfed.fed.privacy.ledger"), ("randomizers", "ldpfed.fed.randomizers.gaussian"),
+        ("encoders", "ldpfed.fed.encoders.cache"), ("ldpfed", "ldpfed.simulate"), ("plugins", "ldpfed.plugins"),
+    ):
         assert f'id="{member}"' in (site / "api" / package / "index.html").read_text(), member
     assert not (site / "hooks").exists()
 
@@ -39,10 +42,26 @@ def test_the_api_reference_documents_the_run_spec_and_the_extension_points(site:
     members = (
         "ldpfed.RunSpec", "ldpfed.RunSpec.data", "ldpfed.RunSpec.from_mapping", "ldpfed.register_randomizer",
         "ldpfed.register_encoder", "ldpfed.register_axis", "ldpfed.register_classifier",
-        "ldpfed.fed.heterogeneity.axis.HeterogeneityAxis", "ldpfed.fed.heterogeneity.axis.HeterogeneityAxis.parse",
-        "ldpfed.fed.configuration.option.Option", "ldpfed.fed.configuration.option.Option.coerce", "ldpfed.fed.configuration.sections.DataSpec.users",
     )
     assert [m for m in members if f'id="{m}"' not in page] == []
+
+
+def test_the_api_reference_documents_every_name_a_plugin_imports(site: Path) -> None:
+    """ldpfed.plugins's page: each public name, and the members a plugin implements or reads."""
+    import ldpfed.plugins
+
+    page = (site / "api" / "plugins" / "index.html").read_text()
+    members = [f"ldpfed.plugins.{name}" for name in ldpfed.plugins.__all__] + [
+        f"ldpfed.plugins.{member}" for member in (
+            "Randomizer._calibrate", "Randomizer.event", "Randomizer.audit_scores", "Randomizer.float_safe",
+            "Randomizer.release", "CalibrationTarget.gaussian_sigma", "GaussianEvent.sensitivity", "LaplaceEvent.scale",
+            "HeterogeneityAxis.parse", "HeterogeneityAxis.assign", "Option.coerce", "DataSpec.users",
+            "PrivacySpec.epsilon", "ScheduleSpec.rounds", "Encoder.encode", "ServerClassifier.add",
+            "ClassifierContext.dim",
+        )
+    ]
+    assert [m for m in members if f'id="{m}"' not in page] == []
+    assert "larger score means \"released from x1\"" in page  # the audit score's direction, from the module's docstring
 
 
 ROLE_LEFT = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|exc|obj|const):(?:`|<code>|&#96;)")

@@ -13,9 +13,13 @@ class Option:
     """A run option (``name`` with underscores; ``--name-with-hyphens`` on the command line)."""
 
     name: str
+    """The option's name, with underscores: its run-config key and its keyword in ``ldpfed.simulate``."""
     kind: type
+    """Its type: ``int``, ``float``, ``str`` or ``bool``."""
     default: Any
+    """Its value when not given (an axis's option: a value at which the axis's ``parse`` returns None)."""
     help: str
+    """Its help text (``ldpfed simulate --help``)."""
     file: bool = False
     """Whether a value may name a file that a simulation's server reads (``ldpfed simulate`` makes it absolute)."""
     parse: Callable[[Any], Any] | None = None

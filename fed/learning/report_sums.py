@@ -29,9 +29,13 @@ class ReportSums:
     """
 
     class_sums: np.ndarray
+    """(num_classes, dim): the sum of the reports of each reported label (soft labels weight them)."""
     label_counts: np.ndarray
+    """(num_classes,): how many reports carry each label (soft labels: their summed weights)."""
     second_moment: np.ndarray
+    """(dim, dim): the sum of the reports' outer products."""
     count: int
+    """How many reports were summed."""
 
     @classmethod
     def of(cls, reports: np.ndarray, labels: np.ndarray, num_classes: int) -> "ReportSums":

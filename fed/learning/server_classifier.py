@@ -31,14 +31,23 @@ class ClassifierContext:
     public data's covariance and class means (None without public data labelled like the task)."""
 
     dim: int
+    """Values per decoded report."""
     num_classes: int
+    """Classes of the task."""
     seed: int = 0
+    """The run's seed."""
     delta: float = 1e-5
+    """The run's delta."""
     shrinkage: float = -1.0
+    """--shrinkage: the noise-aware discriminant's covariance shrinkage in [0, 1] (negative: automatic, Ledoit-Wolf)."""
     target: np.ndarray | None = None
+    """(dim, dim): the covariance to shrink towards, the public data's within-class covariance (or None)."""
     public_means: np.ndarray | None = None
+    """(num_classes, dim): the public data's class means (None without public data labelled like the task)."""
     screening: str = "auto"
+    """--screening of the noise-aware discriminant."""
     weighting: str = "inverse-variance"
+    """--weighting of the noise-aware discriminant."""
 
 
 class ServerClassifier(ABC):

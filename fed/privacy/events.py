@@ -99,7 +99,9 @@ class RandomizedResponseEvent(PrivacyEvent):
     """k-ary randomized response: keep the true value with prob. e^eps / (e^eps + k - 1)."""
 
     epsilon: float
+    """Its pure epsilon (eps above)."""
     num_values: int
+    """How many values it answers among (k above)."""
     mechanism: ClassVar[str] = "randomized_response"
 
     def __post_init__(self) -> None:

@@ -8,9 +8,9 @@ thin layer over them) and returns a typed, frozen object instead of printing it:
     run = ldpfed.simulate(data="generated:200", users=4, epsilon=3)
     run.summary["accuracy_local"], run.ledgers[0]["budget"], run.users[0]["epsilon_sentence"]
 
-The public surface is :data:`__all__` (semantic versioning, CHANGELOG.md; tests/test_public_surface.py
-holds it to the changelog); every other name, and every module whose name starts with an
-underscore, is private. This package lives in the repository at simulations/ldpfed/ and is
+The public surface is :data:`__all__` and, for plugin authors, the module ``ldpfed.plugins`` (semantic
+versioning, CHANGELOG.md; tests/test_public_surface.py holds both to the changelog); every other name, and
+every module whose name starts with an underscore, is private. This package lives in the repository at simulations/ldpfed/ and is
 installed as the one top-level package ``ldpfed``; the checkout's folders fed/, clients/, strategies/
 and simulations/ are its subpackages ``ldpfed.fed`` and so on: in a checkout through the links
 simulations/ldpfed/fed -> ../../fed and so on, in a wheel as folders (pyproject.toml, hatch_build.py).

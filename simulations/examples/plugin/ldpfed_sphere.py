@@ -16,14 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
-from ldpfed.fed.privacy.events import GaussianEvent
-from ldpfed.fed.privacy.noise import add_gaussian
-from ldpfed.fed.privacy.validators import check_positive
-from ldpfed.fed.randomizers.audit_pairs import Scores, antipodal_scores
-from ldpfed.fed.randomizers.base import Randomizer, check_finite_matrix, check_params
-from ldpfed.fed.randomizers.target import CalibrationTarget
-from ldpfed.fed.configuration.option import Option
+from ldpfed.plugins import (
+    CalibrationTarget,
+    GaussianEvent,
+    HeterogeneityAxis,
+    Option,
+    Randomizer,
+    Scores,
+    add_gaussian,
+    antipodal_scores,
+    check_finite_matrix,
+    check_params,
+    check_positive,
+    gaussian_llr,
+)
 
 
 class SphereGaussian(Randomizer):
@@ -32,7 +38,7 @@ class SphereGaussian(Randomizer):
     name = "sphere-gaussian"
     noise_key = "sigma"
     required_options = frozenset({"clip"})
-    float_safe = True  # its noise comes from fed.privacy.noise: OpenDP's sampler on a device
+    float_safe = True  # its noise comes from add_gaussian: OpenDP's sampler on a device
     batch_release = True  # each report depends on its own row and fresh noise only
     decoded_as_sent = True
     audit_dimension_free = True  # the pair +-clip e_1 differs on one axis only
@@ -75,9 +81,8 @@ class SphereGaussian(Randomizer):
         return True
 
     def audit_scores(self, dim: int) -> Scores:
-        """+-clip e_1 (L2 distance 2 * clip, the sphere's diameter), scored by the Gaussian likelihood ratio."""
-        from ldpfed.fed.privacy.audit import gaussian_llr
-
+        """+-clip e_1 (L2 distance 2 * clip, the sphere's diameter), scored by the Gaussian likelihood ratio
+        log p(y | x1) / p(y | x0): larger means "released from x1", the direction the audit reads."""
         return antipodal_scores(self, dim, lambda y, x0, x1: gaussian_llr(y, x0, x1, self.sigma))
 
 
