@@ -50,6 +50,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,8 @@ from typing import Any
 from ldpfed.fed.configuration.option import unknown_option
 from ldpfed.fed.plugins.entry_points import PluginError, environment
 from ldpfed.fed.configuration.run_spec import RunSpec, options
+from ldpfed.simulations import processes
+from ldpfed.simulations.study_worker import SharedRunner
 
 MARKER = "study_run.json"
 """Written into a run directory once its run finished: the options it ran with and its wall time."""
@@ -283,8 +286,12 @@ def simulate_command(options: Mapping[str, Any], out: Path) -> list[str]:
     return command + [f"--out={out}"]
 
 
-def execute(run: StudyRun, directory: Path) -> float:
-    """Run ``ldpfed simulate`` for one run into a fresh ``directory``; write the marker on success.
+def execute(run: StudyRun, directory: Path, shared: SharedRunner | None = None) -> float:
+    """Run one run into a fresh ``directory``; write the marker on success.
+
+    Alone (``shared`` None): ``ldpfed simulate`` in a process of its own. Shared: in the study's worker process
+    (:mod:`simulations.study_worker`), which keeps the imports, the loaded encoder and its encodings across runs; the
+    run's results are the same. Either way its output goes to ``simulate.log``.
 
     Returns the wall time in seconds. Raises RuntimeError naming the run's log when the run fails.
     """
@@ -294,8 +301,16 @@ def execute(run: StudyRun, directory: Path) -> float:
     log = directory / "simulate.log"
     started = time.monotonic()
     env = {**os.environ, **environment(RunSpec.from_mapping(run.options).to_mapping())}  # plugins registered here
-    with open(log, "w") as handle:
-        done = subprocess.run(simulate_command(run.options, directory), stdout=handle, stderr=subprocess.STDOUT, env=env)
+    if shared is not None:
+        log.touch()
+        try:
+            shared.run(run.options, directory, log, env)
+        except RuntimeError as error:  # the run raised, or the worker died running it (the next run starts another)
+            raise RuntimeError(f"run {run.name} failed: {error}; see {log}") from None
+        done = subprocess.CompletedProcess([], 0)
+    else:
+        with open(log, "w") as handle:
+            done = processes.run(simulate_command(run.options, directory), stdout=handle, stderr=subprocess.STDOUT, env=env)
     seconds = time.monotonic() - started
     if done.returncode != 0 or not (directory / "summary.json").is_file():
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
@@ -304,29 +319,53 @@ def execute(run: StudyRun, directory: Path) -> float:
     return seconds
 
 
+SHARED_MAX_USERS = 200
+"""``runner="auto"`` shares one worker among a study's runs when none has more users than this. The shared worker
+runs a run's nodes one after another in one process, where Flower's Ray engine runs them side by side on the machine's
+CPUs: beyond a few hundred users a run's own work outweighs what sharing saves (docs/scale.md, "Studies")."""
+RUNNERS = ("auto", "shared", "alone")
+"""How a study runs its runs: ``shared`` (one worker process for all, simulations/study_worker.py), ``alone`` (each
+its own ``ldpfed simulate``), ``auto`` (shared when no run has more than :data:`SHARED_MAX_USERS` users)."""
+
+
+def shares_worker(study: Study, runner: str = "auto") -> bool:
+    """Whether :func:`run_study` runs ``study`` in one shared worker (see :data:`RUNNERS`)."""
+    if runner not in RUNNERS:
+        raise ValueError(f"runner {runner!r}: expected one of {', '.join(RUNNERS)}")
+    if runner != "auto":
+        return runner == "shared"
+    return all(RunSpec.from_mapping(run.options).data.users <= SHARED_MAX_USERS for run in study.runs())
+
+
 def run_study(
-    study: Study, out: Path, on_start: Callable[[StudyRun], None], on_done: Callable[[StudyRun, str], None]
+    study: Study,
+    out: Path,
+    on_start: Callable[[StudyRun], None],
+    on_done: Callable[[StudyRun, str], None],
+    runner: str = "auto",
 ) -> list[str]:
     """Run every run that is not complete, one at a time; returns the failures' messages.
 
     ``on_start`` is called before each run that executes; ``on_done`` after every run (complete
-    ones included) with a one-line result.
+    ones included) with a one-line result. ``runner``: see :data:`RUNNERS`. A run that fails (or whose shared worker
+    dies) is reported and the others go on.
     """
     failures = []
-    for run in study.runs():
-        directory = out / run.name
-        if run_state(directory, run) == "complete":
-            on_done(run, "done before")
-            continue
-        on_start(run)
-        try:
-            seconds = execute(run, directory)
-        except RuntimeError as error:
-            failures.append(str(error))
-            on_done(run, "FAILED")
-            continue
-        accuracy = json.loads((directory / "summary.json").read_text()).get("accuracy_local")
-        on_done(run, f"accuracy {number_text(accuracy, '.4f')} in {seconds:.0f} s")
+    with SharedRunner() if shares_worker(study, runner) else nullcontext() as shared:
+        for run in study.runs():
+            directory = out / run.name
+            if run_state(directory, run) == "complete":
+                on_done(run, "done before")
+                continue
+            on_start(run)
+            try:
+                seconds = execute(run, directory, shared)
+            except RuntimeError as error:
+                failures.append(str(error))
+                on_done(run, "FAILED")
+                continue
+            accuracy = json.loads((directory / "summary.json").read_text()).get("accuracy_local")
+            on_done(run, f"accuracy {number_text(accuracy, '.4f')} in {seconds:.0f} s")
     return failures
 
 def float_or_none(value: Any) -> float | None:

@@ -136,7 +136,7 @@ def test_a_rerun_runs_only_what_is_not_complete(tmp_path: Path, monkeypatch: pyt
 
     monkeypatch.setattr("ldpfed.simulations.study.subprocess.run", fake_simulate)
     done = []
-    failures = run_study(study, out, lambda run: None, lambda run, result: done.append((run.name, result)))
+    failures = run_study(study, out, lambda run: None, lambda run, result: done.append((run.name, result)), "alone")
     assert [c[-1] for c in commands] == [f"--out={out / r.name}" for r in runs[1:]]
     assert "--seed=1" in commands[0] and "--partition=dirichlet:0.05" in commands[0]
     assert done[0] == (runs[0].name, "done before") and done[1][1].startswith("accuracy 0.5000 in ")
@@ -144,7 +144,7 @@ def test_a_rerun_runs_only_what_is_not_complete(tmp_path: Path, monkeypatch: pyt
     assert [run_state(out / r.name, r) for r in runs] == ["complete"] * (len(runs) - 1) + ["incomplete"]
 
     commands.clear()
-    run_study(study, out, lambda run: None, lambda run, result: None)
+    run_study(study, out, lambda run: None, lambda run, result: None, "alone")
     assert [c[-1] for c in commands] == [f"--out={out / runs[-1].name}"]
 
 

@@ -108,6 +108,21 @@ def digest(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def run_directory_hash(directory: str | Path) -> str:
+    """The hash of a finished run directory's results, as :func:`simulated` hashes a run: its ledgers and per-round
+    metrics, canonical (the run folder masked), so that the same run written to two folders hashes the same."""
+    out = Path(directory)
+    ledgers = json.loads((out / "ledgers.json").read_text())
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return digest(canonical({"ledgers": ledgers, "metrics": metrics}, str(out)))
+
+
+def summary_hash(directory: str | Path) -> str:
+    """The hash of a run directory's summary.json, canonical (wall-clock figures dropped, the run folder masked)."""
+    out = Path(directory)
+    return digest(canonical(json.loads((out / "summary.json").read_text()), str(out)))
+
+
 def simulated(name: str, root: Path) -> Any:
     """Run ``name`` on the in-process grid (the real ServerApp and ClientApp); its ledgers and metrics."""
     run_local = _locate("run_local")

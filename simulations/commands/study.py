@@ -22,6 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an earlier report's study.json of the same study: its recorded runs fill in runs not complete under --out "
         "(the report names them; repeatable)",
     )
+    parser.add_argument(
+        "--runner", choices=("auto", "shared", "alone"), default="auto",
+        help="shared: every run in one worker process that keeps the imports, the encoder and its encodings (results "
+        "identical to each run alone); alone: each run its own `ldpfed simulate` (Flower + Ray); auto: shared when no "
+        "run has more than 200 users (default: auto; docs/scale.md, Studies)",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="validate and list every run with its state; run nothing")
     mode.add_argument("--report-only", action="store_true", help="write the report from the complete runs; run nothing")
@@ -35,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     result = ldpfed.study(
         args.config, out=args.out, report=args.report, runs_from=args.runs_from, dry_run=args.dry_run,
-        report_only=args.report_only,
+        report_only=args.report_only, runner=args.runner,
     )
     console = Console(soft_wrap=True)  # paths stay on one line
     if args.dry_run:

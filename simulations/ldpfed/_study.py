@@ -83,6 +83,7 @@ def study(
     dry_run: bool = False,
     report_only: bool = False,
     progress: bool = True,
+    runner: str = "auto",
 ) -> Study:
     """Run a study as ``ldpfed study`` does: validate the whole grid first, run what is not complete, report it.
 
@@ -103,6 +104,11 @@ def study(
         Write the report from the complete runs; run nothing.
     progress : bool
         Print the study's line, a progress bar and one line per finished run.
+    runner : str
+        ``shared``: every run in one worker process that keeps the imports, the loaded encoder and its encodings
+        (the in-process grid; each run's results are those of the run alone, docs/scale.md "Studies"); ``alone``:
+        each run its own ``ldpfed simulate`` (Flower + Ray); ``auto`` (default): shared when no run has more than
+        200 users (simulations.study.SHARED_MAX_USERS). Either way a run that fails fails alone.
 
     Raises
     ------
@@ -111,24 +117,28 @@ def study(
     """
     from rich.console import Console
 
-    from ldpfed.simulations.study import load_study, run_state
+    from ldpfed.simulations.study import load_study, run_state, shares_worker
     from ldpfed.simulations.study_report import write_report
 
     if dry_run and report_only:
         raise ValueError("dry_run and report_only exclude each other")
     config = Path(config)
     grid = load_study(config)
+    shared = shares_worker(grid, runner)  # a bad runner is refused before anything runs
     folder = (Path(out) if out is not None else Path("runs") / "studies" / config.stem).resolve()
     console = Console(soft_wrap=True, quiet=not progress)  # paths stay on one line
     runs = grid.runs()
     states = {run.name: run_state(folder / run.name, run) for run in runs}
     todo = sum(state != "complete" for state in states.values())
-    console.print(f"study {config}: {len(runs)} runs in {folder}, {len(runs) - todo} complete, {todo} to run")
+    console.print(
+        f"study {config}: {len(runs)} runs in {folder}, {len(runs) - todo} complete, {todo} to run"
+        + (", in one shared worker" if shared and todo and not (dry_run or report_only) else "")
+    )
     failures: list[str] = []
     written = None
     if not dry_run:
         if not report_only:
-            failures = _run_with_progress(grid, folder, len(runs), console)
+            failures = _run_with_progress(grid, folder, len(runs), console, "shared" if shared else "alone")
             states = {run.name: run_state(folder / run.name, run) for run in runs}
         given = [str(config)]  # the command line that makes this report (not --report-only)
         for flag, value in (("--out", out), ("--report", report)):
@@ -143,7 +153,7 @@ def study(
     return Study(config, grid.title, folder, written, entries, tuple(failures))
 
 
-def _run_with_progress(grid: Any, out: Path, total: int, console: Any) -> list[str]:
+def _run_with_progress(grid: Any, out: Path, total: int, console: Any, runner: str) -> list[str]:
     """run_study with a progress bar over runs and one line per finished run."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -162,4 +172,4 @@ def _run_with_progress(grid: Any, out: Path, total: int, console: Any) -> list[s
             bar.console.print(f"{run.name}: {result}")
             bar.advance(task)
 
-        return run_study(grid, out, start, done)
+        return run_study(grid, out, start, done, runner)
