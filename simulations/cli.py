@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ldpfed.simulations import commands
@@ -40,15 +43,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGINT (Ctrl-C) or SIGTERM: raised in the command, whose ``finally`` blocks and context managers stop its
+    children on the way out (simulations.processes)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Stopped` in the block (once: a second signal would cut the cleanup short);
+    the handlers before are restored after it. Only the main thread can set handlers; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stopped(signum: int, frame: Any) -> None:
+        for each in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(each, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    before = {signum: signal.signal(signum, stopped) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse arguments and run the chosen subcommand; bad input exits 2 with a message."""
+    """Parse arguments and run the chosen subcommand; bad input exits 2 with a message. Stopped by Ctrl-C or SIGTERM,
+    it stops its children and exits 128 + the signal's number (130, 143) with one line."""
     limit_blas_threads()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        with _stopped_by_signals():
+            return int(args.handler(args) or 0)
     except ValueError as error:
         parser.exit(2, f"ldpfed {args.command}: error: {error}\n")
+    except KeyboardInterrupt as error:
+        signum = error.signum if isinstance(error, Stopped) else signal.SIGINT
+        print(f"ldpfed {args.command}: stopped ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

@@ -238,9 +238,11 @@ def _wait_healthy(port: int, timeout: float, ca_cert: Path | None = None) -> Non
 
 
 def _stop(processes: list[subprocess.Popen], timeout: float = 15.0) -> None:
+    """SIGTERM to each process's group (each leads its own: the SuperLink's SuperExec and Ray go with it), SIGKILL to
+    those left after ``timeout`` seconds."""
     for process in reversed(processes):
         if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
+            os.killpg(process.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     for process in reversed(processes):
         try:

@@ -58,6 +58,7 @@ from typing import Any
 from ldpfed.fed.configuration.option import unknown_option
 from ldpfed.fed.plugins.entry_points import PluginError, environment
 from ldpfed.fed.configuration.run_spec import RunSpec, options
+from ldpfed.simulations import processes
 from ldpfed.simulations.study_worker import SharedRunner
 
 MARKER = "study_run.json"
@@ -309,7 +310,7 @@ def execute(run: StudyRun, directory: Path, shared: SharedRunner | None = None) 
         done = subprocess.CompletedProcess([], 0)
     else:
         with open(log, "w") as handle:
-            done = subprocess.run(simulate_command(run.options, directory), stdout=handle, stderr=subprocess.STDOUT, env=env)
+            done = processes.run(simulate_command(run.options, directory), stdout=handle, stderr=subprocess.STDOUT, env=env)
     seconds = time.monotonic() - started
     if done.returncode != 0 or not (directory / "summary.json").is_file():
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]

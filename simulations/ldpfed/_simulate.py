@@ -59,6 +59,7 @@ def simulate(
     limit_blas_threads()
     from ldpfed.fed.configuration.schedule_warnings import schedule_warnings
     from ldpfed.simulations.flower_runner import cluster, resolve_ray_address, run_status, start_run
+    from ldpfed.simulations.processes import stop
 
     if cpus_per_client < 1:
         raise ValueError(f"--cpus-per-client {cpus_per_client}: each ClientApp needs at least 1 CPU")
@@ -89,7 +90,10 @@ def simulate(
         Path(work), simulation=True, ray_address=address, env=plugins
     ) as running:
         process = start_run(running, config.to_mapping(), federation, log)
-        _follow(process, out / "metrics.jsonl", config.schedule.rounds, quiet=not progress)
+        try:
+            _follow(process, out / "metrics.jsonl", config.schedule.rounds, quiet=not progress)
+        finally:
+            stop(process)  # stopped early (Ctrl-C, SIGTERM): `flwr run` ends before the SuperLink it streams from
         status = run_status(running, log)
     if status != "finished:completed" or not (out / "summary.json").is_file():
         reason = flower_failure(log)
@@ -237,12 +241,14 @@ def _warm_cache(config: RunSpec, progress: bool, plugins: dict[str, str] | None 
     MiB) is gone before the run starts instead of staying in this process for the whole run, and
     the caller's script or notebook is never imported again there.
     """
+    from ldpfed.simulations import processes
+
     with tempfile.TemporaryDirectory(prefix="ldpfed-encode-") as work:
         request, answer = Path(work) / "config.json", Path(work) / "answer.json"
         request.write_text(json.dumps(config.to_mapping()))
         env = {**os.environ, **(plugins or {}), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         command = [sys.executable, "-P", "-m", "ldpfed._encode", str(request), str(answer), "1" if progress else "0"]
-        done = subprocess.run(command, env=env)
+        done = processes.run(command, env=env, start_new_session=True)  # Ctrl-C reaches it as our SIGTERM: no traceback
         result = json.loads(answer.read_text()) if answer.is_file() else {}
     if "error" in result:
         raise ValueError(result["error"])
