@@ -304,8 +304,8 @@ class DevicePolicy:
     def encoder_refusal(self, spec: str) -> str | None:
         """Why this policy refuses a bundle whose encoder is ``spec`` (None: allowed), by the one resolver of
         encoder names (fed.encoders.resolver): a built-in name needs its base name in ``encoders``, any other
-        name must be listed exactly (an absolute path or a Hub id); ``tokens:<L>:<encoder>`` (the embedding
-        layer of an encoder) is allowed where the encoder is, and is a transformer."""
+        name must be listed exactly (an absolute path or a Hub id); ``tokens:<L>:<encoder>`` (the word-embedding
+        rows of an encoder, Split-N-Denoise's records) is allowed where the encoder is, and is a transformer."""
         from ldpfed.fed.encoders.resolver import refusal
 
         return refusal(spec, self)

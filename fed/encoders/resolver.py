@@ -15,8 +15,8 @@ name                          loads
 ``minilm-tuned``              the installed MiniLM with the layers a bundle ships
                               (``minilm-tuned.safetensors``); on a device only weights whose SHA-256
                               the policy lists in ``tuned_encoders``
-``tokens:<L>:<X>``            the embedding layer of transformer X (resolved by these same rules) at
-                              L positions; X is neither ``bilstm`` nor ``minilm-tuned``
+``tokens:<L>:<X>``            the word-embedding rows of transformer X (resolved by these same rules) at
+                              L positions with their mask (Split-N-Denoise's records); X is neither ``bilstm`` nor ``minilm-tuned``
 ``bilstm:<folder>``           a BiLSTM saved in ``folder``
 ``<plugin>[:<argument>]``     what a registered plugin builds (fed.encoders.registry)
 anything else                 a Hugging Face model

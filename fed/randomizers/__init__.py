@@ -1,6 +1,6 @@
 """Local randomizers: each adds its noise and states its privacy event (design.md section 2).
-split_denoise runs the transformer's embedding layer (encoders), its denoiser (learning) and
-one torch thread (runtime.threads), each imported where used. Importing this package registers
+split_denoise (Split-N-Denoise on the word-embedding rows) runs torch's samplers and the transformer
+(encoders), its denoiser (learning) and one torch thread (runtime.threads), each imported where used. Importing this package registers
 the built-in randomizers, then those of installed plugins (fed.randomizers.plugins), so every
 list derived from :data:`RANDOMIZERS` sees them.
 

@@ -37,7 +37,7 @@ def encode_run_data(config: RunSpec, progress: bool) -> list[str]:
     train = encode_cached(encoder, population.train, cache, progress=progress, label="train")
     encode_cached(encoder, population.dev, cache, progress=progress, label="dev")
     records = encoder_spec(config)
-    if records != config.encoder.encoder:  # the mechanism releases another encoding of the records (snd: token matrices)
+    if records != config.encoder.encoder:  # the mechanism releases another encoding of the records (snd: word-embedding rows)
         for name, split in splits.items():
             encode_cached(make_encoder(records), split, cache, progress=progress, label=name)
     for encoding, _ in encoding_groups(config):  # each device group's encoder setting, which its users' nodes read
