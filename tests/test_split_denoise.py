@@ -1,5 +1,6 @@
-"""Split-N-Denoise (seed 003): the user's half releases exactly what token-dchi releases, the server's
-half is post-processing of it, and the shipped denoiser is weights only, checked on load."""
+"""Split-N-Denoise's denoiser (seed 003): it learns, it reads only real tokens (through the numpy API too), and
+the shipped file is weights only, checked on load. Also TokEmbPriv's split helpers (token_level), which the
+attack study and the earlier post-LayerNorm study use; ``--mechanism snd`` is tests/test_snd_mechanism.py."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def minilm():  # noqa: ANN201
     return make_encoder("minilm")
 
 
-def test_the_split_release_is_token_dchi_and_the_server_half_gives_the_same_vector(minilm) -> None:  # noqa: ANN001
+def test_tokembprivs_split_release_is_token_dchi_and_its_server_half_gives_the_same_vector(minilm) -> None:  # noqa: ANN001
     from ldpfed.fed.randomizers.token_level import TokenLevelRandomizer
 
     snd = TokenLevelRandomizer(minilm, "token-dchi", 16, 50.0, clip=12.3, post_clip=12.3)
@@ -112,3 +113,22 @@ def test_the_paper_layout_reads_only_real_tokens_and_round_trips() -> None:
         assert loaded.shape == shape and torch.allclose(loaded(e_n, released, noise, mask), out, atol=1e-6)
     with pytest.raises(ValueError, match="layout"):
         DenoiserShape(dim=6, length=5, layout="other")
+
+
+def test_the_numpy_api_passes_the_mask_in_training_and_denoising() -> None:
+    """What a node runs (Denoiser.denoise, train_denoiser) hides padding as the forward pass does."""
+    rng = np.random.default_rng(3)
+    noisy, x, released, clean = _synthetic(64, rng)
+    mask = np.ones((64, 4), dtype=np.float32)
+    mask[::2, 2:] = 0.0
+    shape = DenoiserShape(dim=8, length=4, hidden=16, layers=1, heads=2, layout="paper", ff=16)
+    model, losses = train_denoiser(shape, noisy, x, released, clean, epochs=2, batch=32, seed=0, mask=mask)
+    assert np.isfinite(losses).all()
+    torch.nn.init.normal_(model.out.weight)
+    junk_x, junk_r = x.copy(), released.copy()
+    junk_x[mask == 0], junk_r[mask == 0] = 7.0, -9.0
+    out = model.denoise(noisy, x, released, mask=mask)
+    assert np.allclose(out, model.denoise(noisy, junk_x, junk_r, mask=mask), atol=1e-5)
+    assert not np.allclose(out, model.denoise(noisy, junk_x, junk_r), atol=1e-3)
+    with pytest.raises(ValueError, match="mask"):
+        model.denoise(noisy, x, released, mask=mask[:, :3])
