@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "simulations" / "examples" / "plugin"
 DELTA = 1e-5
 UNDERCOUNTED = '''
-from ldpfed.fed.privacy.events import GaussianEvent
+from ldpfed.plugins import GaussianEvent
 from ldpfed_sphere import SphereGaussian
 
 

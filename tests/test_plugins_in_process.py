@@ -20,7 +20,7 @@ import pytest
 
 import ldpfed
 from ldpfed.fed.plugins.entry_points import ENVIRONMENT, PARENT, PluginError, environment
-from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+from ldpfed.plugins import GaussianRandomizer
 from ldpfed.fed.configuration.run_spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,9 +28,7 @@ MODULE = '''
 """Plugins of a researcher's own module, beside their script."""
 import numpy as np
 
-from ldpfed.fed.heterogeneity.axis import HeterogeneityAxis
-from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
-from ldpfed.fed.configuration.option import Option
+from ldpfed.plugins import GaussianRandomizer, HeterogeneityAxis, Option
 
 
 class Twice(GaussianRandomizer):
@@ -130,7 +128,7 @@ def test_a_plugin_no_other_process_can_import_is_refused_before_anything_runs(re
     script = tmp_path / "cell.py"
     script.write_text(textwrap.dedent("""
         import ldpfed
-        from ldpfed.fed.randomizers.gaussian import GaussianRandomizer
+        from ldpfed.plugins import GaussianRandomizer
 
         @ldpfed.register_randomizer
         class Mine(GaussianRandomizer):

@@ -37,8 +37,9 @@ of ``n`` releases on the pair's first input ``x0`` and of ``n`` releases on its 
 larger score means "released from x1"**, as the log-likelihood ratio log p(y | x1) / p(y | x0) does
 (:func:`gaussian_llr`, :func:`laplace_llr`). ``ldpfed audit`` trusts the pair (it is the plugin's statement
 of its worst case) but checks the score's direction itself: it builds the mechanism at epsilon 100, where any
-sound score separates its pair, requires the releases of ``x1`` to score higher, and refuses the same on its
-own draws; a score that points the wrong way or separates nothing raises :class:`AuditScoreError`.
+sound score separates its pair, and requires the releases of ``x1`` to score higher; on its own draws it refuses
+releases of ``x1`` that score lower. A score that points the wrong way or separates nothing raises
+:class:`AuditScoreError`.
 
 Registration (an entry point or ``ldpfed.register_*``) refuses an object that breaks these rules with a
 :class:`PluginError` naming it.
