@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ldpfed.simulations.commands.device import DeviceFiles, supernode_command
+from ldpfed.simulations.processes import stop_tree
 from ldpfed.simulations.commands.superlink import SuperLinkFiles, connection_toml, serve_apps_in_background, superlink_command
 
 BIN = Path(sys.executable).parent
@@ -238,18 +238,9 @@ def _wait_healthy(port: int, timeout: float, ca_cert: Path | None = None) -> Non
 
 
 def _stop(processes: list[subprocess.Popen], timeout: float = 15.0) -> None:
-    """SIGTERM to each process's group (each leads its own: the SuperLink's SuperExec and Ray go with it), SIGKILL to
-    those left after ``timeout`` seconds."""
-    for process in reversed(processes):
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for process in reversed(processes):
-        try:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
+    """Stop the Flower processes and everything they started, group by group (the SuperExec's session, with the
+    simulation and Ray, too); SIGKILL to what is left after ``timeout`` seconds."""
+    stop_tree(processes, timeout)
 
 
 def restart_supernode(running: Cluster, index: int) -> subprocess.Popen:

@@ -3,8 +3,8 @@ signal's number with one line, no traceback.
 
 Ctrl-C printed a traceback; SIGTERM ended ``ldpfed study`` at once, leaving its run's ``ldpfed simulate`` (and that
 one's flower-superlink and superexec) running. A study here runs a stand-in for ``ldpfed simulate`` (a sleeping
-Python child that notes the signal it gets), so stopping it costs two Python start-ups; the Flower processes' part,
-each stopped with its whole process group, is checked on a shell and its own child.
+Python child that notes the signal it gets), so stopping it costs two Python start-ups; the Flower processes' part
+(every process group they started is stopped) on a stand-in SuperLink whose child leads a session of its own.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def test_a_stopped_study_stops_its_run_and_says_so_in_one_line(tmp_path: Path, s
     notes = tmp_path / "notes"
     notes.mkdir()
     study = subprocess.Popen(
-        [sys.executable, "-c", STUDY_WITH_STAND_IN, str(tmp_path / "study.toml"), str(tmp_path / "runs"), str(notes), STAND_IN],
+        [sys.executable, "-c", STUDY_WITH_STAND_IN, str(tmp_path / "study.toml"), str(tmp_path / "runs"), str(notes),
+         STAND_IN],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -82,17 +83,25 @@ def test_a_stopped_study_stops_its_run_and_says_so_in_one_line(tmp_path: Path, s
     assert (notes / "stopped").read_text() == str(int(signal.SIGTERM))  # the run was asked to stop, and did
 
 
-def test_stopping_the_flower_processes_ends_their_process_groups() -> None:
-    """A SuperLink's SuperExec is its child: SIGTERM to the SuperLink alone left it running."""
-    shell = subprocess.Popen(
-        ["sh", "-c", "sleep 120 & echo $!; wait"], stdout=subprocess.PIPE, text=True, start_new_session=True
-    )
-    assert shell.stdout is not None
-    child = int(shell.stdout.readline())
-    _stop([shell], timeout=10)
+LEADER = """
+import subprocess, sys, time
+shell = subprocess.Popen(["sh", "-c", "sleep 120 & echo $!; wait"], start_new_session=True)
+print(shell.pid, flush=True)
+time.sleep(120)
+"""
+"""A stand-in SuperLink: its child (the SuperExec) leads a session of its own, where that one's child runs (the
+simulation, Ray); each prints its pid."""
+
+
+def test_stopping_the_flower_processes_ends_every_process_group_they_started() -> None:
+    """SIGTERM to the SuperLink alone (or to its group) left the SuperExec's session running: the simulation, Ray."""
+    leader = subprocess.Popen([sys.executable, "-c", LEADER], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert leader.stdout is not None
+    started = [int(leader.stdout.readline()) for _ in range(2)]
+    _stop([leader], timeout=10)
     deadline = time.monotonic() + 10
-    while _alive(child):
-        assert time.monotonic() < deadline, "the shell's child outlived its stopped process group"
+    while any(_alive(pid) for pid in started):
+        assert time.monotonic() < deadline, f"{[pid for pid in started if _alive(pid)]} outlived the stopped processes"
         time.sleep(0.1)
 
 

@@ -162,7 +162,8 @@ def read_tsv(path: Path) -> tuple[list[str], list[str] | None, list[int]]:
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text (byte {error.start}: {error.reason})") from None
     except csv.Error as error:
-        raise ValueError(f"{path}: unreadable {kind} ({error}; fields are limited to {csv.field_size_limit()} characters)") from None
+        limit = csv.field_size_limit()
+        raise ValueError(f"{path}: unreadable {kind} ({error}; fields are limited to {limit} characters)") from None
 
 
 def _read_rows(path: Path) -> tuple[list[str], list[str] | None, list[int]]:

@@ -21,7 +21,8 @@ class FrozenDict(dict):
     def _read_only(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("a run's mappings are read-only; change a copy: dict(...)")
 
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
 
     def __reduce__(self) -> tuple[type, tuple[dict[Any, Any]]]:
         return FrozenDict, (dict(self),)
