@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--masks", type=int, help="sign-mask pool size for dpie-* and texthide (default: as runs use it)")
     parser.add_argument("--post-clip", type=float, help="dchi: clip of the noisy vector (seed 003 eq. 3)")
     parser.add_argument("--labels", type=int, help="number of label values for label channels (default 2)")
+    parser.add_argument("--length", type=int, help="snd: token positions L per record (default: as runs use it)")
+    parser.add_argument("--snd-sampler", choices=("dchi", "coordinate"), help="snd: the seed's d_chi or its authors' per-coordinate sampler")
+    parser.add_argument("--l1-clip", type=float, help="snd: L1 radius of a row (the coordinate sampler's domain; default 1)")
     parser.add_argument(
         "--noise-factor",
         type=float,
@@ -79,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
             "masks": args.masks,
             "post_clip": args.post_clip,
             "labels": args.labels,
+            "length": args.length,
+            "sampler": args.snd_sampler,
+            "l1_clip": args.l1_clip,
         }.items()
         if value is not None
     }

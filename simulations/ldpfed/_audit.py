@@ -28,7 +28,9 @@ TIMED_SECONDS = 0.1
 """How long the batches after the warm-up must have lasted before they time the sampler for the estimate."""
 BAR_STEPS = 40
 """The largest batch is 1/BAR_STEPS of the draw: the progress bar moves at least this often."""
-MECHANISM_OPTIONS = ("lambda", "integer_bits", "fraction_bits", "k", "max_coefficient", "masks", "post_clip", "labels")
+MECHANISM_OPTIONS = (
+    "lambda", "integer_bits", "fraction_bits", "k", "max_coefficient", "masks", "post_clip", "labels", "length", "sampler", "l1_clip",
+)
 """The mechanism parameters an audit may set besides ``clip`` (as a run's --mechanism-options would)."""
 
 
