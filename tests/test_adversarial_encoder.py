@@ -367,3 +367,29 @@ def test_shipped_layers_load_on_a_device_by_their_digest_only(tmp_path: Path) ->
     assert isinstance(resolver.load_encoder("minilm-tuned", None, bundle=tmp_path), TunedEncoder)
     with pytest.raises(EncoderRefused, match="bundle"):
         resolver.load_encoder("minilm-tuned", listed)
+
+
+@pytest.mark.parametrize("sampler, clip, l1_clip", [("dchi", 0.5, 30.0), ("coordinate", 0.5, 5.0)])
+def test_a_devices_snd_release_is_its_requests_domain_and_charged_its_true_event(
+    data: Path, snd_bundle: np.ndarray, tmp_path: Path, sampler: str, clip: float, l1_clip: float
+) -> None:
+    """A server's snd request picks the sampler and the domain: what leaves the device is word rows within that
+    domain's post-clip with the mask flags, and the device's ledger charges exactly the request's own event
+    (the authors' sampler at its L1 diameter, not the seed's L2 figure)."""
+    from ldpfed.fed.privacy.composition import compose_epsilon
+    from ldpfed.fed.randomizers.split_denoise import SplitDenoiseRandomizer
+
+    grid = _snd_device(data, snd_bundle, tmp_path)
+    randomizer = SplitDenoiseRandomizer(50.0, LENGTH, "minilm", clip, l1_clip, sampler)
+    reply = protocol.read_release_reply(_send(grid, protocol.TRAIN, protocol.release_request([0], randomizer.params(), 1, "all")).content)
+    reports = np.asarray(reply.reports)
+    assert reports.shape[1] == LENGTH * 385
+    mask, rows = reports.reshape(len(reports), LENGTH, 385)[:, :, 0], reports.reshape(len(reports), LENGTH, 385)[:, :, 1:]
+    assert np.isin(mask, (0.0, 1.0)).all() and np.all(rows[mask == 0] == 0)
+    assert np.linalg.norm(rows, axis=2).max() <= clip * (1 + 1e-6)  # the post-clip to the request's C
+    ledger = _ledger(grid)
+    assert ledger.releases() == len(reports) > 0
+    one = compose_epsilon({randomizer.event: 1}, 1e-5)
+    assert ledger.sentence_epsilon() == pytest.approx(one, rel=1e-6)
+    seed_figure = LENGTH * randomizer.claimed_epsilon_per_token()
+    assert (one > 5 * seed_figure) == (sampler == "coordinate")  # 2 l1_clip against 2C, per row

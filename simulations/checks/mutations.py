@@ -165,7 +165,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         'return 2.0 * (clip if sampler == "dchi" else l1_clip)',
         "return 2.0 * clip",
         ("tests/test_snd_mechanism.py::test_the_ledger_entry_is_l_tokens_of_eta_times_the_samplers_diameter",
-         "tests/test_word_split.py::test_attack_breaks_the_seeds_claim_for_the_authors_sampler_only"),
+         "tests/test_word_split.py::test_attack_breaks_the_seeds_claim_for_the_authors_sampler_only",
+         "tests/test_adversarial_encoder.py::test_a_devices_snd_release_is_its_requests_domain_and_charged_its_true_event"),
         "the authors' per-coordinate sampler is charged the seed's L2 figure (eta x 2C), not its true L1 one",
     ),
     Mutation(
