@@ -77,6 +77,20 @@ def test_the_coordinate_noise_is_the_authors_and_padding_is_neither_noised_nor_s
     assert np.abs(clean).sum(axis=2).max() <= 1.0 * np.sqrt(2) + 1e-9 and np.linalg.norm(clean, axis=2).max() <= 1.0 + 1e-12
 
 
+def test_hide_length_sends_every_position_noised_so_the_token_count_stays_on_the_user() -> None:
+    rng = np.random.default_rng(3)
+    seed = SplitDenoiseRandomizer(2.0, 4, "minilm", 1.0, 2.0)
+    hiding = SplitDenoiseRandomizer(2.0, 4, "minilm", 1.0, 2.0, hide_length=True)
+    assert hiding.event == seed.event  # L rows of the same domain either way
+    short, long = _records(rng, 500, 4, 3, real=1), _records(rng, 500, 4, 3, real=4)
+    for x in (short, long):
+        mask, rows = split_rows(hiding.release(x, rng), 4)
+        assert np.all(mask == 1) and np.all(np.linalg.norm(rows, axis=2) > 0)  # padding noised and sent as real
+    assert not np.all(split_rows(seed.release(short, rng), 4)[0] == 1)  # the seed's release shows the count
+    with pytest.raises(ValueError, match="hide_length"):
+        SplitDenoiseRandomizer(2.0, 4, "minilm", 1.0, 2.0, hide_length="yes")
+
+
 def test_hostile_records_are_clipped_to_the_domain_the_event_states() -> None:
     # rows far outside the table (a tampered cache, a hostile caller) cannot widen the event's domain
     rng = np.random.default_rng(2)
@@ -126,7 +140,7 @@ def test_the_run_takes_c_and_the_l1_radius_from_the_word_embedding_table() -> No
     options = SplitDenoiseRandomizer.with_domain(SplitDenoiseRandomizer.run_options(3.0, 0, {}, "minilm"))
     assert options["clip"] == pytest.approx(float(table.norm(dim=1).max()), rel=1e-9)  # C = 1.694 for MiniLM
     assert options["l1_clip"] == pytest.approx(float(table.abs().sum(dim=1).max()), rel=1e-9)
-    assert (options["length"], options["sampler"], options["post_clip"]) == (32, "dchi", True)
+    assert (options["length"], options["sampler"], options["post_clip"], options["hide_length"]) == (32, "dchi", True, False)
 
 
 @pytest.mark.parametrize("sampler", ["dchi", "coordinate"])
@@ -254,8 +268,8 @@ def test_a_server_may_not_choose_what_the_user_loads(tmp_path: Path, monkeypatch
     monkeypatch.setattr(split_denoise, "_transformer", never)
     limits = plan.limits("train")
     own = plan.train.params()
-    assert dict(limits.pinned) == {"encoder": "minilm", "length": 8}
-    for key, value in (("encoder", str(tmp_path / "model-with-a-pickle")), ("length", 9)):
+    assert dict(limits.pinned) == {"encoder": "minilm", "length": 8, "hide_length": False}
+    for key, value in (("encoder", str(tmp_path / "model-with-a-pickle")), ("length", 9), ("hide_length", True)):
         hostile = {**own, key: value}
         request = {"users": [0], "records": 1, "sampling": limits.sampling, "randomizer": json.dumps(hostile)}
         with pytest.raises(RequestRefused, match=key) as refused:

@@ -13,6 +13,9 @@ change nothing), adds noise of one of two samplers (fed.encoders.word_split) to 
 clips each noisy row to C (seed 003 eq. 3; ``post_clip``) and sends the rows with the mask; padding
 is neither noised nor sent (zeros the mask hides). The mask, i.e. the record's token count, is
 public like the size of a user's dataset: the guarantee is between records of the same token count.
+With ``hide_length`` (not the seed's) every one of the L positions is noised and sent as real, padding
+as the zero row, so the count stays on the user and the guarantee holds between any two records; the
+event is the same (L rows of the same domain).
 
 The event, stated in one place (:meth:`SplitDenoiseRandomizer.sampler_event`): ``dchi`` (the seed's
 text) is pure eta ||x - x'||_2 per row, MetricDPEvent(eta, 2C, tokens); ``coordinate`` (the
@@ -97,6 +100,8 @@ class SplitDenoiseRandomizer(Randomizer):
         ``dchi`` or ``coordinate``.
     post_clip:
         Clip each noisy row to C (seed 003 eq. 3); False is TokEmbPriv's release.
+    hide_length:
+        Noise and send all L positions as real tokens, so that the token count does not leave the user.
     """
 
     name = "snd"
@@ -104,34 +109,38 @@ class SplitDenoiseRandomizer(Randomizer):
     batch_release = True
     float_safe = False  # its samplers are torch's: a device runs it only if its policy names it
     required_options = frozenset({"length", "encoder", "sampler"})
-    optional_options = frozenset({"clip", "l1_clip", "post_clip"})
-    default_options = MappingProxyType({"length": 32, "sampler": "dchi", "post_clip": True})
-    pinned = frozenset({"encoder", "length"})
+    optional_options = frozenset({"clip", "l1_clip", "post_clip", "hide_length"})
+    default_options = MappingProxyType({"length": 32, "sampler": "dchi", "post_clip": True, "hide_length": False})
+    pinned = frozenset({"encoder", "length", "hide_length"})
+    """``hide_length`` too: a server may not make a user that hides its token counts send them."""
     shipped_files = (DENOISER_FILE,)
     audit_options = MappingProxyType({"clip": 1.0, "l1_clip": 1.0})
     """The audit's domain (so that it loads no model): the unit L2 and L1 balls."""
 
     def __init__(
         self, eta: float, length: int, encoder: str, clip: float, l1_clip: float, sampler: str = "dchi",
-        post_clip: bool = True,
+        post_clip: bool = True, hide_length: bool = False,
     ) -> None:
         if sampler not in SAMPLERS:
             raise ValueError(f"snd's sampler must be one of {SAMPLERS}, got {sampler!r}")
-        if not isinstance(post_clip, bool):
-            raise ValueError(f"snd's post_clip must be true or false, got {post_clip!r}")
+        for name, flag in (("post_clip", post_clip), ("hide_length", hide_length)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"snd's {name} must be true or false, got {flag!r}")
         if not isinstance(encoder, str) or not encoder:
             raise ValueError("snd needs the encoder's spec (a non-empty string)")
         self.eta = check_positive("eta", eta)
         self.length = check_int("length", length, minimum=1)
         self.clip = check_positive("clip", clip)
         self.l1_clip = check_positive("l1_clip", l1_clip)
-        self.encoder, self.sampler, self.post_clip = encoder, sampler, post_clip
+        self.encoder, self.sampler, self.post_clip, self.hide_length = encoder, sampler, post_clip, hide_length
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> "SplitDenoiseRandomizer":
-        check_params(params, {"eta", "length", "encoder", "clip", "l1_clip", "sampler"}, {"post_clip", "epsilon_per_token"})
+        check_params(
+            params, {"eta", "length", "encoder", "clip", "l1_clip", "sampler"}, {"post_clip", "hide_length", "epsilon_per_token"}
+        )
         return cls(params["eta"], params["length"], params["encoder"], params["clip"], params["l1_clip"],
-                   params["sampler"], params.get("post_clip", True))
+                   params["sampler"], params.get("post_clip", True), params.get("hide_length", False))
 
     @classmethod
     def for_model(
@@ -220,13 +229,14 @@ class SplitDenoiseRandomizer(Randomizer):
         diameter = cls.sampler_diameter(sampler, check_positive("clip", options["clip"]), check_positive("l1_clip", options["l1_clip"]))
         start = target.epsilon / (diameter * length * target.releases)
         eta = target.largest(lambda e: cls.sampler_event(sampler, e, diameter, length), start)
-        return cls(eta, length, options["encoder"], options["clip"], options["l1_clip"], sampler, options.get("post_clip", True))
+        return cls(eta, length, options["encoder"], options["clip"], options["l1_clip"], sampler, options.get("post_clip", True),
+                   options.get("hide_length", False))
 
     def params(self) -> dict[str, Any]:
         return {
             "mechanism": self.name, "eta": self.eta, "length": self.length, "encoder": self.encoder,
             "sampler": self.sampler, "clip": self.clip, "l1_clip": self.l1_clip, "post_clip": self.post_clip,
-            "epsilon_per_token": self.event.epsilon_per_token,
+            "hide_length": self.hide_length, "epsilon_per_token": self.event.epsilon_per_token,
         }
 
     # -- user side -----------------------------------------------------------------------
@@ -253,14 +263,20 @@ class SplitDenoiseRandomizer(Randomizer):
         out[real] = self._domain(torch.from_numpy(np.ascontiguousarray(rows[real]))).numpy()
         return join_rows(mask, out)
 
+    def sent_mask(self, mask: Any) -> Any:
+        """The mask that leaves with a release of records of ``mask`` (numpy or torch): itself, or all ones
+        with ``hide_length``."""
+        return mask * 0 + 1 if self.hide_length else mask
+
     def release_rows(self, rows: Any, mask: Any, generator: Any) -> tuple[Any, Any]:
-        """X~ and Z = X~ - X (n, t, d), torch, of ``rows``' dtype and device: every real row (``mask``) clipped to the
-        domain, noised from ``generator``, clipped to C (``post_clip``). Padding rows of X~ and Z are zero."""
+        """X~ and Z = X~ - X (n, t, d), torch, of ``rows``' dtype and device: every real row (``mask``; every row
+        with ``hide_length``) clipped to the domain, noised from ``generator``, clipped to C (``post_clip``).
+        Rows of X~ and Z that are not sent are zero."""
         import torch
 
         from ldpfed.fed.encoders.word_split import NOISE
 
-        real = mask.bool()
+        real = self.sent_mask(mask).bool()
         x = self._domain(rows[real].double())
         noisy = x + NOISE[self.sampler](len(x), x.shape[1], self.eta, generator, x.device)
         if self.post_clip:
@@ -277,7 +293,7 @@ class SplitDenoiseRandomizer(Randomizer):
         mask, rows = self.split(x)
         generator = torch.Generator().manual_seed(int(rng.integers(2**63 - 1)))
         released, _ = self.release_rows(torch.from_numpy(np.ascontiguousarray(rows)), torch.from_numpy(mask), generator)
-        return join_rows(mask, released.numpy())
+        return join_rows(self.sent_mask(mask), released.numpy())
 
     def audit_scores(self, dim: int) -> Scores:
         """Every one of the L rows (``dim``: a row's width) at +-r e_1, r the largest both clips allow; the score sums
@@ -346,7 +362,7 @@ class SplitDenoiseRandomizer(Randomizer):
         mask, rows = self.split(clean)
         e_n = self.decode(released)[0]
         with one_torch_thread():
-            return denoiser.denoise(e_n, rows, self.split(released)[1], mask=mask).astype(np.float64)
+            return denoiser.denoise(e_n, rows, self.split(released)[1], mask=self.sent_mask(mask)).astype(np.float64)
 
     def bundle_files(self, public: np.ndarray, seed: int, progress: bool = False) -> dict[str, bytes]:
         """The denoiser of the seed's shape (layout ``paper``), trained on the public records released with this
@@ -361,6 +377,6 @@ class SplitDenoiseRandomizer(Randomizer):
         with one_torch_thread():
             denoiser, _ = train_denoiser(
                 DenoiserShape(dim=rows.shape[2], length=self.length, layout="paper"), e_n, rows, self.split(released)[1],
-                target, batch=min(64, len(clean)), seed=seed, progress=progress, mask=mask,
+                target, batch=min(64, len(clean)), seed=seed, progress=progress, mask=self.sent_mask(mask),
             )
         return {DENOISER_FILE: denoiser.to_bytes()}
