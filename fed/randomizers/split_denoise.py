@@ -112,7 +112,7 @@ class SplitDenoiseRandomizer(Randomizer):
     optional_options = frozenset({"clip", "l1_clip", "post_clip", "hide_length"})
     default_options = MappingProxyType({"length": 32, "sampler": "dchi", "post_clip": True, "hide_length": False})
     pinned = frozenset({"encoder", "length", "hide_length"})
-    """``hide_length`` too: a server may not make a user that hides its token counts send them."""
+    """``hide_length`` too: a request may not make a user whose plan hides its token counts send them."""
     shipped_files = (DENOISER_FILE,)
     audit_options = MappingProxyType({"clip": 1.0, "l1_clip": 1.0})
     """The audit's domain (so that it loads no model): the unit L2 and L1 balls."""
