@@ -3,7 +3,7 @@ authentication, and nodes that run only app bundles their owners signed.
 
 One cluster (SuperLink, two authorised devices, one device whose key was never registered,
 one with no key) made with `ldpfed superlink init` / `ldpfed device init`; four runs: the
-approved app (served), the same app with one line added to clients/app.py carrying the
+approved app (served), the same app with a ClientApp module of its own added carrying the
 approved signatures, the approved app unsigned, and the approved app signed wrongly (all
 refused by both nodes)."""
 
@@ -33,14 +33,25 @@ def ldpfed(*args: str) -> str:
 
 
 def approved_and_modified_fab() -> tuple[bytes, bytes]:
-    """The app's FAB, and the FAB with one line added to clients/app.py (what a server could slip in)."""
+    """The app's FAB (pyproject.toml alone: nodes import ldpfed's code from the installed package), and the FAB
+    whose ClientApp is a module it adds (what a server could slip in: the app's folder goes first on sys.path)."""
     from flwr.cli.build import build_fab_from_files
 
     approved = build_fab(APP_DIR)
     with zipfile.ZipFile(io.BytesIO(approved)) as fab:
         files = {name: fab.read(name) for name in fab.namelist() if not name.startswith(".info/")}
-    files["clients/app.py"] += b"\nEXFILTRATE = True\n"
-    return approved, build_fab_from_files(files)[0]
+    assert set(files) == {"pyproject.toml"}
+    pyproject = files["pyproject.toml"]
+    for old, new in [
+        (b'fab-include = [\n    "pyproject.toml",\n]', b'fab-include = [\n    "pyproject.toml",\n    "exfiltrate.py",\n]'),
+        (b'clientapp = "ldpfed.clients.app:app"', b'clientapp = "exfiltrate:app"'),
+    ]:
+        assert old in pyproject, old
+        pyproject = pyproject.replace(old, new)
+    files.update({"pyproject.toml": pyproject, "exfiltrate.py": b"from ldpfed.clients.app import app\nEXFILTRATE = True\n"})
+    modified = build_fab_from_files(files)[0]
+    assert "exfiltrate.py" in zipfile.ZipFile(io.BytesIO(modified)).namelist()
+    return approved, modified
 
 
 def test_secure_deployment_serves_only_the_approved_app_to_authenticated_nodes(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -144,6 +145,9 @@ def measure_supernode(
             cwd=REPO, check=True, capture_output=True, timeout=timeout,
         )
         result["device_encode_s"] = time.perf_counter() - started
+    progress.say("importing the ClientApp once to write its bytecode, as a device's Python does (pip at install)")
+    _time_fresh_import()
+    result["bytecode"] = BYTECODE
     progress.say("importing the ClientApp in fresh interpreters (what every flwr-clientapp process pays first)")
     result["fresh_process_import_s"] = [_time_fresh_import() for _ in range(3)]
     served = Served(work, device, node_config, secure_cluster, rounds, timeout, progress)
@@ -154,6 +158,21 @@ def measure_supernode(
     if noop:
         result["comparison"] = compare(result["noop"], result)
     return result
+
+
+BYTECODE = (
+    "written and read (Python's default; PYTHONDONTWRITEBYTECODE dropped for the SuperNode), the ClientApp's written first"
+)
+"""How the SuperNode's processes treat bytecode. A device's Python writes the bytecode of what it imports (``pip
+install`` compiles a package's at install), so a message's process reads ldpfed's modules compiled. This machine
+sets PYTHONDONTWRITEBYTECODE=1, with which every message's process compiled ldpfed's modules from source again
+(importing the ClientApp took 0.22 CPU s instead of 0.10: simulations/reports/device_costs/message_parts5.json;
+pairs 1 to 4 of docs/device_costs.md ran so); Flower's own, compiled at install, were read."""
+
+
+def device_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` as a device's SuperNode has it: Python's own bytecode default (see BYTECODE)."""
+    return {key: value for key, value in env.items() if key != "PYTHONDONTWRITEBYTECODE"}
 
 
 MESSAGES = ("query.setup", "train", "evaluate", "query.ledger")
@@ -199,7 +218,8 @@ class Served:
             result["load_average"] = {"before": _load_average()}
             started = time.perf_counter()
             process = subprocess.Popen(
-                self.command(address) + ["--port", str(free_port())], env={**running.env, **SUPERNODE_ENV}, cwd=self.work,
+                self.command(address) + ["--port", str(free_port())], env=device_env({**running.env, **SUPERNODE_ENV}),
+                cwd=self.work,
                 stdout=open(node_log, "wb"), stderr=subprocess.STDOUT, start_new_session=True,
             )
             running.processes.append(process)  # stopped with the cluster
@@ -241,9 +261,12 @@ def _load_average() -> list[str]:
 
 
 def _time_fresh_import() -> float:
-    """Seconds a new Python process takes to import the ClientApp module (flwr, torch, the app)."""
+    """Seconds a new Python process takes to import the ClientApp module (flwr, the app), as the SuperNode's would."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import ldpfed.clients.app"], cwd=REPO, check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-P", "-c", "import ldpfed.clients.app"], cwd=REPO, check=True, capture_output=True, timeout=300,
+        env=device_env(dict(os.environ)),
+    )
     return time.perf_counter() - started
 
 
