@@ -144,12 +144,14 @@ class SplitDenoiseRandomizer(Randomizer):
 
     @classmethod
     def for_model(
-        cls, model: Any, sampler: str, eta: float, length: int, encoder: str, post_clip: bool = True
+        cls, model: Any, sampler: str, eta: float, length: int, encoder: str = "", post_clip: bool = True
     ) -> "SplitDenoiseRandomizer":
-        """The randomizer for a BERT-family ``model`` at its word-embedding table's own bounds."""
+        """The randomizer for a BERT-family ``model`` at its word-embedding table's own bounds (``encoder``: its
+        spec; default the model's own name or path)."""
         from ldpfed.fed.encoders.word_split import TableBounds
 
         bounds = TableBounds.of(model.embeddings.word_embeddings.weight)
+        encoder = encoder or str(getattr(model.config, "_name_or_path", "") or "model")
         return cls(eta, length, encoder, bounds.clip, bounds.l1_diameter / 2, sampler, post_clip)
 
     @classmethod

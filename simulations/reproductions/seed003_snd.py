@@ -1,7 +1,7 @@
 """Seed 003 (Split-N-Denoise): QQP, MRPC and RTE at the seed's eta values, as the paper describes it.
 
-The user noises the raw word-embedding rows of its real tokens with ``--mechanism snd``'s own class
-(fed.randomizers.split_denoise.SplitDenoiseRandomizer, built at the table's bounds by ``for_model``) with
+The user noises the raw word-embedding rows of its real tokens (``--mechanism snd``'s own class, built by
+fed.randomizers.split_denoise.SplitDenoiseRandomizer.for_model at the table's bounds) with
 the text's d_chi sampler or the authors' per-coordinate sampler, clips them to the rows' bound
 and sends them; the server runs MiniLM on them as ``inputs_embeds`` with the attention mask and
 mean-pools over the mask (e_n). The user denoises e_n with a transformer of the seed's shape
@@ -50,6 +50,7 @@ if __package__ in (None, ""):  # run as a file (the GPU command): make the repos
 
 import numpy as np
 
+from ldpfed.simulations.reproductions._seed003_classifier import cosine, mlp_scores
 from ldpfed.simulations.reproductions._seed003_strict import round_down, strict_eta
 
 DESCRIPTION = "Seed 003 Split-N-Denoise (Tables 1 and 5: QQP, MRPC, RTE at its eta values), noise on the word-embedding rows"
@@ -163,22 +164,6 @@ class Tokens:
         return self.ids[index, :top].to(device), self.mask[index, :top].to(device)
 
 
-def split_for(model: Any, sampler: str, eta: float, length: int, post_clip: bool = True) -> Any:
-    """``--mechanism snd``'s randomizer (the one implementation) at ``model``'s word-embedding table's bounds."""
-    from ldpfed.fed.randomizers.split_denoise import SplitDenoiseRandomizer
-
-    encoder = str(getattr(model.config, "_name_or_path", "") or "minilm")
-    return SplitDenoiseRandomizer.for_model(model, sampler, eta, length, encoder, post_clip=post_clip)
-
-
-def word_rows(model: Any, ids: Any) -> Any:
-    """The clean word-embedding rows X of the tokens ``ids`` (n, L, d), float32."""
-    import torch
-
-    with torch.no_grad():
-        return model.embeddings.word_embeddings(ids).float()
-
-
 # -- denoisers ---------------------------------------------------------------------------------
 def train_denoiser(
     model: Any, public: Tokens, clean: Any, group: dict[str, Any], with_output: bool, setting: dict[str, Any],
@@ -189,8 +174,9 @@ def train_denoiser(
 
     from ldpfed.fed.encoders.word_split import server_pass
     from ldpfed.fed.learning.denoiser import Denoiser, DenoiserShape
+    from ldpfed.fed.randomizers.split_denoise import SplitDenoiseRandomizer as Snd
 
-    splits = [split_for(model, group["sampler"], eta, setting["task_length"]) for eta in group["train_etas"]]
+    splits = [Snd.for_model(model, group["sampler"], eta, setting["task_length"]) for eta in group["train_etas"]]
     dim = model.config.hidden_size
     shape = DenoiserShape(dim=dim, length=setting["task_length"], layout="paper", **setting["denoiser"])
     torch.manual_seed(seed)
@@ -213,7 +199,7 @@ def train_denoiser(
             index = perm[start : start + batch]
             ids, mask = public.batch(index, device)
             split = splits[step % len(splits)]
-            released, noise = split.release_rows(word_rows(model, ids), mask, generator)
+            released, noise = split.release_rows(model.embeddings.word_embeddings(ids).float(), mask, generator)
             head = server_pass(model, released, mask) if with_output else torch.zeros(len(ids), dim, device=device)
             with autocast:
                 loss = torch.mean((den(head, released, noise, mask).float() - clean[index].to(device)) ** 2)
@@ -270,57 +256,6 @@ def embed(model: Any, tokens: Tokens, device: Any, batch: int, noisy: dict[str, 
     return out
 
 
-def mlp_scores(
-    train_x: Any, train_y: np.ndarray, test_x: Any, test_y: np.ndarray, seed: int, epochs: int, device: Any, batch: int = 256
-) -> dict[str, float]:
-    """Seed 003's classifier (A.5.4: fully connected layers of the input's width with ReLU), AUC and accuracy.
-
-    Two hidden layers of the input's width, Adam; the epoch is chosen on 10% of the training pairs.
-    """
-    import torch
-    from sklearn.metrics import roc_auc_score
-
-    torch.manual_seed(seed)
-    mean, std = train_x.mean(0), train_x.std(0).clamp(min=1e-6)
-    x, xt = ((train_x - mean) / std).to(device), ((test_x - mean) / std).to(device)
-    y = torch.as_tensor(train_y, dtype=torch.long, device=device)
-    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed)).to(device)
-    hold = max(1, len(x) // 10)
-    val, fit = perm[:hold], perm[hold:]
-    width = x.shape[1]
-    net = torch.nn.Sequential(
-        torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 2)
-    ).to(device)
-    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, weight_decay=1e-4)
-    best, best_state = -1.0, None
-    for epoch in range(epochs):
-        net.train()
-        fit = fit[torch.randperm(len(fit), generator=torch.Generator().manual_seed(seed + epoch)).to(device)]
-        for s in range(0, len(fit), batch):
-            idx = fit[s : s + batch]
-            loss = torch.nn.functional.cross_entropy(net(x[idx]), y[idx])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        net.eval()
-        with torch.no_grad():
-            v = torch.softmax(net(x[val]), 1)[:, 1].cpu().numpy()
-        labels = train_y[val.cpu().numpy()]
-        score = roc_auc_score(labels, v) if len(set(labels)) > 1 else float((v.round() == labels).mean())
-        if score > best:
-            best, best_state = score, {k: t.clone() for k, t in net.state_dict().items()}
-    net.load_state_dict(best_state)
-    with torch.no_grad():
-        p = torch.softmax(net(xt), 1)[:, 1].cpu().numpy()
-    return {"auc": float(roc_auc_score(test_y, p)), "accuracy": float(((p > 0.5) == test_y).mean())}
-
-
-def _cosine(a: Any, b: Any) -> float:
-    import torch
-
-    return float(torch.nn.functional.cosine_similarity(a, b, dim=1).mean())
-
-
 # -- the run -------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
@@ -328,6 +263,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from ldpfed.fed.encoders.word_split import TableBounds
     from ldpfed.fed.learning.denoiser import Denoiser, DenoiserShape
+    from ldpfed.fed.randomizers.split_denoise import SplitDenoiseRandomizer as Snd
 
     setting = dict(SETTINGS[args.setting])
     if args.denoiser_epochs:
@@ -458,9 +394,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     return results
                 unit_start = time.time()
                 generator = torch.Generator(device=device).manual_seed(10_000 * seed + int(eta * 10) + 7 * g)
-                length = setting["task_length"]
-                noisy = {"split": split_for(model, group["sampler"], eta, length),
-                         "tokemb": split_for(model, group["sampler"], eta, length, post_clip=False),
+                length, sampler = setting["task_length"], group["sampler"]  # the mechanism --mechanism snd runs
+                noisy = {"split": Snd.for_model(model, sampler, eta, length), "tokemb": Snd.for_model(model, sampler, eta, length, post_clip=False),
                          "with": denoisers[gname][True], "without": denoisers[gname][False], "generator": generator}
                 got = {k: embed(model, tok, device, setting["eval_batch"], noisy) for k, tok in sentences.items()}
                 unit: dict[str, Any] = {"sampler": group["sampler"], "eta": eta, "seed": seed, "group": gname, "tasks": {}}
@@ -472,7 +407,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         row["methods"][method] = mlp_scores(features(picked, name, "train"), task["train"]["labels"],
                                                             features(picked, name, "test"), task["test"]["labels"],
                                                             seed, setting["mlp_epochs"], device, setting["mlp_batch"])
-                        row["cosine_to_local"][method] = _cosine(
+                        row["cosine_to_local"][method] = cosine(
                             torch.cat([picked[(name, "test", p)] for p in ("first", "second")]),
                             torch.cat([local[(name, "test", p)] for p in ("first", "second")]))
                     tokens = (sentences[(name, "test", "first")].lengths + sentences[(name, "test", "second")].lengths).float()
@@ -496,7 +431,7 @@ def regime(args: argparse.Namespace) -> Path:
     from transformers import AutoModel, AutoTokenizer
 
     from ldpfed.fed.encoders.word_split import server_pass
-    from ldpfed.fed.randomizers.split_denoise import SAMPLERS
+    from ldpfed.fed.randomizers.split_denoise import SAMPLERS, SplitDenoiseRandomizer as Snd
 
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -506,7 +441,7 @@ def regime(args: argparse.Namespace) -> Path:
     rows, mask = model.embeddings.word_embeddings(batch["input_ids"]).detach(), batch["attention_mask"]
     clean = server_pass(model, rows, mask)
     shuffled = clean[torch.randperm(len(clean), generator=torch.Generator().manual_seed(0))]
-    table: dict[str, Any] = {"sentences": len(texts), "source": "qqp/dev first questions", "random_pairs": _cosine(clean, shuffled), "rows": []}
+    table: dict[str, Any] = {"sentences": len(texts), "source": "qqp/dev first questions", "random_pairs": cosine(clean, shuffled), "rows": []}
     words = model.embeddings.word_embeddings.weight.detach().double()
     l1 = words.abs().sum(dim=1)
     table["l1_diameter_bound"] = 2 * float(l1.max())
@@ -517,9 +452,9 @@ def regime(args: argparse.Namespace) -> Path:
             generator = torch.Generator().manual_seed(int(eta))
             row: dict[str, Any] = {"sampler": sampler, "eta": eta}
             for post_clip, name in ((False, "tokembpriv"), (True, "server_output")):
-                split = split_for(model, sampler, eta, 64, post_clip=post_clip)
+                split = Snd.for_model(model, sampler, eta, 64, post_clip=post_clip)
                 released, noise = split.release_rows(rows, mask, generator)
-                row[name] = _cosine(server_pass(model, released, mask), clean)
+                row[name] = cosine(server_pass(model, released, mask), clean)
                 if not post_clip:
                     real = mask.bool()
                     row["noise_to_row_norm"] = float(noise[real].norm(dim=1).mean() / rows[real].norm(dim=1).mean())
