@@ -64,7 +64,7 @@ def test_the_d_chi_noise_is_on_every_real_row_and_the_release_is_clipped() -> No
 
 def test_the_coordinate_noise_is_the_authors_and_padding_is_neither_noised_nor_sent() -> None:
     length, d, eta = 4, 2, 3.0  # d = 2: every coordinate is exactly Laplace(1 / eta)
-    randomizer = SplitDenoiseRandomizer(eta, length, "minilm", 1.0, 1.5, "coordinate", post_clip=False)
+    randomizer = SplitDenoiseRandomizer(eta, length, "minilm", 1.0, 1.5, "coordinate", post_clip=False, hide_length=False)
     rng = np.random.default_rng(1)
     x = _records(rng, 3000, length, d, real=2)
     released = randomizer.release(x, rng)
@@ -79,8 +79,8 @@ def test_the_coordinate_noise_is_the_authors_and_padding_is_neither_noised_nor_s
 
 def test_hide_length_sends_every_position_noised_so_the_token_count_stays_on_the_user() -> None:
     rng = np.random.default_rng(3)
-    seed = SplitDenoiseRandomizer(2.0, 4, "minilm", 1.0, 2.0)
-    hiding = SplitDenoiseRandomizer(2.0, 4, "minilm", 1.0, 2.0, hide_length=True)
+    seed = SplitDenoiseRandomizer(2.0, 4, "minilm", 1.0, 2.0, hide_length=False)
+    hiding = SplitDenoiseRandomizer(2.0, 4, "minilm", 1.0, 2.0)  # the default: design.md's replace-one unit
     assert hiding.event == seed.event  # L rows of the same domain either way
     short, long = _records(rng, 500, 4, 3, real=1), _records(rng, 500, 4, 3, real=4)
     for x in (short, long):
@@ -140,7 +140,7 @@ def test_the_run_takes_c_and_the_l1_radius_from_the_word_embedding_table() -> No
     options = SplitDenoiseRandomizer.with_domain(SplitDenoiseRandomizer.run_options(3.0, 0, {}, "minilm"))
     assert options["clip"] == pytest.approx(float(table.norm(dim=1).max()), rel=1e-9)  # C = 1.694 for MiniLM
     assert options["l1_clip"] == pytest.approx(float(table.abs().sum(dim=1).max()), rel=1e-9)
-    assert (options["length"], options["sampler"], options["post_clip"], options["hide_length"]) == (32, "dchi", True, False)
+    assert (options["length"], options["sampler"], options["post_clip"], options["hide_length"]) == (32, "dchi", True, True)
 
 
 @pytest.mark.parametrize("sampler", ["dchi", "coordinate"])
@@ -180,7 +180,7 @@ def test_the_run_releases_what_the_reproduction_releases_and_decodes_like_the_se
     assert np.array_equal(mine, mask.numpy()) and np.allclose(clean, (rows * mask[:, :, None]).numpy(), atol=1e-6)
     for sampler in ("dchi", "coordinate"):
         run = SplitDenoiseRandomizer.from_params(make_plan(RunSpec.of(
-            mechanism="snd", dim=0, epsilon=8.0, mechanism_options=f"length=16,eta=50,sampler={sampler}"), 2).train.params())
+            mechanism="snd", dim=0, epsilon=8.0, mechanism_options=f"length=16,eta=50,sampler={sampler},hide_length=false"), 2).train.params())
         reproduction = SplitDenoiseRandomizer.for_model(model, sampler, 50.0, 16, "minilm")  # simulations/reproductions/seed003_snd.py
         assert run.params() == reproduction.params() and run.event == reproduction.event
         released = run.release(records, np.random.default_rng(5))
@@ -268,8 +268,8 @@ def test_a_server_may_not_choose_what_the_user_loads(tmp_path: Path, monkeypatch
     monkeypatch.setattr(split_denoise, "_transformer", never)
     limits = plan.limits("train")
     own = plan.train.params()
-    assert dict(limits.pinned) == {"encoder": "minilm", "length": 8, "hide_length": False}
-    for key, value in (("encoder", str(tmp_path / "model-with-a-pickle")), ("length", 9), ("hide_length", True)):
+    assert dict(limits.pinned) == {"encoder": "minilm", "length": 8, "hide_length": True}
+    for key, value in (("encoder", str(tmp_path / "model-with-a-pickle")), ("length", 9), ("hide_length", False)):
         hostile = {**own, key: value}
         request = {"users": [0], "records": 1, "sampling": limits.sampling, "randomizer": json.dumps(hostile)}
         with pytest.raises(RequestRefused, match=key) as refused:

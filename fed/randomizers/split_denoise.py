@@ -11,11 +11,12 @@ event assumes (L2 radius ``clip`` = C, the table's largest row norm; for the ``c
 also L1 radius ``l1_clip``, the table's largest row L1 norm: on the table's own rows both clips
 change nothing), adds noise of one of two samplers (fed.encoders.word_split) to every real row,
 clips each noisy row to C (seed 003 eq. 3; ``post_clip``) and sends the rows with the mask; padding
-is neither noised nor sent (zeros the mask hides). The mask, i.e. the record's token count, is
-public like the size of a user's dataset: the guarantee is between records of the same token count.
-With ``hide_length`` (not the seed's) every one of the L positions is noised and sent as real, padding
-as the zero row, so the count stays on the user and the guarantee holds between any two records; the
-event is the same (L rows of the same domain).
+is neither noised nor sent (zeros the mask hides) when ``hide_length`` is false, the seed's release:
+the mask, i.e. the record's token count, then leaves the user, and the guarantee holds only between
+records of the same token count. By default (``hide_length`` true; design.md section 2: neighbours
+replace one record, whatever its length) every one of the L positions is noised and sent as real,
+padding as the zero row, so the count stays on the user and the guarantee holds between any two
+records; the event is the same (L rows of the same domain). The reproduction sets it false, as the seed.
 
 The event, stated in one place (:meth:`SplitDenoiseRandomizer.sampler_event`): ``dchi`` (the seed's
 text) is pure eta ||x - x'||_2 per row, MetricDPEvent(eta, 2C, tokens); ``coordinate`` (the
@@ -101,7 +102,8 @@ class SplitDenoiseRandomizer(Randomizer):
     post_clip:
         Clip each noisy row to C (seed 003 eq. 3); False is TokEmbPriv's release.
     hide_length:
-        Noise and send all L positions as real tokens, so that the token count does not leave the user.
+        Noise and send all L positions as real tokens, so that the token count does not leave the user (default;
+        false is the seed's release, whose guarantee holds only between records of the same token count).
     """
 
     name = "snd"
@@ -110,7 +112,7 @@ class SplitDenoiseRandomizer(Randomizer):
     float_safe = False  # its samplers are torch's: a device runs it only if its policy names it
     required_options = frozenset({"length", "encoder", "sampler"})
     optional_options = frozenset({"clip", "l1_clip", "post_clip", "hide_length"})
-    default_options = MappingProxyType({"length": 32, "sampler": "dchi", "post_clip": True, "hide_length": False})
+    default_options = MappingProxyType({"length": 32, "sampler": "dchi", "post_clip": True, "hide_length": True})
     pinned = frozenset({"encoder", "length", "hide_length"})
     """``hide_length`` too: a request may not make a user whose plan hides its token counts send them."""
     shipped_files = (DENOISER_FILE,)
@@ -119,7 +121,7 @@ class SplitDenoiseRandomizer(Randomizer):
 
     def __init__(
         self, eta: float, length: int, encoder: str, clip: float, l1_clip: float, sampler: str = "dchi",
-        post_clip: bool = True, hide_length: bool = False,
+        post_clip: bool = True, hide_length: bool = True,
     ) -> None:
         if sampler not in SAMPLERS:
             raise ValueError(f"snd's sampler must be one of {SAMPLERS}, got {sampler!r}")
@@ -140,19 +142,20 @@ class SplitDenoiseRandomizer(Randomizer):
             params, {"eta", "length", "encoder", "clip", "l1_clip", "sampler"}, {"post_clip", "hide_length", "epsilon_per_token"}
         )
         return cls(params["eta"], params["length"], params["encoder"], params["clip"], params["l1_clip"],
-                   params["sampler"], params.get("post_clip", True), params.get("hide_length", False))
+                   params["sampler"], params.get("post_clip", True), params.get("hide_length", True))
 
     @classmethod
     def for_model(
-        cls, model: Any, sampler: str, eta: float, length: int, encoder: str = "", post_clip: bool = True
+        cls, model: Any, sampler: str, eta: float, length: int, encoder: str = "", post_clip: bool = True,
+        hide_length: bool = False,
     ) -> "SplitDenoiseRandomizer":
         """The randomizer for a BERT-family ``model`` at its word-embedding table's own bounds (``encoder``: its
-        spec; default the model's own name or path)."""
+        spec; default the model's own name or path), by default with the seed's release (``hide_length`` false)."""
         from ldpfed.fed.encoders.word_split import TableBounds
 
         bounds = TableBounds.of(model.embeddings.word_embeddings.weight)
         encoder = encoder or str(getattr(model.config, "_name_or_path", "") or "model")
-        return cls(eta, length, encoder, bounds.clip, bounds.l1_diameter / 2, sampler, post_clip)
+        return cls(eta, length, encoder, bounds.clip, bounds.l1_diameter / 2, sampler, post_clip, hide_length)
 
     @classmethod
     def default_dim(cls, epsilon: float, num_classes: int | None = None, num_records: int | None = None) -> int:
@@ -232,7 +235,7 @@ class SplitDenoiseRandomizer(Randomizer):
         start = target.epsilon / (diameter * length * target.releases)
         eta = target.largest(lambda e: cls.sampler_event(sampler, e, diameter, length), start)
         return cls(eta, length, options["encoder"], options["clip"], options["l1_clip"], sampler, options.get("post_clip", True),
-                   options.get("hide_length", False))
+                   options.get("hide_length", True))
 
     def params(self) -> dict[str, Any]:
         return {
