@@ -18,6 +18,8 @@ simulations/ldpfed/fed -> ../../fed and so on, in a wheel as folders (pyproject.
 
 from typing import TYPE_CHECKING
 
+from ldpfed._lazy import exports as _exports
+
 if TYPE_CHECKING:  # the names below, for readers and type checkers; loaded on first use (``__getattr__``)
     from ldpfed._attack import AttackResult, attack
     from ldpfed._audit import AuditResult, audit
@@ -43,19 +45,7 @@ _HOMES = {
 ``ldpfed.clients.app`` and pays only for what it uses."""
 
 
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'ldpfed' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = _exports(__name__, _HOMES)
 
 
 def _version() -> str:

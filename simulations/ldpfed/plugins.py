@@ -49,6 +49,8 @@ Importing this module loads none of these names: each is imported from its home 
 
 from typing import TYPE_CHECKING
 
+from ldpfed._lazy import exports as _exports
+
 if TYPE_CHECKING:  # the names below, for readers, type checkers and the API reference (in this order); loaded on
     # first use (``__getattr__``)
     # a randomizer
@@ -135,19 +137,7 @@ _HOMES = {
 """Where each public name lives."""
 
 
-def __getattr__(name: str) -> object:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'ldpfed.plugins' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = _exports(__name__, _HOMES)
 
 
 # The public names for plugin authors. Add a name here, to _HOMES and to CHANGELOG.md's "Unreleased" section
