@@ -29,6 +29,12 @@ named by its parameters (``partition=dirichlet-0.05__seed=0``). A run is complet
 complete runs and starts the others afresh. Paths in the options (``data``, ``public``) are
 relative to the working directory, as with ``ldpfed simulate``.
 
+Runs run one after another, each either alone, as its own ``ldpfed simulate`` process (Flower + Ray), or in one
+worker process the study's runs share (simulations/study_worker.py: the imports, the loaded encoder and its encodings
+kept; each run on the in-process grid, with the results of the run alone). ``runner="auto"`` shares the worker when no
+run has more than :data:`SHARED_MAX_USERS` users (docs/scale.md, "Studies"). Either way a run that fails, or whose
+worker dies, fails alone.
+
 The report (study.md, study.json, one PNG per axis) gives, per cell and per group, the mean and
 the [min, max] over seeds of accuracy, the worst-case sentence-level epsilon spent and the
 releases. Groups come from the run's users.csv (per-user results, simulation only): a group's

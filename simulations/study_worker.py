@@ -185,8 +185,9 @@ class SharedRunner:
             self.started += 1
         return self.process
 
-    def close(self) -> None:
-        """End the worker (its input closed; killed if it does not end within 30 s)."""
+    def close(self, stop: bool = False) -> None:
+        """End the worker: its input closed, so it ends after its run; with ``stop`` (the study was stopped: Ctrl-C,
+        SIGTERM) asked to end now with SIGTERM. Killed if it does not end within 30 s."""
         process, self.process = self.process, None
         if process is None:
             return
@@ -195,6 +196,8 @@ class SharedRunner:
                 process.stdin.close()
         except OSError:
             pass
+        if stop and process.poll() is None:
+            process.terminate()
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -206,8 +209,8 @@ class SharedRunner:
     def __enter__(self) -> SharedRunner:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, *exc: object) -> None:
+        self.close(stop=kind is not None)
 
 
 if __name__ == "__main__":
