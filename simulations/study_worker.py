@@ -64,6 +64,7 @@ def simulate_here(options: Mapping[str, Any], out: Path) -> float:
     from ldpfed.strategies.app import app as server_app
 
     limit_blas_threads()
+    _keep_data_files()
     config = resolve(None, {**options, "out": str(out)})
     check_classifier(config.evaluation.classifier)
     VirtualClock.start(config, dim=1)
@@ -80,6 +81,30 @@ def simulate_here(options: Mapping[str, Any], out: Path) -> float:
     result = Run.load(config.output.out, seconds=time.monotonic() - started)
     _print_summary(result)
     return float(result.seconds or 0.0)
+
+
+def _keep_data_files() -> None:
+    """Read each data file once per worker: the data loader's file reader (fed.data.loaders._read_rows) answers from
+    memory for a file it read before, unchanged since (same size, modification time and inode), with fresh lists (a
+    caller may change its own). A run reads its task's files several times (the encoding pass, the ServerApp, each
+    node's records), and the study's runs read the same files."""
+    from ldpfed.fed.data import loaders
+
+    read = loaders._read_rows
+    if getattr(read, "kept", False):
+        return
+    kept: dict[tuple[str, int, int, int], tuple[list[str], list[str] | None, list[int]]] = {}
+
+    def read_kept(path: Path) -> tuple[list[str], list[str] | None, list[int]]:
+        stat = os.stat(path)
+        key = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        if key not in kept:
+            kept[key] = read(path)
+        texts, texts2, labels = kept[key]
+        return list(texts), None if texts2 is None else list(texts2), list(labels)
+
+    read_kept.kept = True  # type: ignore[attr-defined]
+    loaders._read_rows = read_kept
 
 
 def _forget_run() -> None:
