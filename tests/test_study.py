@@ -134,7 +134,7 @@ def test_a_rerun_runs_only_what_is_not_complete(tmp_path: Path, monkeypatch: pyt
             (directory / "summary.json").write_text(json.dumps({"accuracy_local": 0.5}))
         return subprocess.CompletedProcess(command, 1 if failing else 0)
 
-    monkeypatch.setattr("ldpfed.simulations.study.subprocess.run", fake_simulate)
+    monkeypatch.setattr("ldpfed.simulations.study.processes.run", fake_simulate)
     done = []
     failures = run_study(study, out, lambda run: None, lambda run, result: done.append((run.name, result)), "alone")
     assert [c[-1] for c in commands] == [f"--out={out / r.name}" for r in runs[1:]]
@@ -222,7 +222,8 @@ def test_dry_run_lists_every_run_with_its_state_and_runs_nothing(
     config = _write(tmp_path, STUDY)
     runs = load_study(config).runs()
     _fake_run(tmp_path / "out", runs[0], 0.7, 1.0)
-    monkeypatch.setattr("ldpfed.simulations.study.subprocess.run", lambda *a, **k: pytest.fail("a dry run ran something"))
+    for runner in ("ldpfed.simulations.study.processes.run", "ldpfed.simulations.study_worker.SharedRunner.run"):
+        monkeypatch.setattr(runner, lambda *a, **k: pytest.fail("a dry run ran something"))
     assert main(["study", str(config), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert f"complete  {runs[0].name}" in lines[1] and f"missing  {runs[1].name}" in lines[2]
