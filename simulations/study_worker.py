@@ -6,9 +6,10 @@ encoding pass (a child interpreter that reads the encoding cache) every time: on
 most of a small run's wall time. The shared runner pays for them once per study: a worker
 process (``python -P -m ldpfed.simulations.study_worker``) imports the apps once and runs each
 run's ServerApp and ClientApp on the in-process grid (:mod:`simulations.local_grid`, playing the
-simulation engine, as ``simulations/benchmarks/run_hashes.py`` does), with the encoder and its
-encodings loaded once and kept (the ClientApp's per-process asset cache, the encoding cache's
-reads). Each run takes the path a lone run takes otherwise: its options resolved as
+simulation engine, as ``simulations/benchmarks/run_hashes.py`` does). The encoder and projection stay loaded (the
+ClientApp's per-process asset cache), each data file is read once (:func:`_keep_data_files`), and the encodings come
+from the on-disk cache (fed.encoders.cache), which the first run that needs them fills. Each run takes the path a
+lone run takes otherwise: its options resolved as
 ``ldpfed simulate`` resolves them, the same checks and warnings, the same encoding pass, the
 same ServerApp writing the same run directory; its results (ledgers, metrics, summary) are
 identical to the run done alone (tests/test_study_shared.py; docs/scale.md, "Studies").
