@@ -1,6 +1,6 @@
 """The plumbing of the same-SuperNode comparison (issue 39 item 13), without a SuperNode.
 
-``python -m simulations.benchmarks.device_costs --supernode`` serves a no-op app and ldpfed's app with the
+``python -m ldpfed.simulations.benchmarks.device_costs --supernode`` serves a no-op app and ldpfed's app with the
 same flower-supernode command and prints what ldpfed adds. Here: the no-op app runs its message sequence
 through the in-process grid, its FAB builds as the registry serves it, and the difference and the goals
 come out right on canned figures.

@@ -27,7 +27,7 @@ SLICES = {"device-memoize": (True, False, DEVICE), "device": (False, False, DEVI
 hundreds of milliseconds (privacy accounting and OpenDP noise, against 2 ms for most messages), so
 the devices get fewer training and query releases and the engine node the rest, and the finite
 extremes (fuzz_benchmark.FINITE_EXTREMES in every number of every randomizer, as training and query
-releases); the benchmark (``python -m simulations.checks.fuzz_benchmark --messages N``) runs the long
+releases); the benchmark (``python -m ldpfed.simulations.checks.fuzz_benchmark --messages N``) runs the long
 version on every kind."""
 
 

@@ -1,5 +1,5 @@
 """The privacy mutation check (issue 26) in CI: its table fits the code, and a seeded slice of fast
-mutations is caught (the full table: ``python -m simulations.checks.mutation_check``, docs/mutation_check.md)."""
+mutations is caught (the full table: ``python -m ldpfed.simulations.checks.mutation_check``, docs/mutation_check.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Tests for the privacy mutations that survived the suite outside issue 26's list
-(``python -m simulations.checks.mutation_check``, docs/mutation_check.md): each fails on its mutation.
+(``python -m ldpfed.simulations.checks.mutation_check``, docs/mutation_check.md): each fails on its mutation.
 
 - ``copies-not-deduplicated``: records sharing a ledger column released together, each checked
   as if it were the column's only release;

@@ -3,7 +3,7 @@
 A seeded slice of ``simulations.checks.noninterference`` (issue 39, item 10): 200 hostile messages of
 every type to a base device and to one device per private respect (one label, one duplicated record,
 one sentence's text, the label histogram, the number of distinct sentences, and the secret coins),
-with memoization on and off. ``python -m simulations.checks.noninterference --messages 5000`` runs the
+with memoization on and off. ``python -m ldpfed.simulations.checks.noninterference --messages 5000`` runs the
 long campaign. The privacy mutations put findings 1 and 2 of issue 39 back, and a device's own per-user
 summary in its release replies; each fails this test (simulations/checks/mutations.py).
 """

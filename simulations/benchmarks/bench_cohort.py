@@ -1,6 +1,6 @@
 """What one node's scale mode costs, without Flower: registered users, users served per step, memory.
 
-``python -m simulations.benchmarks.bench_cohort --registered 1000000 --per-round 10000`` builds the node
+``python -m ldpfed.simulations.benchmarks.bench_cohort --registered 1000000 --per-round 10000`` builds the node
 side of a run with that many registered users (split over ``--nodes`` nodes as a simulation
 splits them, served one after the other in this process), with synthetic clean records (no
 encoder: the point is the node's arrays, ledger store and noise), and serves ``--rounds``
@@ -52,7 +52,7 @@ def _records(users: list[int], per_user: int, dim: int, rng: np.random.Generator
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its table."""
-    parser = argparse.ArgumentParser(prog="python -m simulations.benchmarks.bench_cohort", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ldpfed.simulations.benchmarks.bench_cohort", description=__doc__.splitlines()[0])
     parser.add_argument("--registered", type=int, default=1_000_000, help="users registered in the federation")
     parser.add_argument("--per-round", type=int, default=10_000, help="users sampled per round")
     parser.add_argument("--records", type=int, default=4, help="training records per user")

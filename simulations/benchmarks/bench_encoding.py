@@ -1,6 +1,6 @@
 """Encoding at scale (issue 10, goal 3): ldpfed's cached MiniLM path against raw batched MiniLM.
 
-``python -m simulations.benchmarks.bench_encoding --sentences N [--batch-size B] [--device cpu|cuda]
+``python -m ldpfed.simulations.benchmarks.bench_encoding --sentences N [--batch-size B] [--device cpu|cuda]
 [--data SPEC] [--threads T] [--out runs/reports/bench_encoding.json]``
 
 On the same N distinct sentences (ordered by token count), in one process, it times:
@@ -221,7 +221,7 @@ def _cpu_model() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m simulations.benchmarks.bench_encoding",
+        prog="python -m ldpfed.simulations.benchmarks.bench_encoding",
         description="Time ldpfed's cached MiniLM encoding against raw batched MiniLM on the same sentences.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
     results = run_benchmark(texts, args.data, args.batch_size, args.device, args.threads, not args.no_progress)
-    results["command"] = "python -m simulations.benchmarks.bench_encoding " + " ".join(argv if argv is not None else sys.argv[1:])
+    results["command"] = "python -m ldpfed.simulations.benchmarks.bench_encoding " + " ".join(argv if argv is not None else sys.argv[1:])
     print(table(results))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

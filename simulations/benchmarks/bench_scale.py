@@ -1,6 +1,6 @@
 """How ldpfed's per-round cost grows with the number of users, beside plain Flower (issue 10).
 
-``python -m simulations.benchmarks.bench_scale [--users 1000,10000,100000] [--profile 16,384]`` runs, in
+``python -m ldpfed.simulations.benchmarks.bench_scale [--users 1000,10000,100000] [--profile 16,384]`` runs, in
 one invocation and in this order:
 
 1. the noise bound: torch.randn and numpy ``standard_normal`` throughput (normals/s; float32
@@ -496,8 +496,8 @@ def _profiles(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Options of ``python -m simulations.benchmarks.bench_scale``."""
-    parser = argparse.ArgumentParser(prog="python -m simulations.benchmarks.bench_scale", description=__doc__.split("\n\n")[0])
+    """Options of ``python -m ldpfed.simulations.benchmarks.bench_scale``."""
+    parser = argparse.ArgumentParser(prog="python -m ldpfed.simulations.benchmarks.bench_scale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=_counts, default=[1_000, 10_000, 100_000], help="user counts (default 1000,10000,100000)")
     parser.add_argument("--profile", type=_profiles, default=["16"], help="16 (one 16-d report per user-round) and/or 384 (16 x 384); default 16")
     parser.add_argument("--rounds", type=int, default=6, help="rounds per run, more than --warmup (default 6)")

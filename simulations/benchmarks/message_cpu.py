@@ -10,8 +10,8 @@ user, the owner's policy), one record per message, so every tree sees the same l
 
 Run::
 
-    python -m simulations.benchmarks.message_cpu --repo ../main-worktree --repo . --messages 6
-    python -m simulations.benchmarks.message_cpu --repo ../main-worktree --repo . --messages 3 --labels rr:1.0 --dim 0
+    python -m ldpfed.simulations.benchmarks.message_cpu --repo ../main-worktree --repo . --messages 6
+    python -m ldpfed.simulations.benchmarks.message_cpu --repo ../main-worktree --repo . --messages 3 --labels rr:1.0 --dim 0
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def serve(repo: Path, context: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m simulations.benchmarks.message_cpu", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ldpfed.simulations.benchmarks.message_cpu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repo", type=Path, action="append", required=True, help="a source tree to serve with (repeatable)")
     parser.add_argument("--messages", type=int, default=6, help="train messages per tree (one record each)")
     parser.add_argument("--labels", default="public", help="the run's and the policy's labels: public or rr:<epsilon>")
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.messages):
             for i, repo in enumerate(args.repo):
                 runs[i].append(serve(repo.resolve(), contexts[i]))
-    results = {"command": "python -m simulations.benchmarks.message_cpu " + " ".join(argv if argv is not None else sys.argv[1:]), "trees": []}
+    results = {"command": "python -m ldpfed.simulations.benchmarks.message_cpu " + " ".join(argv if argv is not None else sys.argv[1:]), "trees": []}
     for repo, messages in zip(args.repo, runs):
         git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
         median = {k: float(np.median([m[k] for m in messages])) for k in ("flower_import_s", "app_import_s", "handler_s")}

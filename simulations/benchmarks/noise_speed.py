@@ -1,6 +1,6 @@
 """Time the two samplers of fed.privacy.noise: a device's (OpenDP + ChaCha20) against the engine's (numpy).
 
-``python -m simulations.benchmarks.noise_speed [--repeats N]`` prints milliseconds per release (median)
+``python -m ldpfed.simulations.benchmarks.noise_speed [--repeats N]`` prints milliseconds per release (median)
 for one 16-d report and a 16 x 384 token matrix, Gaussian and Laplace.
 """
 

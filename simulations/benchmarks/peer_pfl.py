@@ -1,6 +1,6 @@
 """ldpfed against pfl-research, its fastest private-FL peer, in one run (issue 41, item 1).
 
-``python -m simulations.benchmarks.peer_pfl [--users 5000] [--rounds 10]`` does, in this order:
+``python -m ldpfed.simulations.benchmarks.peer_pfl [--users 5000] [--rounds 10]`` does, in this order:
 
 1. builds pfl's environment, unless it is there: a virtual environment of its own (``--venv``, default
    ``~/.cache/ldpfed-peer/pfl-<version>``) with ``pip install torch==2.13.0 pfl==0.6.0``, torch pinned by
@@ -39,8 +39,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ldpfed.simulations.checkout import checkout_env
 from ldpfed.simulations.benchmarks.bench_scale import check_rounds
+from ldpfed.simulations.benchmarks.peer_pfl_loop import add_setting
+from ldpfed.simulations.checkout import checkout_env
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP = Path(__file__).with_name("peer_pfl_loop.py")
@@ -309,10 +310,8 @@ def _checkout(text: str) -> tuple[str, Path]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m simulations.benchmarks.peer_pfl", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--users", type=int, default=5_000, help="users, every one in every round (default 5000)")
-    parser.add_argument("--rounds", type=int, default=10, help="rounds of each run (default 10)")
-    parser.add_argument("--warmup", type=int, default=2, help="leading rounds left out of the steady state (default 2)")
+    parser = argparse.ArgumentParser(prog="python -m ldpfed.simulations.benchmarks.peer_pfl", description=__doc__.split("\n\n")[0])
+    add_setting(parser)  # users, rounds, warm-up: the same for pfl's loop and ldpfed's runs
     parser.add_argument("--evaluate-every", type=int, default=1, help="ldpfed's evaluation frequency (default 1: every round)")
     parser.add_argument("--venv", type=Path, default=None, help="pfl's virtual environment (default ~/.cache/ldpfed-peer/pfl-<version>; built if absent)")
     parser.add_argument("--pfl-version", default=PFL_VERSION, help=f"pfl-research release (default {PFL_VERSION})")

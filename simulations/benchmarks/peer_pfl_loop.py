@@ -2,8 +2,8 @@
 
 ``<pfl venv>/bin/python simulations/benchmarks/peer_pfl_loop.py --users 5000 --rounds 10 --out FILE.json``
 
-Not imported by ldpfed (it imports pfl and torch only, inside ``main``): ``simulations.benchmarks.peer_pfl``
-writes nothing of its own into pfl's environment and runs this file there.
+It imports pfl and torch only inside ``main``: ``simulations.benchmarks.peer_pfl`` writes nothing of its
+own into pfl's environment and runs this file there, and takes the shared setting (:func:`add_setting`) from it.
 
 What it runs: pfl's simulated federated loop (``FederatedAlgorithm.run`` over a ``SimulatedBackend``) on
 pfl's PyTorch ops, every user of a ``FederatedDataset`` in every round (``cohort_size = users``, users
@@ -34,11 +34,17 @@ import time
 from pathlib import Path
 
 
+def add_setting(parser: argparse.ArgumentParser) -> None:
+    """The setting both sides of the peer benchmark run: users (all in every round), rounds and warm-up
+    (simulations.benchmarks.peer_pfl takes it from here)."""
+    parser.add_argument("--users", type=int, default=5_000, help="users, every one in every round (default 5000)")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds of each run (default 10)")
+    parser.add_argument("--warmup", type=int, default=2, help="leading rounds left out of the steady state (default 2)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="peer_pfl_loop.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--users", type=int, default=5_000, help="users, all of them in every round (default 5000)")
-    parser.add_argument("--rounds", type=int, default=10, help="central iterations (default 10)")
-    parser.add_argument("--warmup", type=int, default=2, help="leading rounds left out of the steady state (default 2)")
+    add_setting(parser)
     parser.add_argument("--records", type=int, default=16, help="rows of each user's statistic (default 16)")
     parser.add_argument("--dims", type=int, default=384, help="columns of each user's statistic (default 384)")
     parser.add_argument("--clip", type=float, default=4.0, help="l2 bound of a user's statistic (default 4: 16 rows of norm 1)")

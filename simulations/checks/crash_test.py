@@ -43,7 +43,7 @@ store's ``synchronous=FULL`` is meant).
 
 Run (about 3 minutes on 2 cores):
 
-    python -m simulations.checks.crash_test --kills 1000 --seed 0
+    python -m ldpfed.simulations.checks.crash_test --kills 1000 --seed 0
 """
 
 from __future__ import annotations
@@ -504,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     config = CrashConfig(args.owners, args.records)
     with tempfile.TemporaryDirectory(prefix="crash_test-") as workdir:
         figures = run_crash_test(args.kills, args.seed, args.window_ms, Path(workdir), config, progress=True)
-    command = " ".join(["python -m simulations.checks.crash_test", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m ldpfed.simulations.checks.crash_test", *(sys.argv[1:] if argv is None else argv)])
     write_report(args.report, report_lines(figures, command, args.window_ms, config))
     return 1 if sum(figures.violations.values()) else 0
 

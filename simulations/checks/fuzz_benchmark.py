@@ -7,7 +7,7 @@ refusal, never a Flower error reply from an exception), that no record's ledger 
 policy's budget, that a refusal left the ledger exactly as it was, and that a served message
 charged exactly what it released.
 
-``python -m simulations.checks.fuzz_benchmark --messages 10000 --seed 0`` prints one table per
+``python -m ldpfed.simulations.checks.fuzz_benchmark --messages 10000 --seed 0`` prints one table per
 node kind, after the finite extremes (:data:`FINITE_EXTREMES` in every number of every randomizer);
 ``tests/test_fuzz_node.py`` runs a slice in CI (1,000 messages of every type, summed over the node
 kinds, and the extremes once).

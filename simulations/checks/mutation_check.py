@@ -9,7 +9,7 @@ its tests fail (pytest's exit status 1); it survives when they pass, and is repo
 every test was skipped. Before that, a baseline runs every selected mutation's
 tests on an unchanged copy: they must pass, or no "caught" means anything.
 
-``python -m simulations.checks.mutation_check`` runs the whole table; ``--only NAME...`` some mutations,
+``python -m ldpfed.simulations.checks.mutation_check`` runs the whole table; ``--only NAME...`` some mutations,
 ``--seed N --sample K`` a seeded random slice, ``--jobs J`` J mutations at once, ``--json PATH``
 writes the results. The exit status is 1 if any mutation survives (or its tests error out or time
 out), 2 for bad arguments or a rotten table, 3 if the baseline fails. docs/mutation_check.md holds
@@ -235,7 +235,7 @@ def show(outcomes: Sequence[Outcome]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m simulations.checks.mutation_check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ldpfed.simulations.checks.mutation_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", help="check only these mutations")
     parser.add_argument("--seed", type=int, default=None, help="seed of --sample")
     parser.add_argument("--sample", type=int, default=None, metavar="K", help="check a seeded random slice of K mutations")

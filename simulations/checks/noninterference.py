@@ -12,7 +12,7 @@ must be identical to the base device's, and a payload may differ only in its val
 dtypes and shapes). Every reply must also carry only the fields a device may send (:data:`OUTBOUND`):
 a figure the property cannot see (the same on both nodes but computed per record) is refused by name.
 
-``python -m simulations.checks.noninterference --messages 5000`` runs a long campaign with a progress
+``python -m ldpfed.simulations.checks.noninterference --messages 5000`` runs a long campaign with a progress
 bar; ``tests/test_noninterference.py`` runs a seeded slice (200 messages per pair) in CI, and
 simulations/checks/mutations.py puts findings 1 and 2 back to prove it catches them.
 """

@@ -1,6 +1,6 @@
 """What a server can do with the reports, against epsilon, for the main randomizers.
 
-    python -m simulations.experiments.attack_study --out simulations/reports/attacks
+    python -m ldpfed.simulations.experiments.attack_study --out simulations/reports/attacks
 
 The server is the attacker and holds public data only. For every mechanism (gaussian,
 laplace, dchi, sue, oue, dpie-gaussian; texthide, which has no epsilon) and every epsilon of
@@ -239,7 +239,7 @@ def plot(results: dict, path: Path) -> None:
 def report(results: dict) -> str:
     """Markdown tables: success / chance per mechanism, epsilon and attack."""
     lines = ["# Attacks against the reports, by epsilon", "", __doc__.split("\n\n", 2)[2].strip(), "",
-             "Command: `python -m simulations.experiments.attack_study --out simulations/reports/attacks`. "
+             "Command: `python -m ldpfed.simulations.experiments.attack_study --out simulations/reports/attacks`. "
              "Cells are success / chance; attribute and reconstruction: share named right; inversion: top-5 word F1; "
              "membership: AUC (40 members, 40 non-members per trial, 10 trials); mutual information: nats "
              "(kNN, biased low in high dimension: compare within a column, not to the closed form).", "",

@@ -12,7 +12,7 @@ exceed theirs.
 
 Rerun (about 2 minutes on 2 cores):
 
-    python -m simulations.experiments.audit_table
+    python -m ldpfed.simulations.experiments.audit_table
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|",
         *lines,
         "",
-        f"Command: `python -m simulations.experiments.audit_table` ({time.time() - started:.0f} s).",
+        f"Command: `python -m ldpfed.simulations.experiments.audit_table` ({time.time() - started:.0f} s).",
     ]
     write_report(args.report, report)
     return 0

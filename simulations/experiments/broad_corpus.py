@@ -15,9 +15,9 @@ not a tool option; it tests whether a clip read from public norms helps). Every 
 Offline, not the ServerApp: same reduced setting as pilot_dim (seeded 8,000 training records, one release per
 record, worst-case epsilon, delta 1e-5, no partition, local inference on the whole evaluation split).
 
-    python -m simulations.experiments.broad_corpus --epsilons 8 3 1 --seeds 5
-    python -m simulations.experiments.broad_corpus --real-epsilons 8 3 1  # REAL_CELLS through the ServerApp, seed 0
-    python -m simulations.experiments.broad_corpus --real-epsilons 8 --real-seeds 1 2 3 4  # SEEDED_CELLS, more seeds
+    python -m ldpfed.simulations.experiments.broad_corpus --epsilons 8 3 1 --seeds 5
+    python -m ldpfed.simulations.experiments.broad_corpus --real-epsilons 8 3 1  # REAL_CELLS through the ServerApp, seed 0
+    python -m ldpfed.simulations.experiments.broad_corpus --real-epsilons 8 --real-seeds 1 2 3 4  # SEEDED_CELLS, more seeds
 """
 
 from __future__ import annotations
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real-seeds", nargs="+", type=int, default=[],
                         help="with --real-epsilons: run SEEDED_CELLS at these seeds instead of REAL_CELLS at seed 0")
     args = parser.parse_args(argv)
-    command = " ".join(["python -m simulations.experiments.broad_corpus", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m ldpfed.simulations.experiments.broad_corpus", *(sys.argv[1:] if argv is None else argv)])
     path = args.out / "broad_corpus.json"
     if args.report_only:
         saved = json.loads(path.read_text())
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads(path.read_text())
         command = saved.pop("command")
         single_threaded_blas()
-        real_runs(args, saved, path, command, " ".join(["python -m simulations.experiments.broad_corpus",
+        real_runs(args, saved, path, command, " ".join(["python -m ldpfed.simulations.experiments.broad_corpus",
                                                           *(sys.argv[1:] if argv is None else argv)]))
     else:
         single_threaded_blas()

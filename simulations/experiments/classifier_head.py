@@ -9,8 +9,8 @@ simulations/reports/classifier_head/results.json as each run ends; a rerun skips
 there (delete a key to rerun it); an mlp run made with another MLP recipe than the built-in one of this
 checkout is rerun, and never reported beside the current recipe's runs.
 
-    python -m simulations.experiments.classifier_head                # run what is missing
-    python -m simulations.experiments.classifier_head --report-only  # rewrite the README from results.json
+    python -m ldpfed.simulations.experiments.classifier_head                # run what is missing
+    python -m ldpfed.simulations.experiments.classifier_head --report-only  # rewrite the README from results.json
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = sweep_parser(__doc__, list(DATASETS), REPORT)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    command = " ".join(["python -m simulations.experiments.classifier_head", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m ldpfed.simulations.experiments.classifier_head", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     results_path = args.out / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
     if not args.report_only:
@@ -117,7 +117,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
         "PYTHONPATH=$PWD; `--report-only` rewrites this file):",
         "",
         "```bash",
-        *dict.fromkeys(r.get("command", "python -m simulations.experiments.classifier_head") for r in results.values()),
+        *dict.fromkeys(r.get("command", "python -m ldpfed.simulations.experiments.classifier_head") for r in results.values()),
         "```",
         "",
         f"Reduced setting (2 shared CPU cores): {args.users} users (dirichlet:0.5 partition, the default), a seeded "

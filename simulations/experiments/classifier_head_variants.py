@@ -9,8 +9,8 @@ means, fed.learning.mlp) was chosen on these simulated reports (SNIPS and SST-2 
 the comparison's runs; the other rows are the recipes tried on the way, early stopping on held-out noisy
 reports among them.
 
-    python -m simulations.experiments.classifier_head_variants --data snips --epsilon 8
-    python -m simulations.experiments.classifier_head_variants --data sst2 --epsilon 8
+    python -m ldpfed.simulations.experiments.classifier_head_variants --data snips --epsilon 8
+    python -m ldpfed.simulations.experiments.classifier_head_variants --data sst2 --epsilon 8
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    command = " ".join(["python -m simulations.experiments.classifier_head_variants", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m ldpfed.simulations.experiments.classifier_head_variants", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     encoder, cache = make_encoder("minilm"), Path.home() / ".cache" / "ldpfed"
     train, dev = (load_dataset(str(SHARED / args.data), split) for split in ("train", "dev"))
     rng = np.random.default_rng(args.seed)

@@ -1,6 +1,6 @@
 """Epsilon against steps for every accountant (seed 000 Fig. 3 analogue), as PNG, CSV and markdown.
 
-Rerun with ``python -m simulations.experiments.composition_plot`` (defaults: z = 1, p = 0.01, T = 1..10,000,
+Rerun with ``python -m ldpfed.simulations.experiments.composition_plot`` (defaults: z = 1, p = 0.01, T = 1..10,000,
 delta = 1e-5, output in runs/reports/).
 """
 

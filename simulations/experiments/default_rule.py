@@ -7,7 +7,7 @@ epsilon 5, 32 from 1.7, 8 below, whatever the class count; pilot_dim.epsilon_dim
 the variant tried first and not kept (the base rows doubled from epsilon 1.7 for 5 or more classes, whatever the
 record count: ``doubled``).
 
-    python -m simulations.experiments.default_rule   # writes simulations/reports/defaults/default_rule.md
+    python -m ldpfed.simulations.experiments.default_rule   # writes simulations/reports/defaults/default_rule.md
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def report(data_root: Path) -> str:
     """The markdown report over every run in RUNS."""
     lines = [
         "# The default dimension against the best fixed cell (issue 29, item 4)", "",
-        "Command (from the checkout, PYTHONPATH=$PWD): `python -m simulations.experiments.default_rule`. It runs nothing: it "
+        "Command (from the checkout, PYTHONPATH=$PWD): `python -m ldpfed.simulations.experiments.default_rule`. It runs nothing: it "
         "reads the pilot_dim harness's runs named below (their commands are in neighbour_rule.md and full_data_equal_n.md) "
         "and picks, per dataset, the fixed cell each rule releases at (same noise draws, same code path).", "",
         f"Rows: 'default' is the tool's (GaussianRandomizer.default_dim, clip 1): {GaussianRandomizer.default_dim_text()}; "

@@ -7,8 +7,8 @@ points. Here each of its clip-1 projection cells (dims 8 to 128) and no projecti
 run spec's resolved --dim, which the sweep showed equal to its grid cell run by run), so their accuracy per seed is
 that cell's. Results go to seeds.json beside the sweep's report as each run ends; a rerun skips what is there.
 
-    python -m simulations.experiments.defaults_seeds --seeds 3 --epsilons 8 3
-    python -m simulations.experiments.defaults_seeds --report-only
+    python -m ldpfed.simulations.experiments.defaults_seeds --seeds 3 --epsilons 8 3
+    python -m ldpfed.simulations.experiments.defaults_seeds --report-only
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     saved = json.loads(path.read_text()) if path.is_file() else {"commands": [], "results": {}}
     results, commands = saved["results"], saved["commands"]
     if not args.report_only:
-        command = " ".join(["python -m simulations.experiments.defaults_seeds",
+        command = " ".join(["python -m ldpfed.simulations.experiments.defaults_seeds",
                             *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
         commands += [] if command in commands else [command]
     if not args.report_only:

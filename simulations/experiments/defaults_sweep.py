@@ -10,8 +10,8 @@ inference, one seed. Results go to simulations/reports/defaults/results.json as 
 a rerun skips the cells already there (delete a key to rerun it). The projected norms the clip meets
 (public and task records) go to norms.json beside it, measured once when missing.
 
-    python -m simulations.experiments.defaults_sweep                # run what is missing
-    python -m simulations.experiments.defaults_sweep --report-only  # rewrite the README from results.json
+    python -m ldpfed.simulations.experiments.defaults_sweep                # run what is missing
+    python -m ldpfed.simulations.experiments.defaults_sweep --report-only  # rewrite the README from results.json
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = sweep_parser(__doc__, list(DATASETS), REPORT)
     parser.add_argument("--cells", nargs="+", default=None, help="run only the cells of these names (default: all)")
     args = parser.parse_args(argv)
-    command = " ".join(["python -m simulations.experiments.defaults_sweep", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m ldpfed.simulations.experiments.defaults_sweep", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     results_path = args.out / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
     base = {"users": args.users, "train_limit": args.train_limit}
@@ -201,7 +201,7 @@ def report(results: dict[str, Any], args: argparse.Namespace, norms: dict[str, d
         "PYTHONPATH=$PWD; `--report-only` rewrites this file):",
         "",
         "```bash",
-        *dict.fromkeys(r.get("command", "python -m simulations.experiments.defaults_sweep") for r in results.values()),
+        *dict.fromkeys(r.get("command", "python -m ldpfed.simulations.experiments.defaults_sweep") for r in results.values()),
         "```",
         "",
         *(

@@ -16,7 +16,7 @@ rerun with the same OUT and WORK resumes. Checkpoints (tuned layers, encodings) 
 
     python3 simulations/experiments/gpu_issue25.py run --model .gpu/minilm --data .gpu/data \\
         --out $OUT --work /tmp/issue25 --device cuda --time-budget 450
-    python -m simulations.experiments.gpu_issue25 report --results DIR --command "..."   # here, afterwards
+    python -m ldpfed.simulations.experiments.gpu_issue25 report --results DIR --command "..."   # here, afterwards
 """
 
 from __future__ import annotations

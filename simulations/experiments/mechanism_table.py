@@ -11,7 +11,7 @@ the published values (OME lambda 100 at published epsilon 1, TextHide m 16 k 4, 
 in seed 003), and every row shows the TRUE worst-case epsilon the run's ledgers charged.
 Rerun (about 30 minutes on 2 cores for three seeds, once the SST-2 encodings are cached):
 
-    python -m simulations.experiments.mechanism_table
+    python -m ldpfed.simulations.experiments.mechanism_table
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|",
         *("| " + " | ".join(r) + " |" for r in rows),
         "",
-        f"Command: `python -m simulations.experiments.mechanism_table --train-limit {args.train_limit} --seeds "
+        f"Command: `python -m ldpfed.simulations.experiments.mechanism_table --train-limit {args.train_limit} --seeds "
         f"{' '.join(map(str, args.seeds))}` ({time.time() - started:.0f} s"
         + (f"; {reused} finished runs reused with --resume" if reused else "")
         + ").",

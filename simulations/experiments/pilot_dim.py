@@ -44,9 +44,9 @@ report and json add the epsilon rule (clip 1 with dim 8 below epsilon sqrt(3), 3
 candidate default read off the four sweep datasets, not the tool's) beside the defaults and dim 16 and dim 32 at clip
 1, each as its gap to the best fixed cell.
 
-    python -m simulations.experiments.pilot_dim --epsilons 8 3 1 --seeds 5
-    python -m simulations.experiments.pilot_dim --train-limit 0 --fractions --seeds 3 --name full_data  # no pilot
-    python -m simulations.experiments.pilot_dim --train-limit 0 --fractions --datasets BANKING77 CoLA --epsilon-rule
+    python -m ldpfed.simulations.experiments.pilot_dim --epsilons 8 3 1 --seeds 5
+    python -m ldpfed.simulations.experiments.pilot_dim --train-limit 0 --fractions --seeds 3 --name full_data  # no pilot
+    python -m ldpfed.simulations.experiments.pilot_dim --train-limit 0 --fractions --datasets BANKING77 CoLA --epsilon-rule
 """
 
 from __future__ import annotations
@@ -550,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-auto", dest="auto", action="store_false", help="leave out the --dim auto rows")
     parser.add_argument("--no-blocks", dest="blocks", action="store_false", help="leave out the block statistics")
     args = parser.parse_args(argv)
-    command = " ".join(["python -m simulations.experiments.pilot_dim", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m ldpfed.simulations.experiments.pilot_dim", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
     path = args.out / f"{args.name}.json"
     if args.report_only:
         saved = json.loads(path.read_text())

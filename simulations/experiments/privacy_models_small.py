@@ -4,7 +4,7 @@ SST-2, a seeded sample of 2,000 training records, 40 users (iid), MiniLM project
 dimensions on sentiment_labelled_sentences, epsilon 8 in each model's own unit; the real ServerApp
 and ClientApp in this process (simulations/experiments/local_run.py). Usage:
 
-    python -m simulations.experiments.privacy_models_small [OUT] [central local shuffle-laplace]
+    python -m ldpfed.simulations.experiments.privacy_models_small [OUT] [central local shuffle-laplace]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Split-N-Denoise against TokEmbPriv and Text2Text on seed 003's tasks (its Table 5 protocol).
 
-    python -m simulations.experiments.snd_table --out simulations/reports/snd_table
+    python -m ldpfed.simulations.experiments.snd_table --out simulations/reports/snd_table
 
 For each eta (seed 003's BERT values 50, 100, 500) the server trains a denoiser on public
 sentences (SST-2, MR, AG News, TweetEval-offensive; half of them as random pairs) released with
@@ -215,7 +215,7 @@ def report(results: dict, encoder: str) -> str:
         f"Encoder {encoder}; L = {config['length']} token positions; token clip C = {config['clip']}; "
         f"{config['train']} training and {config['test']} test records per task; denoiser trained on "
         f"{config['public']} public records ({', '.join(PUBLIC)}; half as random pairs), {config['epochs']} epochs, "
-        f"10% held out. Command: `python -m simulations.experiments.snd_table --tasks {config['tasks']} --etas {config['etas']} "
+        f"10% held out. Command: `python -m ldpfed.simulations.experiments.snd_table --tasks {config['tasks']} --etas {config['etas']} "
         f"--train {config['train']} --test {config['test']} --public {config['public']} --epochs {config['epochs']} --out {config['out']}`.",
         "",
         "Worst-case epsilon of one release of one record (pure, eta x diameter per token, composed over the L tokens):",

@@ -2,7 +2,7 @@
 released once, local inference on the dev set, at several worst-case sentence-level epsilons.
 
 Every row is a real `ldpfed simulate` run (Flower + Ray); the table is written to
-<out>/table.md and printed. Rerun: python -m simulations.experiments.sst2_backbone
+<out>/table.md and printed. Rerun: python -m ldpfed.simulations.experiments.sst2_backbone
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ calibrate against the accountant the run enforces, and answer remote-inference q
 without up-sampling (Alg. 3). Tables are written to runs/reports/sst2_privacy_sweep.md and
 printed. Rerun (about 10 minutes on 2 cores once the SST-2 encodings are cached):
 
-    python -m simulations.experiments.sst2_privacy_sweep
+    python -m ldpfed.simulations.experiments.sst2_privacy_sweep
 
 Training epsilon is the per-record sentence-level budget of training records and inference
 epsilon that of query records; as in seed 000's Tables 3 and 4, each run uses one epsilon for

@@ -17,11 +17,11 @@ Rule, fixed before any run: the recipe with the highest mean of simulated privat
 (ties: the first in CANDIDATES' order, then the smaller dim and quantile). The differences are within
 the validation set's sampling error (600 sentences: about 0.017), which the report states.
 
-    python -m simulations.experiments.stage1_recipe --candidate NAME   # one candidate (CPU here)
-    python -m simulations.experiments.stage1_recipe --report           # the table of all finished
+    python -m ldpfed.simulations.experiments.stage1_recipe --candidate NAME   # one candidate (CPU here)
+    python -m ldpfed.simulations.experiments.stage1_recipe --report           # the table of all finished
     python3 simulations/experiments/stage1_recipe.py --all --model .gpu/minilm --data .gpu/data \
         --device cuda --work WORK --results recipe.json --time-budget SECONDS   # every candidate (GPU)
-    python -m simulations.experiments.stage1_recipe --report --results recipe.json   # its table
+    python -m ldpfed.simulations.experiments.stage1_recipe --report --results recipe.json   # its table
 
 ``--all`` imports only torch, transformers, numpy and numpy-only ldpfed modules (no flwr, opendp or
 dp_accounting), resumes from WORK (one JSON and one safetensors file per finished candidate) and
@@ -269,8 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results = [json.loads((args.work / f"{n}.json").read_text()) for n in CANDIDATES if (args.work / f"{n}.json").is_file()]
             skipped, note = [], " (CPU here, one thread each)"
-            command = ("python -m simulations.experiments.stage1_recipe --candidate NAME  # each of: " + ", ".join(CANDIDATES)
-                       + "\npython -m simulations.experiments.stage1_recipe --report")
+            command = ("python -m ldpfed.simulations.experiments.stage1_recipe --candidate NAME  # each of: " + ", ".join(CANDIDATES)
+                       + "\npython -m ldpfed.simulations.experiments.stage1_recipe --report")
             for res in results:
                 (args.out / f"{res['candidate']}.json").write_text(json.dumps(res, indent=1) + "\n")
         (args.out / "README.md").write_text(report(command, results, skipped, note))

@@ -4,7 +4,7 @@ For p = 0.01, T in {100, 1000, 10000} and noise multipliers calibrated (seed 000
 that the CLT epsilon hits each target exactly, print the PLD and PRV upper bounds beside it,
 with the seed's own Table 6 upper bounds where the seed's CLT value matches a target. The seed
 does not state the p, T or delta behind its Table 6 (delta = 1 / data size), so compare ratios,
-not values. Rerun with ``python -m simulations.experiments.table6`` (output in runs/reports/table6.md).
+not values. Rerun with ``python -m ldpfed.simulations.experiments.table6`` (output in runs/reports/table6.md).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ worst-case sentence-level epsilon is the cost of one release (from the ledger):
 The token rows use a seeded sample of ``--train-limit`` SST-2 training records (each token-level
 release runs MiniLM on noised token vectors); the dev split (872) is the test set. Epsilons
 beyond the seed's table (100 to 10,000) show where the token path starts to learn.
-Rerun: ``python -m simulations.experiments.token_vs_latent`` (about 8 minutes on 2 cores).
+Rerun: ``python -m ldpfed.simulations.experiments.token_vs_latent`` (about 8 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
-        f"Command: `python -m simulations.experiments.token_vs_latent --train-limit {n}` ({time.time() - started:.0f} s; "
+        f"Command: `python -m ldpfed.simulations.experiments.token_vs_latent --train-limit {n}` ({time.time() - started:.0f} s; "
         f"clean token-pipeline encoding {encode_seconds:.0f} s).",
     ]
     write_report(args.report, lines)

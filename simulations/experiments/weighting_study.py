@@ -8,7 +8,7 @@ Two tier sizes: many users at strong privacy (40,000 / 4,000 / 4,000 reports), a
 (4,000 each), where the epsilon-1 tier holds about 2% of the information. Rerun (well under a
 minute):
 
-    python -m simulations.experiments.weighting_study [--seeds 20] [--out runs/reports/weighting_study.md]
+    python -m ldpfed.simulations.experiments.weighting_study [--seeds 20] [--out runs/reports/weighting_study.md]
 """
 
 from __future__ import annotations

@@ -113,9 +113,9 @@ def render(results: dict[str, Any], results_path: str, diagnostic: tuple[dict[st
         "",
         f"Setting **{results['setting']}** on {config.get('gpu') or config['device']}; seeds {seeds}; "
         f"{'all units run' if results.get('complete') else 'not all units run'}; {results.get('elapsed_seconds', '?')} s. "
-        f"Results: `{results_path}`. Commands: `python -m simulations.reproductions.seed003_snd` (reduced, CPU); "
+        f"Results: `{results_path}`. Commands: `python -m ldpfed.simulations.reproductions.seed003_snd` (reduced, CPU); "
         f"`{GPU_COMMAND}` (full, GPU); "
-        "`python -m simulations.reproductions.seed003_snd report --results <folder>` (this file).",
+        "`python -m ldpfed.simulations.reproductions.seed003_snd report --results <folder>` (this file).",
         "",
     ]
     if not ready:

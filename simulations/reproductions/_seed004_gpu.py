@@ -15,7 +15,7 @@ computed here from ``--model`` (mean pooled, pairs as one sequence, as fed.encod
 
 The strict rows need ldpfed's calibration, which needs dp_accounting (not on the GPU image): their
 published epsilons (or refusals) are computed here beforehand into seed004_bits_strict.json
-(``python -m simulations.reproductions.seed004_bits write-strict``), and the device rebuilds each
+(``python -m ldpfed.simulations.reproductions.seed004_bits write-strict``), and the device rebuilds each
 randomizer from them with ``from_params`` and checks its true epsilon against the file.
 
 Imports only torch, transformers, numpy and numpy-only ldpfed modules.

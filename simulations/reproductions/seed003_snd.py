@@ -25,10 +25,10 @@ Commands (the first is what ``ldpfed reproduce seed003_snd`` runs; the second is
 setting on a GPU, self-contained: torch, transformers, numpy, scipy, scikit-learn only; the third
 writes the report from a results.json)::
 
-    python -m simulations.reproductions.seed003_snd                       # reduced, CPU
+    python -m ldpfed.simulations.reproductions.seed003_snd                       # reduced, CPU
     python3 simulations/reproductions/seed003_snd.py run --setting full --model .gpu/minilm \\
         --data .gpu/data --out $OUT/seed003_snd --work /tmp/snd_work --device cuda --time-budget 530 --denoiser-seconds 50 --no-report
-    python -m simulations.reproductions.seed003_snd report --results <folder with results.json>
+    python -m ldpfed.simulations.reproductions.seed003_snd report --results <folder with results.json>
 
 A run checkpoints its denoisers under ``--work`` and its results after every unit; rerun with
 the same ``--out`` and ``--work`` to resume.
@@ -466,7 +466,7 @@ def regime(args: argparse.Namespace) -> Path:
     lines = [
         "# TokEmbPriv's cosine to the clean output, per sampler and eta (MiniLM, word-embedding rows)",
         "",
-        f"`python -m simulations.reproductions.seed003_snd regime` on {table['sentences']} {table['source']}; "
+        f"`python -m ldpfed.simulations.reproductions.seed003_snd regime` on {table['sentences']} {table['source']}; "
         f"clean outputs of random pairs of sentences: {table['random_pairs']:.3f}. Seed 003 Table 11 gives 0.097-0.105 "
         "for Bert Base at eta 50-500. The word-embedding table's L1 diameter: at most "
         f"{table['l1_diameter_bound']:.2f} (twice the largest row L1 norm; the events use this), at least "

@@ -289,7 +289,7 @@ def report(results: Results, args: argparse.Namespace) -> list[str]:
             f". {', '.join(run['datasets'])} ran on a device ({run['gpu']}, {run['elapsed_s']} s"
             + (f"; not run for lack of time: {', '.join(run['skipped'])}" if run["skipped"] else "")
             + f") with `{run['command']}`" for run in device_runs)
-        + (", each then merged with `python -m simulations.reproductions.seed004_bits report --results DIR --command "
+        + (", each then merged with `python -m ldpfed.simulations.reproductions.seed004_bits report --results DIR --command "
            "'...'` (replacing every CPU cell of its datasets): the same cells (split, randomizer, seeded reports, MLP "
            "recipe) with the MLPs of a chunk trained side by side as one stacked model, so their initialisation, "
            "shuffling and dropout draws differ from the CPU path's" if device_runs else "")

@@ -50,5 +50,5 @@ device sampler and the ledger is the durable on-disk store, ``synchronous=FULL``
 Run (about 1 minute without ``--supernode``, 5 with it, on 2 cores; docs/device_costs.md's figures come
 from this command, ``--torch-threads 1`` because another job held one of the two cores)::
 
-    python -m simulations.benchmarks.device_costs --supernode --torch-threads 1 --out simulations/reports/device_costs/after_perf.json
+    python -m ldpfed.simulations.benchmarks.device_costs --supernode --torch-threads 1 --out simulations/reports/device_costs/after_perf.json
 """

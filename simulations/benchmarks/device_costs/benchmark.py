@@ -156,7 +156,7 @@ def _workdir(path: str | None) -> Iterator[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m simulations.benchmarks.device_costs",
+        prog="python -m ldpfed.simulations.benchmarks.device_costs",
         description="Measure what a device pays, on this machine, through the real device code path: latency per "
         "release (encode, clip + noise, durable charge, whole message), bytes per report, and with --supernode the "
         "memory of a real SuperNode hosting one user with MiniLM and its time to first report, beside a no-op app "
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             work, args.data, args.public, args.releases, not args.no_full_dim, args.supernode, args.rounds,
             not args.insecure, args.timeout, progress, device_encode=not args.no_device_encode, noop=not args.skip_noop,
         )
-    results["command"] = "python -m simulations.benchmarks.device_costs " + " ".join(argv if argv is not None else sys.argv[1:])
+    results["command"] = "python -m ldpfed.simulations.benchmarks.device_costs " + " ".join(argv if argv is not None else sys.argv[1:])
     print(table(results))
     if args.out:
         out = Path(args.out)

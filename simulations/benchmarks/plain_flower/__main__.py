@@ -1,4 +1,4 @@
-"""``python -m simulations.benchmarks.plain_flower``: run the trivial app on N simulated nodes, R rounds."""
+"""``python -m ldpfed.simulations.benchmarks.plain_flower``: run the trivial app on N simulated nodes, R rounds."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def federation_config(nodes: int, cpus_per_client: float = 1.0) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the plain app and wait; exit 1 unless Flower reports the run completed."""
-    parser = argparse.ArgumentParser(prog="python -m simulations.benchmarks.plain_flower", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m ldpfed.simulations.benchmarks.plain_flower", description=__doc__)
     parser.add_argument("--nodes", type=int, default=2, help="simulated nodes (default 2)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--dim", type=int, default=16, help="length of each node's reply array (default 16)")
