@@ -101,6 +101,16 @@ class Mixup:
             reports *= np.take_along_axis(pool, pick[..., None], axis=1)
         return reports, members, lam
 
+    def square_share(self) -> float:
+        """E[sum_t lambda_t^2] of one report's coefficients: the share of a record's within-class variance a report keeps.
+
+        lambda = (1-s)/k + s D, D ~ Dirichlet(1,...,1): each lambda_t has mean 1/k and variance
+        s^2 (k-1) / (k^2 (k+1)), so the sum is 1/k + s^2 (k-1) / (k (k+1)) (0.4 for TextHide's k = 4, s = 1).
+        """
+        k = self.k
+        spread = 0.0 if k == 1 else (self.max_coefficient - 1.0 / k) / (1.0 - 1.0 / k)
+        return 1.0 / k + spread**2 * (k - 1) / (k * (k + 1))
+
     @staticmethod
     def mix_labels(labels: np.ndarray, members: np.ndarray, lam: np.ndarray) -> np.ndarray:
         """Soft labels mixed with the same coefficients: labels (n, classes) -> (n, classes)."""
