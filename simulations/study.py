@@ -74,13 +74,14 @@ USER_ACCURACY = "accuracy_private"
 """users.csv column with each user's accuracy of the private model (empty: the user has no queries)."""
 ALL = "all users"
 """The group of a row with whole-run figures."""
-PATH_OPTIONS = ("data", "public", "encoder", "cache_dir", *(o.name for o in options() if o.file))
+PATH_OPTIONS = ("data", "public", "projection_public", "encoder", "cache_dir", *(o.name for o in options() if o.file))
 """Run options that may name a local path (those above, and the files an axis's options name, e.g. traces): passed
 to the run as absolute paths (its apps run elsewhere)."""
 SET_BY_STUDY = ("seed", "out")
 """Run options a study sets itself: seeds from ``seeds``, run directories from the study's folder."""
 TOP_LEVEL = ("title", "description", "seeds", "group_by", "baselines", "figures", "base", "axes")
 BASELINES = {
+    "accuracy_combined": "accuracy, reports and public data combined (--combined-baseline)",
     "accuracy_local_denoised": "accuracy on denoised query releases (snd)",
     "accuracy_nonprivate": "non-private accuracy",
     "accuracy_public_only": "public-only accuracy",

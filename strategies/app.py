@@ -14,7 +14,7 @@ from flwr.serverapp import Grid, ServerApp
 from ldpfed.fed.learning.aggregation import fit_clean
 from ldpfed.fed.runtime.assets import (
     DOMAIN_SAMPLE, Assets, PublicCheck, add_projection, build_bundle, check_public, default_cache_dir, load_assets,
-    load_public, unpack,
+    load_public, projection_data, unpack,
 )
 from ldpfed.fed.learning.classifier import class_means, within_class_covariance
 from ldpfed.fed.data.dataset import TextDataset
@@ -101,6 +101,7 @@ def run(grid: Grid, config: RunSpec) -> Path:
         "accuracy_nonprivate": last.get("accuracy_nonprivate"),
         "accuracy_public_only": last.get("accuracy_public_only"),
         "accuracy_top_tier_only": last.get("accuracy_top_tier_only"),
+        **({"accuracy_combined": last["accuracy_combined"]} if "accuracy_combined" in last else {}),
     }
     result = summary(
         config, strategy.plan, figures, accuracies, time.monotonic() - started, inference, strategy.train_counts
@@ -152,7 +153,7 @@ def _set_up(
     auto = config.encoder.dim == DIM_AUTO
     if auto:
         config = config.with_options(dim=0)
-    bundle = build_bundle(config, public, cache)
+    bundle = build_bundle(config, public, cache, projection=projection_data(config, public))
     assets = load_assets(unpack(bundle, cache))  # the server's own bundle passes the checks its users make
     strategy = LdpStrategy(config, record, baselines={})
     strategy.setup(grid, bundle, expected_nodes=config.schedule.nodes)
@@ -307,7 +308,8 @@ def _warning_section(warnings: list[str]) -> str:
 def _baselines(config: RunSpec, assets: Assets, public: TextDataset | None, strategy: LdpStrategy) -> None:
     """Public-only baseline and shrinkage target from public data; the non-private upper bound.
 
-    ``public`` is the server's public data if it is labelled like the task, else None. The
+    ``public`` is the server's public data if it is labelled like the task, else None; with --combined-baseline
+    its features go to the strategy, which adds them to the reports' classifier as one more group. The
     upper bound (simulation only) is the same discriminant trained on the clean, unprojected
     encodings of every user's training records and scored on every user's query records (the
     dev split), i.e. what the encoder gives without any privacy. Where an axis asks for it (privacy
@@ -320,6 +322,8 @@ def _baselines(config: RunSpec, assets: Assets, public: TextDataset | None, stra
         x = features(assets.features(public, cache))
         strategy.baselines["public_only"] = fit_clean(x, public.labels, strategy.num_labels, config.evaluation.shrinkage)
         public_means = class_means(x, public.labels, strategy.num_labels)
+        if config.evaluation.combined_baseline:
+            strategy.public_records = (x, public.labels)
         if len(public) >= PUBLIC_ROWS_PER_DIM * strategy.dim:
             target = within_class_covariance(x, public.labels, strategy.num_labels)
 

@@ -25,6 +25,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from ldpfed.fed import protocol
+from ldpfed.fed.learning.aggregation import ReportAggregator
 from ldpfed.fed.learning.classifiers import make_classifier, servable
 from ldpfed.fed.learning.server_classifier import ClassifierContext, Model, ServerClassifier
 from ldpfed.fed.configuration.run_spec import RunSpec
@@ -87,6 +88,9 @@ class LdpStrategy(Strategy):
         self.top_tier: ServerClassifier | None = None
         """Where an axis asks for it (fed.heterogeneity.registry.group_baseline; privacy tiers): the same classifier
         fed only the largest-budget group's reports (a baseline)."""
+        self.public_records: tuple[np.ndarray, np.ndarray] | None = None
+        """--combined-baseline: the server's public labelled records (features, labels), added to the reports'
+        classifier for the model ``combined`` (strategies.app sets them)."""
         self.nonprivate_accuracy: float | None = None
         self.plans: list[PrivacyPlan] = []
         """The plan of each group of users served with their own run options (fed.heterogeneity.registry.spec_groups,
@@ -290,6 +294,8 @@ class LdpStrategy(Strategy):
         models = dict(self.baselines)
         if self.aggregator.reports:
             models["private"] = self._model(self.aggregator)
+            if self.public_records is not None and isinstance(self.aggregator, ReportAggregator):
+                models["combined"] = self.aggregator.with_public(*self.public_records)
         if self.top_tier is not None and self.top_tier.reports:
             models["top_tier"] = self._model(self.top_tier)
         content = FLOWER(protocol.evaluate_request(models))
@@ -321,6 +327,8 @@ class LdpStrategy(Strategy):
                 **self._round_end_metrics(),
             }
         )
+        if "combined" in acc:  # --combined-baseline: the reports and the public data as one more group
+            self.round_metrics["accuracy_combined"] = acc["combined"]
         if "private_denoised" in acc:  # snd: the classifier on denoised query releases (fed.runtime.node.DENOISED)
             self.round_metrics["accuracy_local_denoised"] = acc["private_denoised"]
         per_user = [o.per_user for o in outcomes if o.per_user is not None]

@@ -34,18 +34,19 @@ from ldpfed.fed.configuration.sections import (
     PrivacySpec,
     ScheduleSpec,
     parse_clip,
+    heldout_size,
     parse_dim,
     show_clip,
     show_dim,
 )
 
 ORDER: tuple[str, ...] = (
-    "data", "public", "users", "partition", "train_limit", "encoder", "dim", "mechanism", "mechanism_options", "clip",
+    "data", "public", "projection_public", "users", "partition", "train_limit", "encoder", "dim", "mechanism", "mechanism_options", "clip",
     "epsilon", "tiers", "device_tiers", "sigma", "delta", "user_epsilon", "labels", "rounds", "evaluate_every",
     "users_per_round", "records_per_user_round", "releases_per_record", "releases_per_query", "sampling",
     "availability", "dropout", "device_speed", "behavior_trace", "deadline", "enforce", "upsampling_q", "p_query",
     "answers", "inference", "classifier", "shrinkage", "screening", "weighting", "nodes", "min_nodes", "round_timeout", "seed", "out",
-    "save_reports", "cache_dir", "nonprivate_baseline", "privacy_model", "central_clip", "central_clipping",
+    "save_reports", "cache_dir", "nonprivate_baseline", "combined_baseline", "privacy_model", "central_clip", "central_clipping",
     "central_noise", "central_lr", "central_epochs",
 )
 """The options in the order of ``ldpfed simulate --help`` and config.json; options of an axis added to the
@@ -223,8 +224,12 @@ class RunSpec:
             raise ValueError(f"--delta must be at most {MAX_DELTA:g} (a device policy's range, fed.device.policy)")
         if self.encoder.dim < DIM_AUTO:
             raise ValueError(f"--dim must be 'auto', 'default' or a non-negative number of dimensions (0: no projection), got {self.encoder.dim}")
-        if self.encoder.dim > 0 and data.public == "none":
-            raise ValueError("--dim fits a projection on public data: give --public, or --dim 0")
+        if self.encoder.dim > 0 and data.projection_source == "none":
+            raise ValueError("--dim fits a projection on public data: give --public (or --projection-public), or --dim 0")
+        if data.projection_public and self.encoder.dim == DIM_AUTO:
+            raise ValueError("--projection-public applies to a given --dim; --dim auto chooses on the labelled --public")
+        for spec in (data.public, data.projection_public):
+            heldout_size(spec)  # validates heldout:N
         if schedule.nodes > data.users:
             raise ValueError(f"--nodes {schedule.nodes} exceeds --users {data.users}: every node hosts at least one user")
         if privacy.sigma == 0 and privacy.epsilon <= 0:
@@ -311,7 +316,7 @@ class RunSpec:
 
     def _default_dim(self) -> int:
         """The dimension where the server does not choose one (--dim not given, or --dim auto where the choice
-        is not simulated): 0 without public data; with --privacy-model central (clean encodings) the base
+        is not simulated): 0 without public data to fit the projection on (--projection-public, else --public); with --privacy-model central (clean encodings) the base
         randomizer's default; else the mechanism's default_dim at the run's --epsilon (0 when --sigma sets the
         noise), the task's class count as its schema gives it (fed.data.loaders.label_schema) and its training record
         count (public, design.md section 2; --train-limit caps it); neither is read without :attr:`read_task`."""
@@ -319,7 +324,7 @@ class RunSpec:
         from ldpfed.fed.randomizers.base import Randomizer
 
         privacy = self.privacy
-        if self.data.public == "none":
+        if self.data.projection_source == "none":
             return 0
         if privacy.privacy_model == "central":
             return Randomizer.default_dim(privacy.epsilon)
@@ -350,6 +355,11 @@ class RunSpec:
             raise ValueError(f"--central-clipping must be fixed or adaptive, got {privacy.central_clipping!r}")
         if privacy.central_epochs < 1:
             raise ValueError("--central-epochs must be at least 1")
+        if evaluation.combined_baseline and (evaluation.classifier, evaluation.weighting) != ("lda", "inverse-variance"):
+            raise ValueError(
+                "--combined-baseline adds the public data to the noise-aware discriminant as one more group: it needs "
+                f"--classifier lda and --weighting inverse-variance, got {evaluation.classifier!r} and {evaluation.weighting!r}"
+            )
         if privacy.privacy_model != "central":
             return
         if self.schedule.nodes != self.data.users:
@@ -361,6 +371,6 @@ class RunSpec:
             raise ValueError("--privacy-model central: give --epsilon > 0 (user-level; noise calibrated) or --central-noise > 0")
         grouping = self.heterogeneity.grouping_options()  # e.g. --tiers
         for name, value, default in (("inference", evaluation.inference, "local"), ("labels", privacy.labels, "public"), *grouping,
-                                     ("classifier", evaluation.classifier, "lda")):
+                                     ("classifier", evaluation.classifier, "lda"), ("combined_baseline", evaluation.combined_baseline, False)):
             if value != default:
                 raise ValueError(f"--privacy-model central trains on clean local data: {flag(name)} {value!r} does not apply")

@@ -36,6 +36,27 @@ class DataSpec:
     users: int = 20
     partition: str = "dirichlet:0.5"
     train_limit: int = 0
+    projection_public: str = ""
+    """What the projection (--dim) is fitted on, without its labels: a --public spec ('': --public itself)."""
+
+    @property
+    def projection_source(self) -> str:
+        """The public spec the projection is fitted on: --projection-public, else --public."""
+        return self.projection_public or self.public
+
+
+HELDOUT = "heldout"
+"""The --public spec ``heldout:N``: N records of the task's own train split withheld from every user (simulation only)."""
+
+
+def heldout_size(spec: str) -> int | None:
+    """N of a public spec ``heldout:N`` (a whole number of at least 1); None for any other spec."""
+    head, _, size = spec.partition(":")
+    if head != HELDOUT:
+        return None
+    if not size.isdigit() or int(size) < 1:
+        raise ValueError(f"public spec {spec!r}: expected {HELDOUT}:N with N at least 1 records ('none' for no public data)")
+    return int(size)
 
 
 @dataclass(frozen=True)
@@ -199,6 +220,7 @@ class EvaluationSpec:
     screening: str = "auto"
     weighting: str = "inverse-variance"
     nonprivate_baseline: bool = True
+    combined_baseline: bool = False
 
     @cached_property
     def upsampling(self) -> UpSampling:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldpfed.fed.data.dataset import TextDataset
-from ldpfed.fed.configuration.sections import DataSpec
+from ldpfed.fed.configuration.sections import HELDOUT, DataSpec, heldout_size
 from ldpfed.fed.data.loaders import load_dataset
 from ldpfed.fed.device.record_ids import record_ids
 from ldpfed.fed.runtime.user import UserRecords
@@ -72,11 +72,45 @@ class Population:
 
 
 def limited(train: TextDataset, data: DataSpec, seed: int) -> TextDataset:
-    """The training records a run uses: all of ``train``, or the seeded sample of ``--train-limit`` of them."""
-    if data.train_limit and data.train_limit < len(train):
-        keep = np.random.default_rng(seed).choice(len(train), data.train_limit, replace=False)
-        return train.subset(np.sort(keep))
-    return train
+    """The training records a run's users hold: all of ``train``, or the seeded sample of ``--train-limit`` of them;
+    never a record withheld for ``--public heldout:N`` (:func:`withheld`)."""
+    keep, _ = _split_heldout(len(train), data, seed)
+    return train if keep is None else train.subset(keep)
+
+
+def withheld(train: TextDataset, data: DataSpec, seed: int, size: int) -> TextDataset:
+    """``size`` records of the task's ``train`` split that no user holds: the server's ``heldout:N`` public data
+    (simulation only), the first ``size`` of those the run withholds. Raises ValueError when it withholds fewer."""
+    _, taken = _split_heldout(len(train), data, seed)
+    if taken is None or size > max(heldout_size(data.public) or 0, heldout_size(data.projection_public) or 0):
+        raise ValueError(f"the run withholds no {size} training records: give --public or --projection-public {HELDOUT}:{size}")
+    return train.subset(np.sort(taken[:size]))
+
+
+HELDOUT_STREAM = 41
+"""Seed stream of the withheld records' order (the users' sample keeps the run seed's own)."""
+
+
+def _split_heldout(records: int, data: DataSpec, seed: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Sorted indices of the users' training records (None: all) and the withheld records in their order
+    (None: none). The withheld records are the first N of one seeded order, so that a smaller N takes a part of
+    a larger one's; with --train-limit they come from outside its sample, which stays what it is without them."""
+    sizes = [n for n in (heldout_size(data.public), heldout_size(data.projection_public)) if n is not None]
+    keep = None
+    if data.train_limit and data.train_limit < records:
+        keep = np.sort(np.random.default_rng(seed).choice(records, data.train_limit, replace=False))
+    if not sizes:
+        return keep, None
+    pool = np.setdiff1d(np.arange(records), keep) if keep is not None else np.arange(records)
+    if max(sizes) > len(pool) - (0 if keep is not None else data.users):
+        outside = f"outside the --train-limit sample of {data.train_limit}" if keep is not None else "beside the users' own"
+        raise ValueError(
+            f"--public {HELDOUT}:{max(sizes)} needs {max(sizes)} training records {outside}; the train split has {records}"
+        )
+    order = np.random.default_rng([seed, HELDOUT_STREAM]).permutation(pool)
+    if keep is None:
+        keep = np.sort(order[max(sizes):])
+    return keep, order
 
 
 def check_split_labels(spec: str, train: TextDataset, dev: TextDataset) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ldpfed.fed.learning.classifier import LinearModel, NoiseAwareLDA
+from ldpfed.fed.learning.classifier import LinearModel, NoiseAwareLDA, domain_shift
 from ldpfed.fed.privacy.composition import compose_epsilon
 from ldpfed.fed.privacy.validators import check_delta
 from ldpfed.fed.randomizers import Randomizer, make_randomizer
@@ -96,6 +97,14 @@ class ReportAggregator(ServerClassifier):
         _, noise_variance = make_randomizer(randomizer_params).decode(np.zeros((0, self.lda.dim)))
         return self.lda.model_for(np.sqrt(np.asarray(noise_variance) / max(int(answers), 1)))
 
+
+    def with_public(self, x: np.ndarray, labels: np.ndarray) -> LinearModel:
+        """The classifier for clean inputs with the server's clean public records ``x`` (features) and ``labels``
+        added as one more group (:meth:`NoiseAwareLDA.add_public`, their domain shift measured against the reports
+        alone, :func:`domain_shift`); the reports' own classifier is left as it is."""
+        lda = copy.deepcopy(self.lda)
+        lda.add_public(x, labels, domain_shift(lda, x, labels))
+        return lda.fit()
 
     def round_metrics(self) -> dict[str, Any]:
         """How many coordinates the discriminant uses (``classifier_coordinates``)."""

@@ -46,6 +46,7 @@ def plot_accuracy(rounds: list[dict[str, Any]], path: Path) -> Path:
         ("accuracy_local_denoised", "private reports, on denoised query releases (snd)"),
         ("accuracy_nonprivate", "non-private upper bound (simulation only)"),
         ("accuracy_public_only", "public data only"),
+        ("accuracy_combined", "private reports and public data combined"),
         ("accuracy_top_tier_only", "largest-budget tier's reports only"),
     ):
         shown = [(at, r[key]) for at, r in zip(x, rounds) if key in r]

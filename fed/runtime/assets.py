@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ldpfed.fed.configuration.sections import DIM_AUTO, BundleSections, OutputSections, PublicSections
+from ldpfed.fed.configuration.sections import DIM_AUTO, BundleSections, OutputSections, PublicSections, heldout_size
 from ldpfed.fed.data.corpus import generate_public_corpus
 from ldpfed.fed.data.dataset import TextDataset
 from ldpfed.fed.encoders import resolver
@@ -39,6 +39,7 @@ from ldpfed.fed.encoders.tuned import (
     TUNED_FILE, TUNED_LAYERS, TUNED_SPEC, finetune, read_tuned, tuned_bytes, weights_fingerprint,
 )
 from ldpfed.fed.data.loaders import load_dataset
+from ldpfed.fed.data.population import withheld
 from ldpfed.fed.configuration.plan import encoder_spec, make_plan
 from ldpfed.fed.device.policy import MAX_BUNDLE_BYTES, DevicePolicy
 from ldpfed.fed.randomizers import RANDOMIZERS
@@ -87,21 +88,32 @@ def default_cache_dir(config: OutputSections) -> Path:
     return Path(config.output.cache_dir or os.environ.get("LDPFED_CACHE") or Path.home() / ".cache" / "ldpfed")
 
 
-def load_public(config: PublicSections) -> TextDataset | None:
-    """The server's public labelled data ('generated[:N]', a folder or id), or None for --public none.
+def load_public(config: PublicSections, spec: str | None = None) -> TextDataset | None:
+    """The server's public labelled data ('generated[:N]', 'heldout:N', a folder or id), or None for 'none';
+    ``spec``: another public spec than --public (e.g. --projection-public).
 
-    It must not be the evaluation task's own training or dev split.
+    It must not be the evaluation task's own training or dev split; 'heldout:N' is N records of the train split that
+    no user holds (fed.data.population.withheld; simulation only).
     """
-    if config.data.public == "none":
+    spec = config.data.public if spec is None else spec
+    if spec == "none":
         return None
-    if config.data.public == "generated" or config.data.public.startswith("generated:"):
-        size = config.data.public.removeprefix("generated").removeprefix(":")
+    if spec == "generated" or spec.startswith("generated:"):
+        size = spec.removeprefix("generated").removeprefix(":")
         if size and not size.isdigit():
-            raise ValueError(f"bad public spec {config.data.public!r}; expected generated[:num_records]")
+            raise ValueError(f"bad public spec {spec!r}; expected generated[:num_records]")
         return generate_public_corpus(int(size or PUBLIC_GENERATED_SIZE), seed=config.seed)
-    if Path(config.data.public).resolve() == Path(config.data.data).resolve() or config.data.public == config.data.data:
+    heldout = heldout_size(spec)
+    if heldout is not None:
+        return withheld(load_dataset(config.data.data, "train"), config.data, config.seed, heldout)
+    if Path(spec).resolve() == Path(config.data.data).resolve() or spec == config.data.data:
         raise ValueError("--public must not be the task's own data (its train or dev split)")
-    return load_dataset(config.data.public, "train")
+    return load_dataset(spec, "train")
+
+
+def projection_data(config: PublicSections, public: TextDataset | None) -> TextDataset | None:
+    """What the projection is fitted on: --projection-public's records, else ``public`` (the run's --public)."""
+    return load_public(config, config.data.projection_public) if config.data.projection_public else public
 
 
 @dataclass(frozen=True)
@@ -171,7 +183,7 @@ def check_public(
         what
         for what, used in (
             ("the BiLSTM encoder", config.encoder.encoder == "bilstm"),
-            (f"the projection to {config.encoder.dim} dimensions (--dim)", config.encoder.dim > 0),
+            (f"the projection to {config.encoder.dim} dimensions (--dim)", config.encoder.dim > 0 and not config.data.projection_public),
         )
         if used
     )
@@ -285,8 +297,12 @@ class Assets:
         return self.projection.apply(x).astype(np.float32) if self.projection else x
 
 
-def build_bundle(config: BundleSections, public: TextDataset | None, cache_dir: Path, progress: bool = False) -> np.ndarray:
-    """Server side: fit what the run needs on public data and pack it (see ``pack``).
+def build_bundle(
+    config: BundleSections, public: TextDataset | None, cache_dir: Path, progress: bool = False,
+    projection: TextDataset | None = None,
+) -> np.ndarray:
+    """Server side: fit what the run needs on public data and pack it (see ``pack``); the projection on
+    ``projection``'s records when given (--projection-public, :func:`projection_data`), else on ``public``'s.
 
     The files are written to a temporary folder, removed before returning. ``config.encoder.dim`` must be
     resolved: the ServerApp chooses --dim auto first (strategies.app), with the nodes' counts.
@@ -313,10 +329,11 @@ def build_bundle(config: BundleSections, public: TextDataset | None, cache_dir: 
         spec = encoder_spec(config)
         (folder / "encoder.txt").write_text(spec)
         if config.encoder.dim:
-            if public is None:
-                raise ValueError("--dim needs public data to fit the projection on (--public)")
+            fit_on = public if projection is None else projection
+            if fit_on is None:
+                raise ValueError("--dim needs public data to fit the projection on (--public or --projection-public)")
             encoder = _encoder(folder, config.encoder.encoder)
-            PCAProjection.fit(encode_cached(encoder, public, cache_dir, progress=progress), config.encoder.dim).save(
+            PCAProjection.fit(encode_cached(encoder, fit_on, cache_dir, progress=progress), config.encoder.dim).save(
                 folder / "projection.npz"
             )
         shipped = RANDOMIZERS[config.privacy.mechanism].shipped_files

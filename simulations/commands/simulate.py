@@ -66,7 +66,7 @@ def _print_summary(result: Run) -> None:
     table.add_column("value", justify="right")
     for key in (
         "accuracy_local", "accuracy_local_denoised", "accuracy_remote", "accuracy_nonprivate", "accuracy_public_only",
-        "accuracy_top_tier_only", "enforce", "epsilon_enforced_max", "epsilon_sentence_max", "epsilon_sentence_median",
+        "accuracy_combined", "accuracy_top_tier_only", "enforce", "epsilon_enforced_max", "epsilon_sentence_max", "epsilon_sentence_median",
         "epsilon_amplified_pld_max", "epsilon_user_max", "epsilon_shuffled", "epsilon_user_central", "delta", "releases",
     ):
         value = summary.get(key)

@@ -110,7 +110,7 @@ def attack(run: Run | str | Path, kind: str | None = None, *, seed: int = 0, rep
     """
     limit_blas_threads()
     from ldpfed.fed.data.population import Population
-    from ldpfed.fed.runtime.assets import build_bundle, default_cache_dir, load_assets, load_public, unpack
+    from ldpfed.fed.runtime.assets import build_bundle, default_cache_dir, load_assets, load_public, projection_data, unpack
     from ldpfed.fed.configuration.option import flag
     from ldpfed.fed.configuration.plan import make_plan
     from ldpfed.fed.configuration.run_spec import RunSpec
@@ -132,7 +132,8 @@ def attack(run: Run | str | Path, kind: str | None = None, *, seed: int = 0, rep
     if public is None:
         raise ValueError("the attacker needs the run's public data; this run has --public none")
     cache = default_cache_dir(config)
-    assets = load_assets(unpack(build_bundle(config, public, cache), cache))  # the run's bundle, rebuilt
+    bundle = build_bundle(config, public, cache, projection=projection_data(config, public))  # the run's, rebuilt
+    assets = load_assets(unpack(bundle, cache))
     plan = make_plan(config, population.train.num_labels, max(max(len(p) for p in population.query_parts), 1))
     kind = kind or default_kind(config, folder, plan.train.records_per_report)
     context = AttackContext(
