@@ -119,6 +119,15 @@ def _range(s: dict[str, float] | None, spec: str = ".4f") -> str:
     return "-" if s is None else f"{s['mean']:{spec}} [{s['min']:{spec}}, {s['max']:{spec}}]"
 
 
+def _crossing_text(seed: dict[str, Any], grid: list[dict[str, Any]]) -> str:
+    """A seed's crossing, marked where it is capped at the grid's ends."""
+    if seed["largest_size_private_wins"] == 0:
+        return f"<={grid[0]['size']}"
+    if seed["largest_size_private_wins"] == grid[-1]["size"]:
+        return f">={grid[-1]['size']}"
+    return f"{seed['crossing']:.0f}"
+
+
 def markdown(result: dict[str, Any], study: str, command: str) -> str:
     """crossover.md: the crossover per value of the other axis, then every arm by public set."""
     found = [s for s in result["sources"] if s["size"]]
@@ -131,12 +140,16 @@ def markdown(result: dict[str, Any], study: str, command: str) -> str:
         f"Per {axis}: private reports alone (the `none` cell; the projection is the same in every cell), and the "
         "largest in-domain public-set size at which they beat the public set alone at the same seed (0: beaten at "
         f"every size of {', '.join(str(s['size']) for s in grid)}), with the size where the gap crosses zero "
-        "interpolated in log size (capped at the grid's ends); mean [min, max] over seeds.", "",
+        "interpolated in log size; mean [min, max] over seeds. The interpolation is capped at the grid's ends: a seed "
+        f"at which private alone never wins counts as {grid[0]['size']} (so the figure is an upper bound there; "
+        f"per seed written <={grid[0]['size']}), one at which it always wins as {grid[-1]['size']} (>=). Public-only "
+        "and combined use the run's projection, whose dimension follows epsilon (study.md), so public-only differs "
+        "by epsilon too.", "",
         f"| {axis} | private alone | largest size where private alone wins | crossing (interpolated) | per seed (largest, crossing) |",
         "|---|---|---|---|---|",
     ]
     for entry in result["values"]:
-        seeds = "; ".join(f"seed {p['seed']}: {p['largest_size_private_wins']}, {p['crossing']:.0f}" for p in entry["seeds"])
+        seeds = "; ".join(f"seed {p['seed']}: {p['largest_size_private_wins']}, {_crossing_text(p, grid)}" for p in entry["seeds"])
         lines.append(f"| {entry['value']} | {_range(entry['private'])} | {_range(entry['largest_size_private_wins'], '.0f')} "
                      f"| {_range(entry['crossing'], '.0f')} | {seeds} |")
     lines += ["", f"Every arm by public set (mean [min, max] over seeds; {ARMS['combined']}: NoiseAwareLDA.add_public):", "",
