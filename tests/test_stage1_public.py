@@ -38,7 +38,8 @@ def test_seed000_tables_qqp_uses_its_epsilons_and_pairs() -> None:
     context = tables.Context(DATA, 0.1, 10, 1, "qqp")
     own, users, dev = context.splits()
     assert own.texts2 is not None and len(own) + len(users) == 8_999 and len(dev) == 1_000
-    args = argparse.Namespace(latent_records=100, token_records=50, tables=["4", "5"], dims=[128], accountings=["paper"])
+    args = argparse.Namespace(latent_records=100, token_records=50, tables=["4", "5"], dims=[128], accountings=["paper"],
+                             token_servers=list(tables.SERVERS))
     epsilons = {s["epsilon"] for s in tables.settings(args, context) if s["accounting"] == "paper"}
     assert epsilons == set(tables.PAPER["qqp"]["table4"])
     vocab_batch = []

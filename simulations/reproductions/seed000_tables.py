@@ -30,10 +30,14 @@ initialisation are seeded):
 - token rows: the BiLSTM's word embeddings (L = 32 positions, padded or cut; padding is noised
   too, so the length stays hidden) clipped per token to C_tok (the median token norm on the
   server's data) and noised; sensitivity C_tok sqrt(L) in the paper row (its analogue of C),
-  2 C_tok sqrt(L) in the strict rows; the server runs the BiLSTM on the noisy tokens.
-- classifiers, both trained on the same reports: a linear softmax head trained by Adam with
+  2 C_tok sqrt(L) in the strict rows. The server trains on the noisy reports and is told their
+  noise (``_seed000_tokens``): NoiseAwareLDA on the position-averaged reports, and the paper's
+  own server (BiLSTM and head trained by Adam on the noisy token batches); beside them each
+  server trained on its own clean data alone.
+- latent classifiers, both trained on the same reports: a linear softmax head trained by Adam with
   one step per sampled batch (the paper's server-side training), and ldpfed's NoiseAwareLDA
   (shrunk towards the server's own data). Test: SST-2 dev (872), clean inputs clipped alike.
+- ``--ceiling``: the encoder's non-private ceiling by pre-training data and epochs (``_seed000_ceiling``).
 - QQP (``--dataset qqp``, report in the ``qqp`` subfolder): the 8,999-pair subset of GLUE QQP train
   in ../shared/data (the official train is not there), split 10% / 90% alike; each pair is one
   record, encoded by the BiLSTM as ``a <sep> b`` (one report per pair, as the paper protects each
@@ -44,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -54,6 +59,7 @@ from ldpfed.simulations.reproductions import REPORTS
 from ldpfed.simulations.reproductions._cells import (
     Results, Setting, common_arguments, fmt_number, fmt_spread, reproduce, table,
 )
+from ldpfed.simulations.reproductions._seed000_tokens import SERVERS, SKIPPED
 
 DESCRIPTION = "Seed 000 Tables 4-5: SST-2 (or QQP), DP layer on token vs latent (BiLSTM), dims 128/256/768, CLT vs strict accounting"
 NAME = "seed000_tables"
@@ -79,6 +85,7 @@ CLIP = 0.5
 LENGTH = 32
 OWN_SHARE = 0.1
 ACCOUNTINGS = ("paper", "strict", "strict-once")
+CEILING_FILE = "ceiling.json"
 PLD_INTERVAL = 1e-3
 """Discretization of the PLD bound beside the paper row (coarser is faster and still an upper bound)."""
 
@@ -99,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dims", type=int, nargs="+", choices=DIMS, default=list(DIMS), help="Table 5's dimensions")
     parser.add_argument("--accountings", nargs="+", choices=ACCOUNTINGS, default=list(ACCOUNTINGS),
                         help="rows to run (default all three)")
+    parser.add_argument("--token-servers", nargs="+", choices=SERVERS, default=list(SERVERS),
+                        help="servers of the token rows (default all; see _seed000_tokens.SKIPPED for the rows each skips)")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="measure the encoder's non-private ceiling by pre-training data and epochs (ceiling.json), "
+                             "then write the report")
     args = parser.parse_args(argv)
     if args.dataset != "sst2" and args.out == REPORTS / NAME:
         args.out = args.out / args.dataset
@@ -108,8 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     }
     results = Results(args.out, setup, fresh=args.fresh)
     context = Context(args.data, args.p, args.steps, args.pretrain_epochs, args.dataset)
+    if args.ceiling:
+        from ldpfed.simulations.reproductions._seed000_ceiling import measure
+
+        measure(context, args.out / CEILING_FILE)
+        args.report_only = True
     cells = [(s, seed) for s in settings(args, context) for seed in range(args.seeds)]
     return reproduce(args, results, cells, context.compute, NAME, lambda: report(results, args, context))
+
+
+def token_setting(server: str, n: int, accounting: str, epsilon: float) -> Setting:
+    """A token row's setting: the latent rows' fields and the server that trains on the reports."""
+    return {"position": "token", "server": server, "dim": 128, "n": n, "accounting": accounting, "epsilon": epsilon}
 
 
 def settings(args: argparse.Namespace, context: "Context") -> list[Setting]:
@@ -118,10 +140,13 @@ def settings(args: argparse.Namespace, context: "Context") -> list[Setting]:
     token_n = context.users_size(args.token_records)
     out: list[Setting] = []
     if "4" in args.tables:
-        for position, n in (("latent", latent_n), ("token", token_n)):
-            out.append({"position": position, "dim": 128, "n": n, "accounting": "clean", "epsilon": 0.0})
-            out += [{"position": position, "dim": 128, "n": n, "accounting": a, "epsilon": e}
-                    for e in PAPER[context.dataset]["table4"] for a in args.accountings]
+        out.append({"position": "latent", "dim": 128, "n": latent_n, "accounting": "clean", "epsilon": 0.0})
+        out += [{"position": "latent", "dim": 128, "n": latent_n, "accounting": a, "epsilon": e}
+                for e in PAPER[context.dataset]["table4"] for a in args.accountings]
+        for server in args.token_servers:
+            out += [token_setting(server, token_n, a, 0.0) for a in ("own-only", "clean") if a not in SKIPPED.get(server, ())]
+            out += [token_setting(server, token_n, a, e) for e in PAPER[context.dataset]["table4"]
+                    for a in args.accountings if a not in SKIPPED.get(server, ())]
     if "5" in args.tables:
         for dim in args.dims:
             out.append({"position": "latent", "dim": dim, "n": latent_n, "accounting": "clean", "epsilon": 0.0})
@@ -216,84 +241,60 @@ class Context:
         return float(np.median(norms[ids > 0]))
 
     @cache
-    def clean_token_rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """The BiLSTM's clean pooled output on dev and on the server's own slice (the same in every token cell)."""
+    def token_means(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Clean position-averaged clipped token embeddings of (users' records, dev, server's own slice)."""
+        from ldpfed.simulations.reproductions._seed000_tokens import mean_rows
+
+        embedding, clip = self.encoder(128).net.embedding, self.token_clip()
         ids_dev, ids_own = self.fixed_ids()
-        return self.token_rows(ids_dev, 0.0, None), self.token_rows(ids_own, 0.0, None)
+        return tuple(mean_rows(embedding, ids, clip) for ids in (self.ids(self.users(n)[0]), ids_dev, ids_own))
 
-    def token_rows(self, ids: np.ndarray, sigma: float, rng: np.random.Generator | None) -> np.ndarray:
-        """The BiLSTM's pooled output on clipped (and, with ``rng``, noised) token embeddings."""
-        import torch
+    def noise(self, accounting: str, epsilon: float, delta: float, unit: float) -> tuple[float, int | None]:
+        """(sigma, the ledger's cap on one record's releases or None) of a row at sensitivity unit ``unit`` (C)."""
+        from ldpfed.fed.privacy.accountants.calibration import calibrate_noise_multiplier
 
-        net = self.encoder(128).net
-        clip = self.token_clip()
-        out = []
-        with torch.inference_mode():
-            for start in range(0, len(ids), 512):
-                emb = net.embedding(torch.from_numpy(ids[start : start + 512]))
-                emb = emb * torch.clamp(clip / emb.norm(dim=-1, keepdim=True).clamp_min(1e-12), max=1.0)
-                if rng is not None:
-                    emb = emb + torch.from_numpy(rng.normal(0.0, sigma, tuple(emb.shape)).astype(np.float32))
-                states, _ = net.lstm(emb)
-                out.append(states.mean(dim=1).numpy())
-        return np.concatenate(out).astype(np.float64) if out else np.empty((0, net.lstm.hidden_size * 2))
+        if accounting == "paper":
+            return calibrate_noise_multiplier("clt", epsilon, delta, self.steps, self.p).noise_multiplier * unit, None
+        if accounting == "strict":
+            cal = calibrate_noise_multiplier("worst-case", epsilon, delta, self.steps, self.p)
+            return cal.noise_multiplier * 2 * unit, cal.releases
+        if accounting == "strict-once":
+            cal = calibrate_noise_multiplier("worst-case", epsilon, delta, 1, 1.0, releases=1)
+            return cal.noise_multiplier * 2 * unit, 1
+        return 0.0, None  # clean, own-only
+
+    def batches(self, n: int, cap: int | None, counts: np.ndarray, rng: np.random.Generator) -> Iterator[np.ndarray]:
+        """The T Poisson-sampled batches (record indices); the ledger refuses a record past its ``cap`` releases."""
+        for _ in range(self.steps):
+            chosen = np.flatnonzero(rng.random(n) < self.p)
+            if cap is not None:
+                chosen = chosen[counts[chosen] < cap]
+            if len(chosen):
+                counts[chosen] += 1
+                yield chosen
 
     # -- one cell ----------------------------------------------------------------------------
     def compute(self, setting: Setting, seed: int) -> dict[str, Any]:
-        """Run one row for one seed: sample, release, train both classifiers, test on dev."""
+        """Run one row for one seed: sample, release, train the server's classifiers, test on dev."""
         from ldpfed.fed.privacy.accountants import amplified, worst_case
         from ldpfed.fed.privacy.accountants.base import Schedule
-        from ldpfed.fed.privacy.accountants.calibration import calibrate_noise_multiplier
 
         position, dim, n = setting["position"], setting["dim"], setting["n"]
-        _, y = self.users(n)
-        delta = 1.0 / n
-        if position == "latent":
-            x, x_dev, x_own = self.latent(dim, n)
-            sensitivity_unit = CLIP
-        else:
-            ids = self.ids(self.users(n)[0])
-            x_dev, x_own = self.clean_token_rows()
-            sensitivity_unit = self.token_clip() * np.sqrt(LENGTH)
         accounting, epsilon = setting["accounting"], setting["epsilon"]
-        out: dict[str, Any] = {"delta": delta}
-        if accounting == "paper":
-            z = calibrate_noise_multiplier("clt", epsilon, delta, self.steps, self.p).noise_multiplier
-            sigma, cap = z * sensitivity_unit, None  # the paper's mu = C / sigma
-        elif accounting == "strict":
-            cal = calibrate_noise_multiplier("worst-case", epsilon, delta, self.steps, self.p)
-            sigma, cap = cal.noise_multiplier * 2 * sensitivity_unit, cal.releases
-        elif accounting == "strict-once":
-            cal = calibrate_noise_multiplier("worst-case", epsilon, delta, 1, 1.0, releases=1)
-            sigma, cap = cal.noise_multiplier * 2 * sensitivity_unit, 1
-        else:
-            sigma, cap = 0.0, None
-        out["sigma"] = sigma
-        rng = np.random.default_rng([0, seed, int(epsilon * 1000), dim, n, ("clean", *ACCOUNTINGS).index(accounting)])
-        model = Learners(dim, x_own, self.splits()[0].labels, CLIP if position == "latent" else None, seed)
+        delta = 1.0 / n
+        unit = CLIP if position == "latent" else self.token_clip() * np.sqrt(LENGTH)
+        sigma, cap = self.noise(accounting, epsilon, delta, unit)
+        out: dict[str, Any] = {"delta": delta, "sigma": float(sigma), "sensitivity_unit": float(unit)}
+        key = [0, seed, int(epsilon * 1000), dim, n, ("clean", *ACCOUNTINGS, "own-only").index(accounting)]
+        if position == "token":
+            key.append(1 + SERVERS.index(setting["server"]))
+        rng = np.random.default_rng(key)
         counts = np.zeros(n, dtype=np.int64)
-        batch_size = max(1, int(round(self.p * n)))
-        if accounting == "clean":
-            rows = self.release(position, x if position == "latent" else ids, np.arange(n), 0.0, None)
-            model.add_all(rows, y, 0.0, self.steps, batch_size, rng)
-        elif accounting == "strict-once":
-            rows = self.release(position, x if position == "latent" else ids, np.arange(n), sigma, rng)
-            counts += 1
-            model.add_all(rows, y, sigma if position == "latent" else 0.0, self.steps, batch_size, rng)
-        else:
-            for _ in range(self.steps):
-                chosen = np.flatnonzero(rng.random(n) < self.p)
-                if cap is not None:
-                    chosen = chosen[counts[chosen] < cap]  # the ledger refuses a record past its k releases
-                if not len(chosen):
-                    continue
-                counts[chosen] += 1
-                rows = self.release(position, x if position == "latent" else ids, chosen, sigma, rng)
-                model.add_batch(rows, y[chosen], sigma if position == "latent" else 0.0)
-        out.update(model.accuracies(x_dev, self.splits()[2].labels))
+        cell = self.latent_cell if position == "latent" else self.token_cell
+        out.update(cell(setting, seed, sigma, cap, counts, rng))
         if sigma > 0:
             k = int(counts.max())
-            z2 = sigma / (2 * sensitivity_unit)
+            z2 = sigma / (2 * unit)
             out["releases_max"] = k
             out["epsilon_worst_case"] = worst_case.epsilon_for_releases(z2, k, delta) if k else 0.0
             if accounting == "paper":
@@ -301,16 +302,67 @@ class Context:
                 out["epsilon_pld_2c"] = amplified.pld_epsilon(Schedule(z2, self.p, self.steps, delta), PLD_INTERVAL)
         return out
 
-    def release(self, position: str, source: np.ndarray, chosen: np.ndarray, sigma: float,
-                rng: np.random.Generator | None) -> np.ndarray:
-        """The reports of the chosen records (clean rows when ``rng`` is None)."""
-        if position == "token":
-            return self.token_rows(source[chosen], sigma, rng)
+    def latent_cell(self, setting: Setting, seed: int, sigma: float, cap: int | None, counts: np.ndarray,
+                    rng: np.random.Generator) -> dict[str, float]:
+        """A latent row: Gaussian reports of the clipped latent rows, the head and the LDA trained on them."""
         from ldpfed.fed.randomizers.gaussian import GaussianRandomizer, clip_l2
 
-        if rng is None:
-            return clip_l2(source[chosen], CLIP)
-        return GaussianRandomizer(CLIP, sigma).release(source[chosen], rng)
+        dim, n, accounting = setting["dim"], setting["n"], setting["accounting"]
+        _, y = self.users(n)
+        x, x_dev, x_own = self.latent(dim, n)
+        model = Learners(dim, x_own, self.splits()[0].labels, CLIP, seed)
+        batch_size = max(1, int(round(self.p * n)))
+        if accounting == "clean":
+            model.add_all(clip_l2(x, CLIP), y, 0.0, self.steps, batch_size, rng)
+        elif accounting == "strict-once":
+            rows = GaussianRandomizer(CLIP, sigma).release(x, rng)
+            counts += 1
+            model.add_all(rows, y, sigma, self.steps, batch_size, rng)
+        else:
+            for chosen in self.batches(n, cap, counts, rng):
+                model.add_batch(GaussianRandomizer(CLIP, sigma).release(x[chosen], rng), y[chosen], sigma)
+        return model.accuracies(x_dev, self.splits()[2].labels)
+
+    def token_cell(self, setting: Setting, seed: int, sigma: float, cap: int | None, counts: np.ndarray,
+                   rng: np.random.Generator) -> dict[str, float]:
+        """A token row: the server trains on the noisy token reports, told their noise (``_seed000_tokens``)."""
+        from ldpfed.simulations.reproductions._seed000_tokens import (
+            BILSTM_BATCH, BiLSTMServer, clipped_embeddings, noisy_mean_rows, noisy_tokens,
+        )
+
+        n, accounting = setting["n"], setting["accounting"]
+        own, _, dev = self.splits()
+        _, y = self.users(n)
+        net, clip = self.encoder(128).net, self.token_clip()
+        if setting["server"] == "bilstm":
+            ids_dev, ids_own = self.fixed_ids()
+            server = BiLSTMServer(net, clip, seed)
+            if accounting == "own-only":
+                for _ in range(self.steps):
+                    pick = rng.choice(len(own), min(BILSTM_BATCH, len(own)), replace=False)
+                    server.add_batch(clipped_embeddings(net.embedding, ids_own[pick], clip), own.labels[pick])
+            else:
+                ids = self.ids(self.users(n)[0])
+                for chosen in self.batches(n, cap, counts, rng):
+                    used = chosen if len(chosen) <= BILSTM_BATCH else rng.choice(chosen, BILSTM_BATCH, replace=False)
+                    server.add_batch(noisy_tokens(net.embedding, ids[used], clip, sigma, rng), y[used])
+            return {"accuracy_bilstm": server.accuracy(ids_dev, dev.labels)}
+        x, x_dev, x_own = self.token_means(n)
+        told = sigma / np.sqrt(LENGTH)  # the noise of an average of L noised positions
+        model = Learners(x.shape[1], x_own, own.labels, None, seed)
+        if setting["server"] == "mean-lda-own":
+            model.lda.add_public(x_own, own.labels, np.zeros((2, x.shape[1])))
+        batch_size = max(1, int(round(self.p * n)))
+        if accounting == "own-only":
+            model.add_all(x_own, own.labels, 0.0, self.steps, batch_size, rng)
+        elif accounting in ("clean", "strict-once"):
+            rows = x if accounting == "clean" else noisy_mean_rows(x, sigma, LENGTH, rng)
+            counts += accounting == "strict-once"
+            model.add_all(rows, y, told, self.steps, batch_size, rng)
+        else:
+            for chosen in self.batches(n, cap, counts, rng):
+                model.add_batch(noisy_mean_rows(x[chosen], sigma, LENGTH, rng), y[chosen], told)
+        return model.accuracies(x_dev, dev.labels)
 
 
 class Learners:
@@ -404,6 +456,136 @@ def clt_note(table4: dict[float, Any], pld_c: Any) -> str:
     )
 
 
+def token_table(results: Results, args: argparse.Namespace, context: Context, n: int, full: int, cell: Any,
+                first: Any) -> list[str]:
+    """Table 4's token rows: each server trained on the noisy reports, beside its own-data-only baseline."""
+    from ldpfed.simulations.reproductions._seed000_tokens import BILSTM_BATCH
+
+    paper_figures, name = PAPER[context.dataset], PAPER[context.dataset]["name"]
+    once = "strict-once" in args.accountings
+    units = [c["sensitivity_unit"] / np.sqrt(LENGTH) for c in results.cells.values()
+             if c["setting"]["position"] == "token" and "sensitivity_unit" in c]
+    clip = fmt_number(units[0]) if units else "-"
+    note = "" if n == full else f" REDUCED: {n:,} of the {full:,} users' records."
+    lines = [
+        f"## Table 4 ({name}), token rows: the server trains on the noisy reports{note}", "",
+        f"Each user's report is its sentence's {LENGTH} token embeddings (the server's pre-trained BiLSTM's word "
+        f"embeddings, size 64; padding noised too), each clipped to C_tok = {clip} (the median token norm on the "
+        f"server's data) plus N(0, sigma^2) on every coordinate; sensitivity C_tok sqrt({LENGTH}) in the paper row "
+        f"and 2 C_tok sqrt({LENGTH}) in the strict rows (the same noise multipliers and privacy costs as the latent "
+        "row of the same epsilon). Servers, each told sigma:",
+        "",
+        f"- mean-LDA: the server averages each report's {LENGTH} positions (noise sigma / sqrt({LENGTH}) per "
+        "coordinate) and fits NoiseAwareLDA told that noise, shrunk towards its own data; beside it a softmax head "
+        "trained one Adam step per sampled batch on the same averages (head / LDA).",
+        "- mean-LDA + own: the same LDA with the server's own clean averages added as one more group "
+        "(inverse-variance weighting), so the reports can only add to its own data (LDA only).",
+        "- BiLSTM: the paper's server: the layers after the DP layer (the BiLSTM, started from the server's "
+        "pre-trained one, mean-pooled over all positions, and a linear head) trained by Adam, one step per sampled "
+        f"batch. REDUCED: each step trains on {BILSTM_BATCH} of the batch's reports (about "
+        f"{args.p * n:,.0f} are sampled; the rest go unused), for CPU time; no strict-once row.",
+        "- own data only: each server trained on its own clean 10% slice alone, no reports (for the BiLSTM: "
+        f"{args.steps} Adam steps of {BILSTM_BATCH} sentences from the pre-trained BiLSTM). A row above it is "
+        "what the users' reports add.",
+        "",
+    ]
+
+    def server_cell(server: str, accounting: str, eps: float) -> str:
+        setting = token_setting(server, n, accounting, eps)
+        if server == "bilstm":
+            return cell(setting, "accuracy_bilstm")
+        if server == "mean-lda-own":
+            return cell(setting, "accuracy_lda")
+        return cell(setting, "accuracy_head") + " / " + cell(setting, "accuracy_lda")
+
+    accountings = ("paper", "strict", "strict-once") if once else ("paper", "strict")
+    blank = ["-"] * len(accountings)
+    rows = [
+        ["token, server's own data only", "-", server_cell("mean-lda", "own-only", 0.0), *blank[1:], *blank,
+         server_cell("bilstm", "own-only", 0.0), "-", "-"],
+        ["token, null privacy", f"{paper_figures['null']}", server_cell("mean-lda", "clean", 0.0), *blank[1:], *blank,
+         "-", "-", "-"],
+    ]
+    for eps, figures in paper_figures["table4"].items():
+        rows.append([
+            f"token, eps {eps:g}", f"{figures[0]}",
+            *(server_cell(server, a, eps) for server in ("mean-lda", "mean-lda-own") for a in accountings),
+            server_cell("bilstm", "paper", eps), server_cell("bilstm", "strict", eps),
+            " / ".join(first(token_setting("mean-lda", n, a, eps), "sigma") for a in accountings),
+        ])
+    names = {"paper": "paper accounting", "strict": "strict", "strict-once": "strict-once"}
+    header = ["row (training eps)", "paper", *(f"mean-LDA, {names[a]} (head / LDA)" for a in accountings),
+              *(f"mean-LDA + own, {names[a]}" for a in accountings),
+              "BiLSTM server, paper accounting", "BiLSTM server, strict", "sigma: " + " / ".join(accountings)]
+    return lines + table(header, rows) + [""]
+
+
+def sigma_note(context: Context, p: float, n: int) -> str:
+    """The differences list's line on eq. 7's sigma_t = |x^t| C / mu against ldpfed's C / mu, with its factors."""
+    from ldpfed.fed.encoders.vocab import tokenize
+
+    users, _ = context.users(n)
+    length = float(np.median([min(len(tokenize(t)), LENGTH) for t in users.texts]))
+    return (
+        "- Noise per step: the paper's eq. 7 and Algorithm 2 set sigma_t = |x^t| C / mu_train, with |x^t| in its words "
+        "'the number of sentences' sampled at step t. Taken literally that multiplies every row's sigma (latent and "
+        f"token) by the batch size, about p n = {p * n:,.0f} here. ldpfed sets sigma = C / mu_train per report "
+        "(its ``calibrate_noise_multiplier('clt', ...)``): each report is one user's sentence, released by that user "
+        "alone, and eq. 8 already composes one sentence's releases over the T steps. Read instead as a sentence's "
+        f"token count |x|, the token rows' sigma would be |x| C_tok / mu against ours sqrt({LENGTH}) C_tok / mu "
+        f"(all {LENGTH} positions, padding noised): a factor |x| / sqrt({LENGTH}), {length / np.sqrt(LENGTH):.2f} "
+        f"at the users' median length of {length:g} tokens (cut at {LENGTH}) and {LENGTH / np.sqrt(LENGTH):.2f} at "
+        f"{LENGTH}; a sigma set per sentence length would also reveal the length, which the fixed {LENGTH} positions hide."
+    )
+
+
+def read_ceiling(path: Path) -> dict[str, Any]:
+    """The ceiling entries written by ``--ceiling`` (empty when not measured)."""
+    import json
+
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def ceiling_section(ceiling: dict[str, Any], null: float, name: str, data_option: str, epochs: int) -> list[str]:
+    """The report's 'Encoder ceiling' section: dev accuracy by pre-training data and epochs, and the gap it explains."""
+    from ldpfed.simulations.reproductions._seed000_ceiling import CONFIGS
+
+    rows, best = [], {}
+    for data, e in CONFIGS:
+        entry = ceiling.get(f"{data}-{e}")
+        if entry is None:
+            continue
+        label = f"server's 10% slice ({entry['records']:,})" if data == "own" else f"all of {name} train ({entry['records']:,})"
+        rows.append([label, str(e), f"{100 * entry['lda']:.2f}", f"{100 * entry['logistic']:.2f}",
+                     f"{100 * entry['oov']:.1f}% ({entry['vocab']:,} words)", f"{entry['pretrain_seconds']:g}"])
+        best[data] = max(best.get(data, 0.0), entry["lda"])
+    lines = [
+        "## Encoder ceiling (non-private)", "",
+        f"Command: `ldpfed reproduce {NAME}{data_option} --ceiling` (same fixed options; entries in {CEILING_FILE}). "
+        "Each row pre-trains the BiLSTM (dimension 128, embedding 64, seed 0) on the named data and measures dev "
+        "accuracy of NoiseAwareLDA on the clean clipped latent rows of the users' 90% (the latent null-privacy row's "
+        f"classifier; the row with {epochs} epochs on the slice is that row's encoder) and of scikit-learn's logistic "
+        "regression on the unclipped rows; OOV is the share of dev tokens outside the encoder's vocabulary. No "
+        "pretrained word vectors (GloVe or other) are in ../shared/data or the venv, so every encoder learns its "
+        "embeddings from its pre-training data.", "",
+        *table(["pre-training data", "epochs", "LDA %", "logistic %", "dev OOV", "pre-training s"], rows), "",
+    ]
+    base = ceiling.get(f"own-{epochs}")
+    if base and "own" in best and "all" in best:
+        gap = null / 100 - base["lda"]
+        parts = [("more epochs on the slice", best["own"] - base["lda"]), ("all of train instead of the slice", best["all"] - best["own"]),
+                 ("remains with all of train", null / 100 - best["all"])]
+        shares = "; ".join(f"{label} {100 * points:.1f} points ({points / gap:.0%})" for label, points in parts)
+        lines += [
+            f"LDA: the report's encoder ({epochs} epochs on the slice) {100 * base['lda']:.2f}%, best on the slice "
+            f"{100 * best['own']:.2f}%, best on all of train {100 * best['all']:.2f}%, paper {null}%. Of the "
+            f"{100 * gap:.1f}-point gap: {shares}. The rest is not measured here (no pretrained word vectors; the "
+            "paper's BiLSTM, its training and its classifier are not given). The rows above keep the slice's encoder: "
+            f"pre-training on all of train would use the users' records, which the reproduction keeps private.", "",
+        ]
+    return lines
+
+
 def report(results: Results, args: argparse.Namespace, context: Context) -> list[str]:
     """README.md: Table 4 and Table 5 beside the paper, and the differences."""
     latent_n, token_n = context.users_size(args.latent_records), context.users_size(args.token_records)
@@ -448,34 +630,32 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
         "",
     ]
     if "4" in args.tables:
-        token_note = "" if token_n == full else f" REDUCED: token rows use {token_n:,} of the {full:,} users' records."
-        latent_note = "" if latent_n == full else f" REDUCED: latent rows use {latent_n:,} of the {full:,} records."
-        lines += [f"## Table 4 ({name}, dimension 128){token_note}{latent_note}", ""]
+        note = "" if latent_n == full else f" REDUCED: latent rows use {latent_n:,} of the {full:,} records."
+        lines += [f"## Table 4 ({name}, dimension 128), latent rows{note}", ""]
         with_once = "strict-once" in args.accountings
         rows = []
-        for position, n in (("latent", latent_n), ("token", token_n)):
-            base = {"position": position, "dim": 128, "n": n}
-            clean = {**base, "accounting": "clean", "epsilon": 0.0}
-            rows.append([f"{position}, null privacy", f"{paper_figures['null']}", cell(clean, "accuracy_head") + " / " + cell(clean, "accuracy_lda"),
-                         *["-"] * (5 if with_once else 3)])
-            for eps, figures in paper_figures["table4"].items():
-                paper = {**base, "accounting": "paper", "epsilon": eps}
-                strict = {**base, "accounting": "strict", "epsilon": eps}
-                once = {**base, "accounting": "strict-once", "epsilon": eps}
-                row = [
-                    f"{position}, eps {eps:g}", f"{figures[0 if position == 'token' else 1]}",
-                    cell(paper, "accuracy_head") + " / " + cell(paper, "accuracy_lda"),
-                    f"{fmt_number(pld_c(paper))} / {first(paper, 'epsilon_pld_2c')} / {first(paper, 'epsilon_worst_case')}",
-                    cell(strict, "accuracy_head") + " / " + cell(strict, "accuracy_lda"),
-                ]
-                if with_once:
-                    row.append(cell(once, "accuracy_head") + " / " + cell(once, "accuracy_lda"))
-                rows.append(row + [f"{first(paper, 'sigma')} / {first(strict, 'sigma')}" + (f" / {first(once, 'sigma')}" if with_once else "")])
+        base = {"position": "latent", "dim": 128, "n": latent_n}
+        clean = {**base, "accounting": "clean", "epsilon": 0.0}
+        rows.append(["latent, null privacy", f"{paper_figures['null']}", cell(clean, "accuracy_head") + " / " + cell(clean, "accuracy_lda"),
+                     *["-"] * (4 if with_once else 3)])
+        for eps, figures in paper_figures["table4"].items():
+            paper = {**base, "accounting": "paper", "epsilon": eps}
+            strict = {**base, "accounting": "strict", "epsilon": eps}
+            once = {**base, "accounting": "strict-once", "epsilon": eps}
+            row = [
+                f"latent, eps {eps:g}", f"{figures[1]}",
+                cell(paper, "accuracy_head") + " / " + cell(paper, "accuracy_lda"),
+                f"{fmt_number(pld_c(paper))} / {first(paper, 'epsilon_pld_2c')} / {first(paper, 'epsilon_worst_case')}",
+                cell(strict, "accuracy_head") + " / " + cell(strict, "accuracy_lda"),
+            ]
+            if with_once:
+                row.append(cell(once, "accuracy_head") + " / " + cell(once, "accuracy_lda"))
+            rows.append(row + [f"{first(paper, 'sigma')} / {first(strict, 'sigma')}" + (f" / {first(once, 'sigma')}" if with_once else "")])
         header = ["row (training eps)", "paper", "ldpfed, paper accounting (head / LDA)",
                   "paper's sigma costs: PLD C / PLD 2C / worst case", "ldpfed, strict (head / LDA)"]
         header += ["ldpfed, strict-once (head / LDA)", "sigma: paper / strict / once"] if with_once else ["sigma: paper / strict"]
         lines += table(header, rows)
-        lines.append("")
+        lines += ["", *token_table(results, args, context, token_n, full, cell, first)]
     if "5" in args.tables:
         note = "" if latent_n == full else f" REDUCED: {latent_n:,} of the {full:,} records."
         if set(args.dims) != set(DIMS):
@@ -496,17 +676,20 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
                 ])
         lines += table(["row", "paper", "ldpfed, paper accounting (head / LDA)", "ldpfed, strict (head / LDA)"], rows)
         lines.append("")
+    ceiling = read_ceiling(args.out / CEILING_FILE)
+    if ceiling:
+        lines += ceiling_section(ceiling, paper_figures["null"], name, data_option, args.pretrain_epochs)
     lines += [
         "## Differences that remain",
         "",
         "- Encoder training: the paper does not say what its BiLSTM was trained on; its null-privacy accuracy "
         f"({paper_figures['null']}) is that of a BiLSTM trained on {name} itself. Here the encoder is pre-trained on the server's "
         f"own 10% slice of {name} train and frozen, so null privacy is lower and every row inherits that ceiling: "
-        "compare each row with its own null-privacy row.",
+        "compare each row with its own null-privacy row" + (" (see 'Encoder ceiling')." if ceiling else "."),
         "- p_train and T are not given in the paper (its Fig. 6 varies p_train); every row here uses the same "
         f"p = {args.p}, T = {args.steps}.",
         f"- The users hold 90% of {name} train (the paper: all of it), and delta = 1 / (their records).",
-        "- The paper's server-side model after the DP layer is not specified; a linear softmax head trained one "
+        "- The paper's server-side model after the latent DP layer is not specified; a linear softmax head trained one "
         "Adam step per sampled batch stands in for it, beside ldpfed's NoiseAwareLDA. It gets only T Adam steps "
         f"(T = {args.steps} here): where the noise is large it stays at the majority class ({majority:.2f}%). Whether "
         "more steps would lift it was not tested, so the head's figures do not say what the paper's server-side "
@@ -514,7 +697,9 @@ def report(results: Results, args: argparse.Namespace, context: Context) -> list
         "- Token rows: the paper does not give the token layer's clip or its sensitivity; here each token "
         f"embedding is clipped to C_tok (median token norm on the server's data), L = {LENGTH} positions (padding "
         "noised too), sensitivity C_tok sqrt(L) in the paper row and 2 C_tok sqrt(L) in the strict rows. The "
-        "embedding size is 64 (the paper's is not given).",
+        "embedding size is 64 (the paper's is not given). The paper's BiLSTM server trains on every report of a "
+        "batch; here it trains on a fixed number per step (see the token table).",
+        sigma_note(context, args.p, token_n),
         "- Test inputs are clean (no inference noise): Table 4 is about training epsilon.",
         clt_note(paper_figures["table4"], lambda eps: pld_c({"position": "latent", "dim": 128, "n": latent_n,
                                                             "accounting": "paper", "epsilon": eps})),
