@@ -108,3 +108,12 @@ def test_combined_model_adds_the_public_group_and_leaves_the_reports_model_alone
     test_labels = rng.integers(0, 2, 2000)
     test = means[test_labels] + rng.normal(0, 1.0, (2000, dim))
     assert (combined.predict(test) == test_labels).mean() >= (before.predict(test) == test_labels).mean() - 0.01
+
+
+def test_the_crossover_is_interpolated_in_log_size_and_capped_at_the_grid_ends() -> None:
+    from ldpfed.simulations.experiments.public_crossover import crossing
+
+    sizes = [100, 1000, 10000]
+    assert crossing(sizes, [0.02, 0.01, -0.01]) == pytest.approx(10 ** 3.5)  # halfway between 1,000 and 10,000
+    assert crossing(sizes, [-0.01, 0.02, 0.03]) == 100  # public-only wins at the smallest size already
+    assert crossing(sizes, [0.01, 0.02, 0.03]) == 10000  # private alone wins everywhere: the largest size

@@ -119,6 +119,11 @@ def _range(s: dict[str, float] | None, spec: str = ".4f") -> str:
     return "-" if s is None else f"{s['mean']:{spec}} [{s['min']:{spec}}, {s['max']:{spec}}]"
 
 
+def _value(value: Any) -> str:
+    """An axis value as written in the tables (numbers without trailing zeros: epsilon 1, not 1.0)."""
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
 def _crossing_text(seed: dict[str, Any], grid: list[dict[str, Any]]) -> str:
     """A seed's crossing, marked where it is capped at the grid's ends."""
     if seed["largest_size_private_wins"] == 0:
@@ -150,7 +155,7 @@ def markdown(result: dict[str, Any], study: str, command: str) -> str:
     ]
     for entry in result["values"]:
         seeds = "; ".join(f"seed {p['seed']}: {p['largest_size_private_wins']}, {_crossing_text(p, grid)}" for p in entry["seeds"])
-        lines.append(f"| {entry['value']} | {_range(entry['private'])} | {_range(entry['largest_size_private_wins'], '.0f')} "
+        lines.append(f"| {_value(entry['value'])} | {_range(entry['private'])} | {_range(entry['largest_size_private_wins'], '.0f')} "
                      f"| {_range(entry['crossing'], '.0f')} | {seeds} |")
     lines += ["", f"Every arm by public set (mean [min, max] over seeds; {ARMS['combined']}: NoiseAwareLDA.add_public):", "",
               f"| {axis} | public set | size | {ARMS['public_only']} | {ARMS['combined']} |", "|---|---|---|---|---|"]
@@ -158,7 +163,7 @@ def markdown(result: dict[str, Any], study: str, command: str) -> str:
         for s in grid + other:
             arms = entry["arms"][s["name"]]
             where = "in-domain" if s["in_domain"] else f"other source: {Path(s['spec']).name}"
-            lines.append(f"| {entry['value']} | {where} | {s['size']} | {_range(arms['public_only'])} | {_range(arms['combined'])} |")
+            lines.append(f"| {_value(entry['value'])} | {where} | {s['size']} | {_range(arms['public_only'])} | {_range(arms['combined'])} |")
     lines += ["", "![crossover](crossover.png)", ""]
     return "\n".join(lines)
 
@@ -196,7 +201,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
                                 label=f"{ARMS[arm]} ({Path(s['spec']).name})")
         ax.set_xscale("log")
         ax.set_xlabel("labelled public sentences")
-        ax.set_title(f"{result['axis']} {entry['value']}")
+        ax.set_title(f"{result['axis']} {_value(entry['value'])}")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("accuracy (mean over seeds; min-max)")
     axes[0][-1].legend(fontsize=7, loc="lower right")
