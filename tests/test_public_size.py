@@ -115,5 +115,6 @@ def test_the_crossover_is_interpolated_in_log_size_and_capped_at_the_grid_ends()
 
     sizes = [100, 1000, 10000]
     assert crossing(sizes, [0.02, 0.01, -0.01]) == pytest.approx(10 ** 3.5)  # halfway between 1,000 and 10,000
-    assert crossing(sizes, [-0.01, 0.02, 0.03]) == 100  # public-only wins at the smallest size already
+    assert crossing(sizes, [-0.01, -0.02, -0.03]) == 100  # public-only wins at every size: the smallest
     assert crossing(sizes, [0.01, 0.02, 0.03]) == 10000  # private alone wins everywhere: the largest size
+    assert crossing(sizes, [-0.01, 0.02, -0.01]) == pytest.approx(10 ** (3 + 2 / 3))  # after the last win

@@ -7,8 +7,8 @@ writes crossover.md, crossover.json and crossover.png beside it. Per value of th
 - private alone: the whole-run accuracy of the ``none`` cell (the projection is fixed by --projection-public, so
   it is the same in every cell);
 - crossover: the largest in-domain size at which private alone beats public-only at the same seed (0: beaten at
-  every size), and the size at which their gap crosses zero, interpolated linearly in log size between the
-  sizes either side (the grid's largest size when private alone still wins there, the smallest when it never
+  every size), and the size at which their gap crosses zero after it, interpolated linearly in log size between
+  the sizes either side (the grid's largest size when private alone still wins there, the smallest when it never
   wins);
 - other sources (e.g. an off-domain set): private alone against their public-only and combined accuracy.
 
@@ -56,15 +56,17 @@ def sources(sets: dict[str, dict[str, Any]]) -> list[Source]:
 
 
 def crossing(sizes: Sequence[int], gaps: Sequence[float]) -> float:
-    """The size where ``gaps`` (private minus public-only, by size) first turns non-positive, log-linearly interpolated
-    between the sizes either side; the last size when it never does, the first when it never is positive."""
-    if gaps[0] <= 0:
+    """The size where ``gaps`` (private minus public-only, by size) turns non-positive after its last positive value,
+    log-linearly interpolated between the sizes either side; the last size when the last gap is positive, the first
+    when none is."""
+    positive = [i for i, gap in enumerate(gaps) if gap > 0]
+    if not positive:
         return float(sizes[0])
-    for (s0, g0), (s1, g1) in zip(zip(sizes, gaps), zip(sizes[1:], gaps[1:])):
-        if g1 <= 0:
-            t = g0 / (g0 - g1)
-            return float(math.exp(math.log(s0) + t * (math.log(s1) - math.log(s0))))
-    return float(sizes[-1])
+    i = positive[-1]
+    if i == len(gaps) - 1:
+        return float(sizes[-1])
+    t = gaps[i] / (gaps[i] - gaps[i + 1])
+    return float(math.exp(math.log(sizes[i]) + t * (math.log(sizes[i + 1]) - math.log(sizes[i]))))
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
@@ -145,7 +147,7 @@ def markdown(result: dict[str, Any], study: str, command: str) -> str:
         f"Per {axis}: private reports alone (the `none` cell; the projection is the same in every cell), and the "
         "largest in-domain public-set size at which they beat the public set alone at the same seed (0: beaten at "
         f"every size of {', '.join(str(s['size']) for s in grid)}), with the size where the gap crosses zero "
-        "interpolated in log size; mean [min, max] over seeds. The interpolation is capped at the grid's ends: a seed "
+        "after that size, interpolated in log size; mean [min, max] over seeds. The interpolation is capped at the grid's ends: a seed "
         f"at which private alone never wins counts as {grid[0]['size']} (so the figure is an upper bound there; "
         f"per seed written <={grid[0]['size']}), one at which it always wins as {grid[-1]['size']} (>=). Public-only "
         "and combined use the run's projection, whose dimension follows epsilon (study.md), so public-only differs "
