@@ -83,7 +83,7 @@ def test_the_grid_is_the_product_of_the_axes_times_the_seeds(tmp_path: Path, mon
         ("[axes]\nlabels = ['public', 'rr:x']\n", "run labels=rr-x__seed=0: --labels must be 'public' or 'rr:<epsilon>'"),
         ("[axes]\nusers = ['many']\n", "run option 'users' must be of type int"),
         ("[axes]\nlabels = ['rr:1', 'rr 1']\n", "get the same run directory 'labels=rr-1__seed=0'"),
-        ("baselines = ['accuracy_oracle']\n", "baselines must be a list of accuracy_local_denoised, accuracy_nonprivate, "),
+        ("baselines = ['accuracy_oracle']\n", "baselines must be a list of accuracy_combined, accuracy_local_denoised, accuracy_nonprivate, "),
     ],
     ids=["unknown-axis", "unknown-base", "unknown-key", "seed", "out", "twice", "scalar-axis", "duplicate-value",
          "no-seeds", "bad-value", "bad-labels", "bad-type", "name-clash", "bad-baseline"],

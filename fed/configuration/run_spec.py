@@ -33,8 +33,8 @@ from ldpfed.fed.configuration.sections import (
     OutputSpec,
     PrivacySpec,
     ScheduleSpec,
-    parse_clip,
     heldout_size,
+    parse_clip,
     parse_dim,
     show_clip,
     show_dim,
@@ -316,10 +316,11 @@ class RunSpec:
 
     def _default_dim(self) -> int:
         """The dimension where the server does not choose one (--dim not given, or --dim auto where the choice
-        is not simulated): 0 without public data to fit the projection on (--projection-public, else --public); with --privacy-model central (clean encodings) the base
-        randomizer's default; else the mechanism's default_dim at the run's --epsilon (0 when --sigma sets the
-        noise), the task's class count as its schema gives it (fed.data.loaders.label_schema) and its training record
-        count (public, design.md section 2; --train-limit caps it); neither is read without :attr:`read_task`."""
+        is not simulated): 0 without public data to fit the projection on (--projection-public, else --public); with
+        --privacy-model central (clean encodings) the base randomizer's default; else the mechanism's default_dim at
+        the run's --epsilon (0 when --sigma sets the noise), the task's class count as its schema gives it
+        (fed.data.loaders.label_schema) and its training record count (public, design.md section 2; --train-limit caps
+        it); neither is read without :attr:`read_task`."""
         from ldpfed.fed.data.loaders import label_schema, train_record_count
         from ldpfed.fed.randomizers.base import Randomizer
 

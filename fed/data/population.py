@@ -83,7 +83,7 @@ def withheld(train: TextDataset, data: DataSpec, seed: int, size: int) -> TextDa
     (simulation only), the first ``size`` of those the run withholds. Raises ValueError when it withholds fewer."""
     _, taken = _split_heldout(len(train), data, seed)
     if taken is None or size > max(heldout_size(data.public) or 0, heldout_size(data.projection_public) or 0):
-        raise ValueError(f"the run withholds no {size} training records: give --public or --projection-public {HELDOUT}:{size}")
+        raise ValueError(f"the run withholds fewer than {size} training records: give --public or --projection-public {HELDOUT}:{size}")
     return train.subset(np.sort(taken[:size]))
 
 
