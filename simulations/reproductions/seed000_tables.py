@@ -561,14 +561,14 @@ def ceiling_section(ceiling: dict[str, Any], null: float, name: str, data_option
         best[data] = max(best.get(data, 0.0), entry["lda"])
     lines = [
         "## Encoder ceiling (non-private)", "",
-        f"Command: `ldpfed reproduce {NAME}{data_option} --ceiling` (same fixed options; entries in {CEILING_FILE}). "
+        f"Command: the command above with `--ceiling` added (each entry measured once and kept in {CEILING_FILE}). "
         "Each row pre-trains the BiLSTM (dimension 128, embedding 64, seed 0) on the named data and measures dev "
         "accuracy of NoiseAwareLDA on the clean clipped latent rows of the users' 90% (the latent null-privacy row's "
         f"classifier; the row with {epochs} epochs on the slice is that row's encoder) and of scikit-learn's logistic "
         "regression on the unclipped rows; OOV is the share of dev tokens outside the encoder's vocabulary. No "
         "pretrained word vectors (GloVe or other) are in ../shared/data or the venv, so every encoder learns its "
         "embeddings from its pre-training data.", "",
-        *table(["pre-training data", "epochs", "LDA %", "logistic %", "dev OOV", "pre-training s"], rows), "",
+        *table(["pre-training data", "epochs", "LDA %", "logistic %", "dev OOV", "pre-training s (shared CPU)"], rows), "",
     ]
     base = ceiling.get(f"own-{epochs}")
     if base and "own" in best and "all" in best:
