@@ -525,7 +525,9 @@ def sigma_note(context: Context, p: float, n: int) -> str:
     from ldpfed.fed.encoders.vocab import tokenize
 
     users, _ = context.users(n)
-    length = float(np.median([min(len(tokenize(t)), LENGTH) for t in users.texts]))
+    second = users.texts2 or [None] * len(users)  # a pair is read as a <sep> b
+    length = float(np.median([min(len(tokenize(a)) + (len(tokenize(b)) + 1 if b is not None else 0), LENGTH)
+                              for a, b in zip(users.texts, second)]))
     return (
         "- Noise per step: the paper's eq. 7 and Algorithm 2 set sigma_t = |x^t| C / mu_train, with |x^t| in its words "
         "'the number of sentences' sampled at step t. Taken literally that multiplies every row's sigma (latent and "
