@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ldpfed.simulations.reproductions.seed000_tables import PAPER, _pld_at_paper_sensitivity, clt_note
+from ldpfed.simulations.reproductions._seed000_tables_report import _pld_at_paper_sensitivity, clt_note
+from ldpfed.simulations.reproductions.seed000_tables import PAPER
 
 DELTA = 1 / 60_614  # SST-2's users' records in the report
 P, STEPS = 0.1, 100
