@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldpfed.simulations.commands.device import DeviceFiles, supernode_command
+from ldpfed.simulations.commands.device import DeviceFiles, staged_app, supernode_command
 from ldpfed.simulations.processes import stop_tree
 from ldpfed.simulations.commands.superlink import SuperLinkFiles, connection_toml, serve_apps_in_background, superlink_command
 
@@ -194,6 +194,8 @@ def start_run(
 ) -> subprocess.Popen:
     """`flwr run <app> --stream` in the background, its output going to ``log``; ``app`` is an app
     folder or, on a secure cluster, a registry app spec ``@publisher/name==x.y.z``."""
+    if not app.startswith("@"):
+        app = str(staged_app(Path(app), cluster.logs.parent / "app"))
     command = [str(BIN / "flwr"), "run", app, CONNECTION, "--stream", "--run-config", run_config_string(run_config)]
     if federation_config:
         command += ["--federation-config", federation_config]

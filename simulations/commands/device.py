@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shlex
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,7 +231,26 @@ def build_fab(app: Path) -> bytes:
     """The FAB that ``flwr run APP`` would submit (reproducible: fixed dates, filtered files)."""
     from flwr.cli.build import build_fab_from_disk
 
-    return build_fab_from_disk(app)
+    with tempfile.TemporaryDirectory(prefix="ldpfed-app-") as folder:
+        return build_fab_from_disk(staged_app(app, Path(folder)))
+
+
+def staged_app(app: Path, folder: Path) -> Path:
+    """A folder holding only the files of ``app``'s bundle (its ``fab-include`` list), from which `flwr run` builds the
+    same bundle; ``app`` itself where that list names anything but plain files.
+
+    `flwr run` lists every file under the app folder before it applies ``fab-include``: in a checkout, whose .venv
+    and .git it walks (600,000 stat calls), that cost 4 CPU seconds per run, more than the app's own setup.
+    """
+    import tomllib
+
+    names = tomllib.loads((app / "pyproject.toml").read_text()).get("tool", {}).get("flwr", {}).get("app", {}).get("fab-include")
+    if not names or any(set(name) & set("*?[]!") or not (app / name).is_file() for name in names):
+        return app
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes((app / name).read_bytes())
+    return folder
 
 
 def sign_fab(fab: bytes, private_key: Path, signed_at: int | None = None) -> dict[str, str | int]:
