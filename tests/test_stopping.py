@@ -85,19 +85,20 @@ def test_a_stopped_study_stops_its_run_and_says_so_in_one_line(tmp_path: Path, s
 
 LEADER = """
 import subprocess, sys, time
-shell = subprocess.Popen(["sh", "-c", "sleep 120 & echo $!; wait"], start_new_session=True)
-print(shell.pid, flush=True)
+shell = subprocess.Popen(["sh", "-c", "sleep 120 & echo $!; wait"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+print(shell.pid, shell.stdout.readline().strip(), flush=True)
 time.sleep(120)
 """
 """A stand-in SuperLink: its child (the SuperExec) leads a session of its own, where that one's child runs (the
-simulation, Ray); each prints its pid."""
+simulation, Ray); it prints both pids on one line (two writers on one pipe interleaved: '12351234', then '')."""
 
 
 def test_stopping_the_flower_processes_ends_every_process_group_they_started() -> None:
     """SIGTERM to the SuperLink alone (or to its group) left the SuperExec's session running: the simulation, Ray."""
     leader = subprocess.Popen([sys.executable, "-c", LEADER], stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert leader.stdout is not None
-    started = [int(leader.stdout.readline()) for _ in range(2)]
+    started = [int(pid) for pid in leader.stdout.readline().split()]
+    assert len(started) == 2, started
     _stop([leader], timeout=10)
     deadline = time.monotonic() + 10
     while any(_alive(pid) for pid in started):
