@@ -331,7 +331,7 @@ def _baselines(config: RunSpec, assets: Assets, public: TextDataset | None, stra
     if group_baseline(config):
         strategy.top_tier = strategy.classifier(target, public_means)
     if config.evaluation.nonprivate_baseline:
-        population = Population.build(config.data, config.seed)
+        population = Population.build(config.data, config.seed, cache)
         train, dev = (encode_cached(assets.sentence, d, cache) for d in (population.train, population.dev))
         model = fit_clean(train, population.train.labels, strategy.num_labels, config.evaluation.shrinkage)
         strategy.nonprivate_accuracy = float((model.predict(dev) == population.dev.labels).mean())

@@ -34,6 +34,7 @@ from ldpfed.fed.learning.evaluation import accuracy
 from ldpfed.fed.heterogeneity.registry import online as reached
 from ldpfed.fed.heterogeneity.registry import spec_groups
 from ldpfed.fed.reporting.groups import Axis, UserAttributes, heterogeneity_axes, simulated_budgets
+from ldpfed.fed.runtime.assets import default_cache_dir
 from ldpfed.fed.runtime.node import NodeReply
 from ldpfed.fed.privacy.noise import ENGINE_SAMPLER
 from ldpfed.fed.runtime.requests import Refusal
@@ -372,7 +373,8 @@ class LdpStrategy(Strategy):
         if self.attributes is None:
             simulated = simulated_budgets(self.plans, self.group_of)
             axes = heterogeneity_axes(self.config)
-            self.attributes = UserAttributes.from_population(Population.build(self.config.data, self.config.seed), simulated, axes)
+            population = Population.build(self.config.data, self.config.seed, default_cache_dir(self.config))
+            self.attributes = UserAttributes.from_population(population, simulated, axes)
         return self.attributes
 
     def summary(self) -> None:

@@ -8,6 +8,7 @@ the server's simulation-only baselines) rebuilds the same assignment from the ru
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -44,9 +45,11 @@ class Population:
         return cls(train, dev, (np.arange(len(train)),), (np.arange(len(dev)),))
 
     @classmethod
-    def build(cls, data: DataSpec, seed: int) -> "Population":
-        """Load the run's data (its data section) and partition it among ``data.users`` users with the run ``seed``."""
-        from ldpfed.fed.data.partition import natural_partition, partition  # Flower Datasets: only where records are built
+    def build(cls, data: DataSpec, seed: int, cache: str | Path | None = None) -> "Population":
+        """Load the run's data (its data section) and partition it among ``data.users`` users with the run ``seed``;
+        the cuts are kept in and read from the run's ``cache`` folder (fed.data.partition_cache), if given."""
+        from ldpfed.fed.data.partition import natural_partition
+        from ldpfed.fed.data.partition_cache import cached_partition
 
         train = load_dataset(data.data, "train")
         dev = load_dataset(data.data, "dev")
@@ -57,7 +60,7 @@ class Population:
         if data.partition == "natural":
             train_parts, query_parts = natural_partition(train.groups, dev.groups, data.users, seed, data.data)
             return cls(train, dev, tuple(train_parts), tuple(query_parts))
-        train_parts = partition(train.labels, data.users, data.partition, seed, train.groups)
+        train_parts = cached_partition(cache, train.labels, data.users, data.partition, seed, train.groups)
         # Fewer dev records than users: a seeded random subset of users hold the queries, one or
         # more each; the others hold none (they do not evaluate).
         holders = np.arange(data.users)
@@ -65,7 +68,7 @@ class Population:
             holders = np.sort(np.random.default_rng(seed + 2).choice(data.users, len(dev), replace=False))
         query_parts = [np.zeros(0, np.int64)] * data.users
         if len(holders):
-            parts = partition(dev.labels, len(holders), data.partition, seed + 1, dev.groups)
+            parts = cached_partition(cache, dev.labels, len(holders), data.partition, seed + 1, dev.groups)
             for user, part in zip(holders.tolist(), parts):
                 query_parts[user] = part
         return cls(train, dev, tuple(train_parts), tuple(query_parts))

@@ -127,7 +127,7 @@ def attack(run: Run | str | Path, kind: str | None = None, *, seed: int = 0, rep
         raise ValueError(f"the attack needs one randomizer for every report; this run has {' '.join(grouping)}")
     if kind == "attribute" and not (folder / "reports.npz").is_file():
         raise ValueError(f"{folder} has no reports.npz: run ldpfed simulate with --save-reports")
-    population = Population.build(config.data, config.seed)
+    population = Population.build(config.data, config.seed, default_cache_dir(config))
     public = load_public(config)
     if public is None:
         raise ValueError("the attacker needs the run's public data; this run has --public none")

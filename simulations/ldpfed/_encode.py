@@ -25,7 +25,7 @@ def encode_run_data(config: RunSpec, progress: bool) -> list[str]:
     from ldpfed.fed.configuration.plan import encoder_spec
     from ldpfed.fed.data.population import Population
 
-    population = Population.build(config.data, config.seed)
+    population = Population.build(config.data, config.seed, default_cache_dir(config))
     public = load_public(config)
     if config.encoder.encoder in ("bilstm", TUNED_SPEC):  # trained on the public data inside the run
         return list(check_public(config, public, population.train.label_names).warnings)
