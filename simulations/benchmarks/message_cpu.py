@@ -4,14 +4,20 @@
 modules, then the app, then serves the message. This benchmark times the three by the process's
 own CPU clock (``time.process_time``), which other jobs on the machine slow far less than they
 slow the wall clock, for one or several source trees side by side (``--repo``, e.g. a worktree of
-main and this checkout), messages alternating between them. Each tree serves its own copy of one
-device set up here (the device of ``simulations.benchmarks.device_costs``: ``generated:200``, MiniLM, one
-user, the owner's policy), one record per message, so every tree sees the same ledger history.
+main and this checkout; ``--rev``, a commit of this checkout exported with ``git archive``), messages
+alternating between them. As on a device, each tree's bytecode is written once before its first
+message and read by every message's process (PYTHONDONTWRITEBYTECODE dropped; the SuperNode's
+``simulations.benchmarks.device_costs.supernode.device_env``); each process runs with ``python -P``
+and imports ldpfed from its tree (``simulations.checkout.checkout_env``). The trees serve, in turn, one device
+set up here (the device of ``simulations.benchmarks.device_costs``: ``generated:200``, MiniLM, one user, the
+owner's policy), one record per message: a copy of its state folder would be refused (its ledger is bound to
+its file), so the trees' ledger histories differ by the messages served in between.
 
 Run::
 
     python -m ldpfed.simulations.benchmarks.message_cpu --repo ../main-worktree --repo . --messages 6
     python -m ldpfed.simulations.benchmarks.message_cpu --repo ../main-worktree --repo . --messages 3 --labels rr:1.0 --dim 0
+    python -m ldpfed.simulations.benchmarks.message_cpu --rev 917b572 --rev HEAD --messages 5 --out parts.json
 """
 
 from __future__ import annotations
@@ -29,8 +35,12 @@ from typing import Any
 
 import numpy as np
 
+from ldpfed.simulations.benchmarks.device_costs.device import REPO
+
 SERVE = """
-import json, pickle, sys, time
+import gc, json, pickle, sys, time
+full = []
+gc.callbacks.append(lambda phase, info: full.append(phase) if phase == "stop" and info["generation"] == 2 else None)
 c0 = time.process_time()
 import flwr.supernode.cli, flwr.supernode.runtime.run_clientapp  # what flwr-clientapp imports before the app
 c1 = time.process_time()
@@ -45,13 +55,16 @@ context = saved["context"]
 TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, context.run_id, context.node_id
 message = Message(saved["request"], dst_node_id=context.node_id, message_type=protocol.TRAIN)
 message.metadata.__dict__["_message_id"] = "train"
-c3 = time.process_time()
+c3, before = time.process_time(), len(full)
 reply = client_app.app(message, context)
 c4 = time.process_time()
 assert not reply.has_error() and protocol.read_refusal(reply.content) is None, reply
 pickle.dump(saved, open(path, "wb"))
 loaded = [m for m in ("scipy", "dp_accounting", "torch", "transformers") if m in sys.modules]
-print(json.dumps({"flower_import_s": c1 - c0, "app_import_s": c2 - c1, "handler_s": c4 - c3, "loaded": loaded}))
+print(json.dumps({
+    "flower_import_s": c1 - c0, "app_import_s": c2 - c1, "handler_s": c4 - c3, "loaded": loaded,
+    "ldpfed_modules": sum(m.startswith("ldpfed.") for m in sys.modules), "full_collections_in_handler": len(full) - before,
+}))
 """
 
 
@@ -68,23 +81,29 @@ def set_up(work: Path, labels: str, dim: int) -> Path:
     return path
 
 
-def copy_device(work: Path, copy: Path) -> Path:
-    """A copy of the device in ``work`` (state, policy, caches), its context naming the copy's folders."""
-    shutil.copytree(work, copy, symlinks=True)
-    path = copy / "context.pkl"
-    saved = pickle.loads(path.read_bytes())
-    config = saved["context"].node_config
-    for key in ("state-dir", "policy", "cache-dir"):
-        config[key] = config[key].replace(str(work), str(copy))
-    path.write_bytes(pickle.dumps(saved))
-    return path
+def tree_env(repo: Path, shims: Path) -> dict[str, str]:
+    """The environment of ``repo``'s message processes (ldpfed from ``repo``, bytecode as on a device), its
+    bytecode written once."""
+    from ldpfed.simulations.benchmarks.device_costs.supernode import device_env
+    from ldpfed.simulations.checkout import checkout_env
+
+    env = device_env(checkout_env(repo, shims))
+    subprocess.run([sys.executable, "-P", "-c", "import ldpfed.clients.app"], cwd=repo, env=env, check=True, timeout=300)
+    return env
 
 
-def serve(repo: Path, context: Path) -> dict[str, Any]:
+def export(rev: str, folder: Path) -> Path:
+    """This checkout's commit ``rev`` (git archive: committed files only) in ``folder``."""
+    folder.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", rev], cwd=REPO, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def serve(repo: Path, context: Path, env: dict[str, str]) -> dict[str, Any]:
     """One train message in a new interpreter on ``repo``'s code; its CPU seconds and heavy modules loaded."""
     done = subprocess.run(
-        [sys.executable, "-c", SERVE, str(context)], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
-        capture_output=True, text=True, timeout=900,
+        [sys.executable, "-P", "-c", SERVE, str(context)], cwd=repo, env=env, capture_output=True, text=True, timeout=900,
     )
     if done.returncode:
         raise RuntimeError(f"the message failed on {repo}: {done.stderr[-2000:]}")
@@ -93,31 +112,40 @@ def serve(repo: Path, context: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ldpfed.simulations.benchmarks.message_cpu", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repo", type=Path, action="append", required=True, help="a source tree to serve with (repeatable)")
+    parser.add_argument("--repo", type=Path, action="append", default=[], help="a source tree to serve with (repeatable)")
+    parser.add_argument("--rev", action="append", default=[], help="a commit of this checkout to serve with (repeatable)")
     parser.add_argument("--messages", type=int, default=6, help="train messages per tree (one record each)")
     parser.add_argument("--labels", default="public", help="the run's and the policy's labels: public or rr:<epsilon>")
     parser.add_argument("--dim", type=int, default=16, help="the run's --dim (0: all 384 dimensions)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = parser.parse_args(argv)
+    if not args.repo and not args.rev:
+        parser.error("name at least one tree: --repo or --rev")
     with tempfile.TemporaryDirectory(prefix="ldpfed-message-cpu-") as temp:
         work = Path(temp)
-        set_up(work / "device", args.labels, args.dim)
-        contexts = [copy_device(work / "device", work / f"tree-{i}") for i in range(len(args.repo))]
-        runs: list[list[dict[str, Any]]] = [[] for _ in args.repo]
+        gits = [_git(repo) for repo in args.repo] + [_git(REPO, rev) for rev in args.rev]
+        repos = [repo.resolve() for repo in args.repo] + [export(rev, work / f"rev-{i}") for i, rev in enumerate(args.rev)]
+        envs = [tree_env(repo, work / f"shims-{i}") for i, repo in enumerate(repos)]
+        context = set_up(work / "device", args.labels, args.dim)  # served by every tree in turn (a copy would be refused)
+        runs: list[list[dict[str, Any]]] = [[] for _ in repos]
         for _ in range(args.messages):
-            for i, repo in enumerate(args.repo):
-                runs[i].append(serve(repo.resolve(), contexts[i]))
+            for i, repo in enumerate(repos):
+                runs[i].append({**serve(repo, context, envs[i]), "load_average": os.getloadavg()})
     results = {"command": "python -m ldpfed.simulations.benchmarks.message_cpu " + " ".join(argv if argv is not None else sys.argv[1:]), "trees": []}
-    for repo, messages in zip(args.repo, runs):
-        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    for repo, git, messages in zip([*map(str, args.repo), *args.rev], gits, runs):
         median = {k: float(np.median([m[k] for m in messages])) for k in ("flower_import_s", "app_import_s", "handler_s")}
-        results["trees"].append({"repo": str(repo), "git": git, "messages": messages, "median": median})
+        median["ldpfed_s"] = float(np.median([m["app_import_s"] + m["handler_s"] for m in messages]))
+        results["trees"].append({"repo": repo, "git": git, "messages": messages, "median": median})
         print(f"{repo} ({git}): median CPU s per train message: Flower's imports {median['flower_import_s']:.2f}, "
-              f"app import {median['app_import_s']:.2f}, handler {median['handler_s']:.2f}; "
+              f"app import {median['app_import_s']:.3f}, handler {median['handler_s']:.3f}, both {median['ldpfed_s']:.3f}; "
               f"handlers {[round(m['handler_s'], 2) for m in messages]}; loaded {[m['loaded'] for m in messages]}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
     return 0
+
+
+def _git(repo: Path, rev: str = "HEAD") -> str:
+    return subprocess.run(["git", "rev-parse", "--short", rev], cwd=repo, capture_output=True, text=True).stdout.strip()
 
 
 if __name__ == "__main__":
