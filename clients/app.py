@@ -10,9 +10,6 @@ folder and data on a device; the run options inside the simulation engine.
 from __future__ import annotations
 
 import gc
-
-gc.freeze()  # what this process loaded before this module (on a SuperNode: Flower's runtime); see below
-
 import hashlib
 import sys
 from collections.abc import Callable, Mapping
@@ -82,10 +79,10 @@ def _handler(message_type: str) -> str:
 app = NodeApp()
 limit_blas_threads()  # once per process (Ray actor or device)
 # The objects loaded before the first message (Flower's runtime, this app's modules) leave the garbage collector's
-# generations (gc.freeze, at the top of this module and here). On a SuperNode each message is served by a new process
-# that imports Flower's runtime and this app first; a full collection triggered by the handler's allocations walked all
-# of them again (about 0.07 of a train message's 0.13 handler CPU s: simulations.benchmarks.message_cpu). The cost:
-# cyclic garbage left by the imports is never freed (the frozen objects live as long as the process anyway).
+# generations. On a SuperNode each message is served by a new process that imports Flower's runtime and this app first;
+# a full collection triggered by the handler's allocations walked all of them again, about half of a train message's
+# handler CPU (simulations/reports/device_costs/message_parts6.json). The cost: cyclic garbage left by the imports is
+# never freed (the frozen objects live as long as the process anyway).
 gc.freeze()
 
 _SPECS: dict[str, RunSpec] = {}

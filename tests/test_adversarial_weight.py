@@ -9,6 +9,7 @@ whose records are not stored is refused as not set up.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import stat
@@ -46,6 +47,11 @@ def _fresh(code: str, stdin: str = "") -> object:
 def test_importing_the_clientapp_imports_neither_torch_nor_transformers() -> None:
     loaded = _fresh(f"import json, sys, clients.app; print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
     assert loaded == [], f"importing clients.app imports {loaded}"
+
+
+def test_importing_the_clientapp_takes_what_it_loaded_out_of_the_collectors_walks() -> None:
+    # A full collection triggered by a message's handler walked Flower's runtime and this app again (gc.freeze).
+    assert not any(obj is client_module.NodeApp or obj is client_module.app for obj in gc.get_objects())
 
 
 def test_importing_the_clientapp_imports_neither_dp_accounting_nor_scipy_stats_or_optimize() -> None:

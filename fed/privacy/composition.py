@@ -34,10 +34,12 @@ PLD_FINE_RELEASES = 64
 proportion, so that a user-level figure over thousands of pure-DP releases stays a second's work.
 The discretization is pessimistic, so every figure remains an upper bound; its excess is at most
 about the number of events times the grid step (at 64 events: 0.0064)."""
-GDP_LOOKAHEAD = 8
+GDP_LOOKAHEAD = 32
 """On a device, a Gaussian-only figure computed afresh comes with those of the next this many
 steps (every count + 1, + 2, ...): a closed form, milliseconds once SciPy is loaded, which
-later messages (each a fresh process) then read from the store without loading SciPy at all."""
+later messages (each a fresh process) then read from the store without loading SciPy at all.
+The message that computes them pays SciPy's import: one train message in 33 of a device serving
+one record per step (with 8 steps, one in 9; simulations.benchmarks.message_cpu)."""
 
 
 def compose_epsilon(counts: Mapping[PrivacyEvent, int], delta: float) -> float:

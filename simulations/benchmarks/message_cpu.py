@@ -8,10 +8,11 @@ main and this checkout; ``--rev``, a commit of this checkout exported with ``git
 alternating between them. As on a device, each tree's bytecode is written once before its first
 message and read by every message's process (PYTHONDONTWRITEBYTECODE dropped; the SuperNode's
 ``simulations.benchmarks.device_costs.supernode.device_env``); each process runs with ``python -P``
-and imports ldpfed from its tree (``simulations.checkout.checkout_env``). The trees serve, in turn, one device
-set up here (the device of ``simulations.benchmarks.device_costs``: ``generated:200``, MiniLM, one user, the
-owner's policy), one record per message: a copy of its state folder would be refused (its ledger is bound to
-its file), so the trees' ledger histories differ by the messages served in between.
+and imports ldpfed from its tree (``simulations.checkout.checkout_env``). Each tree serves its own device,
+set up here alike (the device of ``simulations.benchmarks.device_costs``: ``generated:200``, MiniLM, one user,
+the owner's policy; a copied state folder would be refused, its ledger being bound to its file), one record per
+message, so every tree sees the same ledger history. Each tree's first message is not counted: setup ran this
+checkout's code, whose stored accounting figures another tree's code does not read (fed.privacy.figure_cache).
 
 Run::
 
@@ -126,16 +127,19 @@ def main(argv: list[str] | None = None) -> int:
         gits = [_git(repo) for repo in args.repo] + [_git(REPO, rev) for rev in args.rev]
         repos = [repo.resolve() for repo in args.repo] + [export(rev, work / f"rev-{i}") for i, rev in enumerate(args.rev)]
         envs = [tree_env(repo, work / f"shims-{i}") for i, repo in enumerate(repos)]
-        context = set_up(work / "device", args.labels, args.dim)  # served by every tree in turn (a copy would be refused)
+        contexts = [set_up(work / f"device-{i}", args.labels, args.dim) for i in range(len(repos))]
+        for repo, context, env in zip(repos, contexts, envs):
+            serve(repo, context, env)
         runs: list[list[dict[str, Any]]] = [[] for _ in repos]
         for _ in range(args.messages):
             for i, repo in enumerate(repos):
-                runs[i].append({**serve(repo, context, envs[i]), "load_average": os.getloadavg()})
+                runs[i].append({**serve(repo, contexts[i], envs[i]), "load_average": os.getloadavg()})
     results = {"command": "python -m ldpfed.simulations.benchmarks.message_cpu " + " ".join(argv if argv is not None else sys.argv[1:]), "trees": []}
     for repo, git, messages in zip([*map(str, args.repo), *args.rev], gits, runs):
         median = {k: float(np.median([m[k] for m in messages])) for k in ("flower_import_s", "app_import_s", "handler_s")}
         median["ldpfed_s"] = float(np.median([m["app_import_s"] + m["handler_s"] for m in messages]))
-        results["trees"].append({"repo": repo, "git": git, "messages": messages, "median": median})
+        mean = {"handler_s": float(np.mean([m["handler_s"] for m in messages]))}  # with the messages that load SciPy
+        results["trees"].append({"repo": repo, "git": git, "messages": messages, "median": median, "mean": mean})
         print(f"{repo} ({git}): median CPU s per train message: Flower's imports {median['flower_import_s']:.2f}, "
               f"app import {median['app_import_s']:.3f}, handler {median['handler_s']:.3f}, both {median['ldpfed_s']:.3f}; "
               f"handlers {[round(m['handler_s'], 2) for m in messages]}; loaded {[m['loaded'] for m in messages]}")
