@@ -134,7 +134,14 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.messages):
             for i, repo in enumerate(repos):
                 runs[i].append({**serve(repo, contexts[i], envs[i]), "load_average": os.getloadavg()})
-    results = {"command": "python -m ldpfed.simulations.benchmarks.message_cpu " + " ".join(argv if argv is not None else sys.argv[1:]), "trees": []}
+    results = {
+        "what": "CPU seconds (time.process_time) of one train message's fresh process, as flwr-clientapp 1.42 serves it: "
+        "Flower's imports, importing ldpfed.clients.app, the handler (one record); ldpfed_s is the app's import plus the handler",
+        "method": f"per tree a device set up alike and one message not counted, then {args.messages} rounds of one message "
+        "per tree in turn, each a fresh python -P reading bytecode written before (simulations.benchmarks.message_cpu)",
+        "command": "python -m ldpfed.simulations.benchmarks.message_cpu " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "trees": [],
+    }
     for repo, git, messages in zip([*map(str, args.repo), *args.rev], gits, runs):
         median = {k: float(np.median([m[k] for m in messages])) for k in ("flower_import_s", "app_import_s", "handler_s")}
         median["ldpfed_s"] = float(np.median([m["app_import_s"] + m["handler_s"] for m in messages]))
