@@ -18,7 +18,7 @@ import pytest
 from flwr.app import Context, RecordDict
 
 from ldpfed.simulations.benchmarks.device_costs import benchmark
-from ldpfed.simulations.benchmarks.device_costs.compare import GOALS, compare, comparison_lines
+from ldpfed.simulations.benchmarks.device_costs.compare import GOALS, compare, comparison_lines, main, pooled
 from ldpfed.simulations.benchmarks.device_costs.supernode import MESSAGES
 from ldpfed.simulations.benchmarks.noop_flower import APP_DIR
 from ldpfed.simulations.benchmarks.noop_flower import noop_flower_apps as noop
@@ -90,6 +90,34 @@ def test_the_difference_is_ldpfed_minus_noop_and_each_goal_is_judged_on_it() -> 
     json.dumps(result)  # the report's JSON holds it as is
     missing = compare(noop_node, {**ldpfed, "time_to_first_report": {"first_report_sent": None}})
     assert missing["difference"]["time_to_first_report_s"] is None and not missing["goals"]["time_to_first_report_s"]["met"]
+
+
+def test_pooled_pairs_take_the_median_over_every_train_message_and_judge_the_goal_on_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One pair whose ldpfed replies all caught the later 0.5 s poll, one where the no-op's did: per pair +0.5 and
+    -0.5, pooled the medians of all ten messages."""
+    late = compare(_node({"train": [1.5, 1.5, 1.5, 1.5, 2.0]}, {"train": [120.0]}, 11.0, 1.8),
+                   _node({"train": [2.0, 2.0, 2.0, 1.5, 2.0]}, {"train": [150.0]}, 12.0, 1.6))
+    early = compare(_node({"train": [2.0, 2.0, 2.0, 1.5, 2.0]}, {"train": [120.0]}, 11.0, 1.8),
+                    _node({"train": [1.5, 1.5, 1.5, 2.0, 1.5]}, {"train": [150.0]}, 12.0, 1.6))
+    figures = pooled([late, early])
+    assert figures["per_pair_added_median_s"] == [pytest.approx(0.5), pytest.approx(-0.5)]
+    assert figures["train_messages"] == {"noop": 10, "ldpfed": 10}
+    assert figures["median_s"] == {"noop": pytest.approx(1.75), "ldpfed": pytest.approx(1.75)}
+    assert figures["added_median_s"] == pytest.approx(0.0) and figures["met"]
+    assert figures["added_mean_s"] == pytest.approx(0.0)
+    assert not pooled([late])["met"]  # one pair alone: +0.5 s, above the goal
+    reports = []
+    for i, (noop_walls, ldpfed_walls) in enumerate((([1.5] * 5, [2.0] * 5), ([1.5] * 5, [2.0] * 5))):
+        path = tmp_path / f"pair{i}.json"
+        ldpfed_node = _node({"train": ldpfed_walls}, {"train": [150.0]}, 12.0, 1.6)
+        path.write_text(json.dumps({"supernode": {**ldpfed_node, "noop": _node({"train": noop_walls}, {"train": [120.0]}, 11.0, 1.8)}}))
+        reports.append(str(path))
+    assert main([*reports, "--out", str(tmp_path / "pooled.json")]) == 0
+    assert "added +0.50 s (goal <= 0.3: NOT met)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "pooled.json").read_text())["added_median_s"] == pytest.approx(0.5)
+    (tmp_path / "alone.json").write_text(json.dumps({"supernode": _node({"train": [1.5]}, {"train": [150.0]}, 12.0, 1.6)}))
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "alone.json")])
 
 
 def test_the_noop_comparison_is_on_by_default_with_supernode(capsys: pytest.CaptureFixture[str]) -> None:
