@@ -28,10 +28,12 @@ shuffle the records first (seeded), and return sorted indices per user.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ldpfed.fed.data import partition_cache
 from ldpfed.fed.heterogeneity.shares import share_counts
 
 if TYPE_CHECKING:  # imported where used: Flower Datasets brings seaborn and matplotlib, seconds of a device's setup
@@ -47,8 +49,10 @@ def partition(
     scheme: str,
     seed: int,
     groups: np.ndarray | None = None,
+    cache_dir: str | Path | None = None,
 ) -> list[np.ndarray]:
-    """Assign every record to exactly one user.
+    """Assign every record to exactly one user; with ``cache_dir``, the cut is read from there when a process made
+    it before, and stored there when not (fed.data.partition_cache).
 
     Parameters
     ----------
@@ -64,6 +68,8 @@ def partition(
     groups:
         Optional integer group of each record (e.g. writing style); only "dirichlet" uses
         it, skewing users over (label, group) cells.
+    cache_dir:
+        The run's cache folder, or None (no cache).
 
     Returns
     -------
@@ -85,13 +91,25 @@ def partition(
         if groups.min() < 0:
             raise ValueError("groups must be non-negative")
         keys = keys * (int(groups.max()) + 1) + groups
+    if cache_dir is None:
+        return _cut(keys, num_users, scheme, seed)
+    path = partition_cache.path_of(cache_dir, labels, num_users, scheme, seed, groups)
+    shares = partition_cache.read(path, len(labels), num_users)
+    if shares is None:
+        shares = _cut(keys, num_users, scheme, seed)
+        partition_cache.write(path, shares)
+    return shares
+
+
+def _cut(keys: np.ndarray, num_users: int, scheme: str, seed: int) -> list[np.ndarray]:
+    """:func:`partition`'s shares of records with the (label, group) ``keys``, arguments checked."""
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(labels))
+    order = rng.permutation(len(keys))
     kind, _, arg = scheme.partition(":")
     try:
         _check_scheme(kind, arg)
         if num_users == 1:  # every scheme gives the one user every record (a device's usual case): no partitioner
-            return [np.arange(len(labels), dtype=np.int64)]
+            return [np.arange(len(keys), dtype=np.int64)]
         from datasets import Dataset
 
         table = Dataset.from_dict({"key": keys[order]})
@@ -107,7 +125,7 @@ def partition(
                 "size:linear, size:square, size:exponential, size:lognormal:<sigma> or natural"
             )
     except ValueError as err:
-        context = f"partition scheme {scheme!r} with {num_users} users and {len(labels)} records"
+        context = f"partition scheme {scheme!r} with {num_users} users and {len(keys)} records"
         raise ValueError(f"{context}: {err}") from err
     return [np.sort(order[np.asarray(share, dtype=np.int64)]) for share in shares]
 

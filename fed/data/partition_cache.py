@@ -2,9 +2,9 @@
 
 A simulation builds its population in several processes (the encoding child, the ServerApp, a node's actor), and
 each would import Flower Datasets (about 2.8 CPU s: it brings ``datasets``, pandas, seaborn and matplotlib) to
-cut the same records the same way. :func:`partition` is deterministic in its arguments, so the first process
+cut the same records the same way. ``partition`` (fed.data.partition) is deterministic in its arguments, so the first process
 stores the cut under ``<cache_dir>/partitions/<digest>.npz`` and the others read it. A stored cut is taken only if
-it is one of the shapes :func:`partition` returns (``num_users`` sorted shares covering every record once);
+it is one of the shapes ``partition`` returns (``num_users`` sorted shares covering every record once);
 anything else is cut again and overwritten. Devices never partition (one user holds every record).
 """
 
@@ -18,43 +18,24 @@ from pathlib import Path
 
 import numpy as np
 
-from ldpfed.fed.data.partition import partition
-
 VERSION = b"partition-cache 1"
-"""Changes whenever :func:`partition` would cut the same arguments differently."""
+"""Changes whenever ``partition`` would cut the same arguments differently."""
 
 
-def cached_partition(
-    cache_dir: str | Path | None,
-    labels: np.ndarray,
-    num_users: int,
-    scheme: str,
-    seed: int,
-    groups: np.ndarray | None = None,
-) -> list[np.ndarray]:
-    """:func:`partition`'s shares, read from ``cache_dir`` when a process cut them before (written there if not);
-    ``cache_dir`` None: no cache."""
-    if cache_dir is None:
-        return partition(labels, num_users, scheme, seed, groups)
-    path = Path(cache_dir) / "partitions" / f"{_digest(labels, num_users, scheme, seed, groups)}.npz"
-    shares = _read(path, len(labels), num_users)
-    if shares is None:
-        shares = partition(labels, num_users, scheme, seed, groups)
-        _write(path, shares)
-    return shares
-
-
-def _digest(labels: np.ndarray, num_users: int, scheme: str, seed: int, groups: np.ndarray | None) -> str:
+def path_of(cache_dir: str | Path, labels: np.ndarray, num_users: int, scheme: str, seed: int, groups: np.ndarray | None) -> Path:
+    """Where the cut of these arguments of :func:`~ldpfed.fed.data.partition.partition` is stored."""
     digest = hashlib.sha256(VERSION)
     digest.update(f"{num_users}|{scheme}|{seed}|{len(labels)}".encode())
     digest.update(np.ascontiguousarray(labels, dtype=np.int64).tobytes())
     if groups is not None:
         digest.update(b"groups")
         digest.update(np.ascontiguousarray(groups, dtype=np.int64).tobytes())
-    return digest.hexdigest()[:40]
+    return Path(cache_dir) / "partitions" / f"{digest.hexdigest()[:40]}.npz"
 
 
-def _read(path: Path, records: int, num_users: int) -> list[np.ndarray] | None:
+def read(path: Path, records: int, num_users: int) -> list[np.ndarray] | None:
+    """The stored cut at ``path``, or None if there is none or it is not one (``num_users`` sorted shares covering
+    each of ``records`` records once)."""
     try:
         with np.load(path, allow_pickle=False) as stored:
             flat, ends = stored["indices"], stored["ends"]
@@ -73,8 +54,8 @@ def _read(path: Path, records: int, num_users: int) -> list[np.ndarray] | None:
     return shares
 
 
-def _write(path: Path, shares: list[np.ndarray]) -> None:
-    """Write under a temporary name and rename into place: readers never see a partial file, concurrent writers
+def write(path: Path, shares: list[np.ndarray]) -> None:
+    """Store ``shares`` at ``path``: written under a temporary name and rename into place: readers never see a partial file, concurrent writers
     write the same bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     ends = np.cumsum([len(share) for share in shares], dtype=np.int64)

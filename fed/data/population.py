@@ -48,8 +48,7 @@ class Population:
     def build(cls, data: DataSpec, seed: int, cache: str | Path | None = None) -> "Population":
         """Load the run's data (its data section) and partition it among ``data.users`` users with the run ``seed``;
         the cuts are kept in and read from the run's ``cache`` folder (fed.data.partition_cache), if given."""
-        from ldpfed.fed.data.partition import natural_partition
-        from ldpfed.fed.data.partition_cache import cached_partition
+        from ldpfed.fed.data.partition import natural_partition, partition
 
         train = load_dataset(data.data, "train")
         dev = load_dataset(data.data, "dev")
@@ -60,7 +59,7 @@ class Population:
         if data.partition == "natural":
             train_parts, query_parts = natural_partition(train.groups, dev.groups, data.users, seed, data.data)
             return cls(train, dev, tuple(train_parts), tuple(query_parts))
-        train_parts = cached_partition(cache, train.labels, data.users, data.partition, seed, train.groups)
+        train_parts = partition(train.labels, data.users, data.partition, seed, train.groups, cache)
         # Fewer dev records than users: a seeded random subset of users hold the queries, one or
         # more each; the others hold none (they do not evaluate).
         holders = np.arange(data.users)
@@ -68,7 +67,7 @@ class Population:
             holders = np.sort(np.random.default_rng(seed + 2).choice(data.users, len(dev), replace=False))
         query_parts = [np.zeros(0, np.int64)] * data.users
         if len(holders):
-            parts = cached_partition(cache, dev.labels, len(holders), data.partition, seed + 1, dev.groups)
+            parts = partition(dev.labels, len(holders), data.partition, seed + 1, dev.groups, cache)
             for user, part in zip(holders.tolist(), parts):
                 query_parts[user] = part
         return cls(train, dev, tuple(train_parts), tuple(query_parts))
