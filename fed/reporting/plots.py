@@ -20,15 +20,34 @@ def _figure(rows: int = 1, cols: int = 1) -> tuple[Any, Any]:
     return plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=rows * cols == 1)
 
 
+MARGINS = {"left": 1.05, "right": 0.2, "bottom": 0.55, "top": 0.35, "between_rows": 0.75, "between_cols": 0.75}
+"""Inches around and between panels: room for tick labels (a log axis's 4 x 10^-1 the widest), axis labels
+and a panel's title. Fixed, where matplotlib's tight layout would lay out every figure's texts once more to
+measure them (a third of a plot's CPU)."""
+
+
+def _margins(fig: Any) -> None:
+    """The :data:`MARGINS` of ``fig``, as fractions of its size."""
+    width, height = fig.get_size_inches()
+    rows, cols = fig.axes[0].get_subplotspec().get_gridspec().get_geometry()
+    panel_width = (width - MARGINS["left"] - MARGINS["right"] - (cols - 1) * MARGINS["between_cols"]) / cols
+    panel_height = (height - MARGINS["bottom"] - MARGINS["top"] - (rows - 1) * MARGINS["between_rows"]) / rows
+    fig.subplots_adjust(
+        left=MARGINS["left"] / width, right=1 - MARGINS["right"] / width,
+        bottom=MARGINS["bottom"] / height, top=1 - MARGINS["top"] / height,
+        wspace=MARGINS["between_cols"] / panel_width, hspace=MARGINS["between_rows"] / panel_height,
+    )
+
+
 def _save(fig: Any, ax: Any, path: Path) -> Path:
-    """Legend and grid on every panel, then write the PNG and free the figure."""
+    """Legend and grid on every panel, the margins, then write the PNG and free the figure."""
     import matplotlib.pyplot as plt
 
     for panel in np.atleast_1d(ax).ravel():
         if panel.get_legend_handles_labels()[0]:
             panel.legend(fontsize=8)
         panel.grid(alpha=0.3)
-    fig.tight_layout()
+    _margins(fig)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
