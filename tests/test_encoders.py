@@ -240,3 +240,29 @@ def test_factory_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
         make_encoder(f"bilstm:{tmp_path}")
     with pytest.raises(ValueError, match="must not be empty"):
         make_encoder("")
+
+
+def test_a_model_folders_fingerprint_is_its_files_and_follows_an_edit_within_the_process(tmp_path: Path) -> None:
+    """The digest of a local model folder is kept per process while its files keep their size and modification
+    time; an edit (same size) gives a new fingerprint to the next encoder, and the digest is settings, then each
+    file's relative path and bytes."""
+    import hashlib
+    import json
+
+    from ldpfed.fed.encoders.hf import HFEncoder
+
+    (tmp_path / "config.json").write_text("{}")
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"a" * 100)
+
+    def expected(max_length: int) -> str:
+        digest = hashlib.sha256(json.dumps({"kind": "hf-mean", "max_length": max_length}, sort_keys=True).encode())
+        for path in sorted(tmp_path.iterdir()):
+            digest.update(path.name.encode() + path.read_bytes())
+        return digest.hexdigest()
+
+    first = HFEncoder(tmp_path, max_length=16).fingerprint()
+    assert first == expected(16) == HFEncoder(tmp_path, max_length=16).fingerprint()
+    assert HFEncoder(tmp_path, max_length=8).fingerprint() == expected(8) != first
+    weights.write_bytes(b"b" * 100)
+    assert HFEncoder(tmp_path, max_length=16).fingerprint() == expected(16) != first
