@@ -84,11 +84,15 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def _offline_and_isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """One BLAS thread and one torch thread, no Hub downloads, one encoding cache for the session outside the home.
+    """One BLAS thread and one torch thread, in this process and in every process the tests start; no Hub
+    downloads; one encoding cache for the session outside the home.
 
     torch's second intra-op thread only spins on 2 shared cores (fed.runtime.threads.one_torch_thread): with
     it, MiniLM encoding took 1.5 times and a 2-layer denoiser's training 60 times as long, and the
-    in-process runs' ClientApp and ServerApp share this process.
+    in-process runs' ClientApp and ServerApp share this process. The suite's other worker keeps the other
+    core busy, so the processes it starts (``ldpfed simulate``'s encoding child, a device's setup) get one
+    thread too, through OMP_NUM_THREADS, which torch and OpenBLAS read at their start: the README's SST-2
+    run took 84.7 CPU s with torch's default two threads beside a busy core, and 38.0 s with one.
     """
     import os
 
@@ -98,6 +102,7 @@ def _offline_and_isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Non
 
     limit_blas_threads()
     torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ["HF_HUB_OFFLINE"] = "1"
     # Under pytest-xdist (the README's `-n 2`) the workers share one cache beside their own
     # temporary folders: fed.encoders.cache writes shards atomically and tolerates duplicates.
