@@ -48,7 +48,7 @@ def _canned(ldpfed: float = 7_481.0, before: float = 1_849.0, after: float = 1_7
 
 def test_defaults_are_the_issues_setting() -> None:
     args = build_parser().parse_args([])
-    assert (args.users, args.rounds, args.warmup, args.evaluate_every) == (5000, 10, 2, 1)
+    assert (args.users, args.rounds, args.warmup, args.evaluate_every) == (5000, 10, 2, [1])
     assert (args.pfl_version, args.torch_version, args.records, args.dims) == ("0.6.0", "2.13.0", 16, 384)
     assert args.venv is None and args.quiet_load is None
     loop = peer_pfl_loop.build_parser().parse_args(["--out", "x.json"])
@@ -114,6 +114,18 @@ def test_several_checkouts_each_get_their_ratio_and_the_last_meets_the_goals(tmp
     assert args.checkout == [("old", peer_pfl.ROOT)]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--checkout", f"old={tmp_path}"])  # not a checkout
+
+
+def test_each_checkout_runs_once_per_evaluation_frequency_in_order() -> None:
+    args = build_parser().parse_args(["--evaluate-every", "10,1", "--checkout", f"old={peer_pfl.ROOT}", "--checkout", f"new={peer_pfl.ROOT}"])
+    assert peer_pfl.ldpfed_runs(args) == [
+        ("old, evaluating every 10 rounds", peer_pfl.ROOT, 10), ("old, evaluating every round", peer_pfl.ROOT, 1),
+        ("new, evaluating every 10 rounds", peer_pfl.ROOT, 10), ("new, evaluating every round", peer_pfl.ROOT, 1),
+    ]
+    assert peer_pfl.ldpfed_runs(build_parser().parse_args(["--evaluate-every", "5"])) == [("this checkout", peer_pfl.ROOT, 5)]
+    for bad in ("0", "10,x", "", "1,-2"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["--evaluate-every", bad])
 
 
 def test_report_only_rewrites_the_markdown_from_the_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

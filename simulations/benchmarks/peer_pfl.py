@@ -11,7 +11,9 @@
    local mechanism (see that file);
 3. ldpfed: ``simulations/benchmarks/bench_scale.py --profile 384 --users U --rounds R --no-plain`` (``ldpfed
    simulate`` on 2 Flower nodes, 16 records x 384 dims released per user and round), once per ``--checkout``
-   (default: this checkout), each checkout's code first on PYTHONPATH (this checkout's harness measures all);
+   (default: this checkout), each checkout's code first on PYTHONPATH (this checkout's harness measures all), and
+   once per ``--evaluate-every`` value (``10,1``: first evaluating only in the last round, as pfl's loop never
+   evaluates, then in every round);
 4. pfl, after: step 2 again;
 
 and prints each one's steady user-rounds/s (rounds ``warmup+1..R`` by the wall clock, as bench_scale
@@ -166,12 +168,12 @@ def run_pfl(venv: Path, args: argparse.Namespace, out: Path, label: str) -> dict
     return report
 
 
-def run_ldpfed(args: argparse.Namespace, label: str, root: Path, out: Path, work: Path) -> dict[str, Any]:
-    """ldpfed's bench_scale run of the same setting, from the checkout ``root``; the ldpfed run of its JSON
-    report, with the noise bound it measured."""
+def run_ldpfed(args: argparse.Namespace, label: str, root: Path, out: Path, work: Path, evaluate_every: int = 1) -> dict[str, Any]:
+    """ldpfed's bench_scale run of the same setting, from the checkout ``root``, evaluating every ``evaluate_every``
+    rounds; the ldpfed run of its JSON report, with the noise bound it measured."""
     command = [  # this checkout's harness (bench_scale.py run as a file), measuring the ldpfed that PYTHONPATH gives
         sys.executable, str(BENCH_SCALE), "--profile", "384", "--users", str(args.users),
-        "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--evaluate-every", str(args.evaluate_every),
+        "--rounds", str(args.rounds), "--warmup", str(args.warmup), "--evaluate-every", str(evaluate_every),
         "--no-plain", "--out", str(out), "--work", str(work),
     ]
     env = None if root == ROOT else checkout_env(root, work.parent / f"{work.name}-shims")
@@ -180,7 +182,7 @@ def run_ldpfed(args: argparse.Namespace, label: str, root: Path, out: Path, work
     bench = json.loads(out.read_text())
     (run,) = bench["ldpfed"]
     return {
-        "label": label, "checkout": str(root), "commit": _commit(root), "command": command[1:],
+        "label": label, "checkout": str(root), "commit": _commit(root), "command": command[1:], "evaluate_every": evaluate_every,
         "step_load_before": before, "step_load_after": load(), "run": run, **round_figures(Path(run["out"]) / "metrics.jsonl"),
         "noise_bound_best": bench["noise_bound_best"], "noise_bounds": bench["noise_bounds"],
     }
@@ -301,6 +303,17 @@ def format_markdown(report: dict[str, Any]) -> str:
 
 
 # -- command line ----------------------------------------------------------------------------------
+def _evaluations(text: str) -> list[int]:
+    """--evaluate-every: one frequency or several, comma-separated, each at least 1."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected rounds between evaluations, at least 1, comma-separated (e.g. 10,1); got {text!r}")
+    return values
+
+
 def _checkout(text: str) -> tuple[str, Path]:
     label, sep, folder = text.partition("=")
     root = Path(folder).expanduser().resolve()
@@ -312,7 +325,11 @@ def _checkout(text: str) -> tuple[str, Path]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ldpfed.simulations.benchmarks.peer_pfl", description=__doc__.split("\n\n")[0])
     add_setting(parser)  # users, rounds, warm-up: the same for pfl's loop and ldpfed's runs
-    parser.add_argument("--evaluate-every", type=int, default=1, help="ldpfed's evaluation frequency (default 1: every round)")
+    parser.add_argument(
+        "--evaluate-every", type=_evaluations, default=[1], metavar="N[,N...]",
+        help="ldpfed's evaluation frequency (default 1: every round); several, comma-separated, run each checkout once per value, "
+        "in order (the last run is held to the goals; the last round always evaluates)",
+    )
     parser.add_argument("--venv", type=Path, default=None, help="pfl's virtual environment (default ~/.cache/ldpfed-peer/pfl-<version>; built if absent)")
     parser.add_argument("--pfl-version", default=PFL_VERSION, help=f"pfl-research release (default {PFL_VERSION})")
     parser.add_argument("--torch-version", default=TORCH_VERSION, help=f"torch of pfl's environment (default {TORCH_VERSION})")
@@ -331,6 +348,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--records", type=int, default=16, help=argparse.SUPPRESS)  # the setting is bench_scale's profile 384
     parser.add_argument("--dims", type=int, default=384, help=argparse.SUPPRESS)
     return parser
+
+
+def ldpfed_runs(args: argparse.Namespace) -> list[tuple[str, Path, int]]:
+    """(label, checkout, evaluation frequency) of each ldpfed run, in the order they run: every checkout once per
+    ``--evaluate-every`` value; the label names the frequency when there are several."""
+    runs = []
+    for label, root in args.checkout or [("this checkout", ROOT)]:
+        for every in args.evaluate_every:
+            often = "every round" if every == 1 else f"every {every} rounds"
+            runs.append((f"{label}, evaluating {often}" if len(args.evaluate_every) > 1 else label, root, every))
+    return runs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -357,8 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = (args.work or args.out.with_name(args.out.stem + "-work")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [("pfl_before", lambda: run_pfl(venv, args, work / "pfl-before.json", "pfl-research, before"))]
-    for i, (label, root) in enumerate(args.checkout or [("this checkout", ROOT)]):
-        steps.append((f"ldpfed:{label}", lambda i=i, label=label, root=root: run_ldpfed(args, label, root, work / f"bench_scale-{i}.json", work / f"bench-{i}")))
+    for i, (label, root, every) in enumerate(ldpfed_runs(args)):
+        steps.append((f"ldpfed:{label}", lambda i=i, label=label, root=root, every=every: run_ldpfed(
+            args, label, root, work / f"bench_scale-{i}.json", work / f"bench-{i}", every)))
     steps.append(("pfl_after", lambda: run_pfl(venv, args, work / "pfl-after.json", "pfl-research, after")))
     done: dict[str, Any] = {"ldpfed": []}
     for name, run in steps:
