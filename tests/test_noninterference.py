@@ -40,6 +40,10 @@ def test_devices_that_differ_in_private_content_answer_alike(tmp_path: Path, cac
 
 
 def _reply(records: dict) -> Message:
+    from flwr.supercore.task_identity import TaskIdentity
+
+    # The run identity Flower stamps on a new message, as an in-process grid sets it (alone, no grid has run yet).
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
     message = Message(RecordDict(), dst_node_id=1, message_type="train")
     return Message(RecordDict(records), reply_to=message)
 
