@@ -339,9 +339,9 @@ def test_a_device_adds_its_noise_through_opendp_and_says_so(
     built: list[tuple[str, float]] = []
     measurement = noise._opendp_measurement
 
-    def counting(kind: str, scale: float) -> object:
+    def counting(kind: str, scale: float, *grid: int | None) -> object:
         built.append((kind, scale))
-        return measurement(kind, scale)
+        return measurement(kind, scale, *grid)
 
     monkeypatch.setattr(noise, "_opendp_measurement", counting)
     policy = _policy(tmp_path / "p.toml", epsilon_sentence=3.0, labels="public")

@@ -77,12 +77,38 @@ def test_opendps_own_privacy_map_certifies_the_event_the_ledger_charges(params: 
     assert randomizer.release(np.ones((8, 4)), SecureGenerator.from_os()).shape[-1] == 4
 
 
+@pytest.mark.parametrize("kind", ["gaussian", "laplace"])
+def test_the_noise_grid_moves_opendps_certificate_by_less_than_its_rounding(kind: str) -> None:
+    """The sized measurement on the grid 2^k (fed.privacy.noise.grid_exponent) certifies, for sensitivities from 1e-300 to
+    1e200 and up to a million coordinates, what the exact grid certifies, within OpenDP's own one-ulp rounding."""
+    for sensitivity in (1e-300, 1e-20, 1e-3, 2.0, 1e10, 1e200):
+        for size in (1, 16, 6_144, 1_000_000):
+            for ratio in (0.5, 3.0):
+                scale = sensitivity * ratio
+                k = noise.grid_exponent(kind, sensitivity, size)
+                assert k is None or noise.FINEST_GRID < k <= math.log2(sensitivity) - noise.GRID_MARGIN
+                exact = noise._opendp_measurement(kind, scale).map(sensitivity)
+                certified = noise._opendp_measurement(kind, scale, size if k is not None else None, k).map(sensitivity)
+                stated = 0.5 * (sensitivity / scale) ** 2 if kind == "gaussian" else sensitivity / scale
+                assert exact <= certified <= stated * (1 + noise.ROUNDING), (sensitivity, size, ratio, k, certified, stated)
+    assert noise.grid_exponent(kind, 5e-324, 4) is None and noise.grid_exponent(kind, 1.0, 0) is None
+
+
+@pytest.mark.parametrize("add", [add_gaussian, add_laplace])
+def test_a_grid_too_coarse_for_the_sensitivity_releases_nothing(add: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grid above the sensitivity's share of a coordinate would cost more than the event states: OpenDP's map says so
+    and the device refuses to sample (the certificate check, not the margin, is what guarantees the charge)."""
+    monkeypatch.setattr(noise, "GRID_MARGIN", -4)
+    with pytest.raises(RuntimeError, match="above the event"):
+        add(np.zeros((2, 8)), 2.0, 1.0, SecureGenerator.from_os())  # type: ignore[operator]
+
+
 def test_a_sampler_whose_certificate_exceeds_the_event_releases_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """If OpenDP's scale meant something else than the event's, the device would refuse to sample."""
     real = noise._opendp_measurement
 
-    def halved(kind: str, scale: float) -> object:
-        return real(kind, scale / 2)  # twice less noise than the event states
+    def halved(kind: str, scale: float, *grid: int | None) -> object:
+        return real(kind, scale / 2, *grid)  # twice less noise than the event states
 
     monkeypatch.setattr(noise, "_opendp_measurement", halved)
     with pytest.raises(RuntimeError, match="above the event"):

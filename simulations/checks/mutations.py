@@ -133,8 +133,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "device-gaussian-sampler-half-noise",
         "fed/privacy/noise.py",
-        '    measurement = _opendp_measurement("gaussian", float(sigma))',
-        '    sigma = sigma / 2\n    measurement = _opendp_measurement("gaussian", float(sigma))',
+        '    measurement = _opendp_measurement("gaussian", float(sigma), *_grid("gaussian", sensitivity, x.size))',
+        '    sigma = sigma / 2\n    measurement = _opendp_measurement("gaussian", float(sigma), *_grid("gaussian", sensitivity, x.size))',
         (f"{DN}test_the_distinguishing_audit_of_the_device_sampler_stays_within_the_claim[gaussian]",
          f"{TC}test_reports_carry_the_noise_the_parameters_state"),
         "the device's Gaussian sampler draws half the noise (its certificate checked at that noise)",
